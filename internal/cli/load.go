@@ -1,0 +1,249 @@
+// Package cli holds meshperf's subcommands: each parses its flags into a struct,
+// builds what it needs from the packages that do the work, and reports. Nothing
+// here measures or serves anything itself.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/meshperf/meshperf/internal/version"
+	"github.com/meshperf/meshperf/pkg/loadgen"
+	"github.com/meshperf/meshperf/pkg/loadgen/grpcload"
+	"github.com/meshperf/meshperf/pkg/loadgen/httpload"
+	"github.com/meshperf/meshperf/pkg/loadgen/tcpload"
+)
+
+// Exit statuses, as Fortio and the Go flag package use them.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // the run could not be made (target refused the warm-up, ...)
+	exitBadInput = 2 // the command line was wrong; nothing was run
+)
+
+// Load is `meshperf load [flags] TARGET`.
+func Load(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runLoad(ctx, args, stdout, stderr)
+}
+
+// protocolLoad is a prepared run of one protocol.
+type protocolLoad interface {
+	Runner() *loadgen.Runner
+	run(ctx context.Context, d loadgen.Describe) (report, error)
+}
+
+// report is a finished run: its JSON value and what the text summary shows.
+type report struct {
+	json    any
+	common  *loadgen.RunResult
+	codes   map[string]int64
+	sockets int
+	details []string // protocol-specific summary lines
+}
+
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var f loadFlags
+	var ignored []string
+	fs := flag.NewFlagSet("meshperf load", flag.ContinueOnError)
+	f.define(fs)
+	defineIgnored(fs, &ignored)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, fs, "meshperf load [flags] TARGET",
+				"TARGET is http://..., https://..., tcp://host:port, or host:port with -grpc.")
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "meshperf load: %v (see meshperf load -h)\n", err)
+		return exitBadInput
+	}
+	for _, name := range ignored {
+		fmt.Fprintf(stderr, "meshperf load: -%s has no meaning here and is ignored\n", name)
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "meshperf load: want exactly one TARGET after the flags, got %d (see meshperf load -h)\n", fs.NArg())
+		return exitBadInput
+	}
+	target := fs.Arg(0)
+	load, d, err := prepareLoad(&f, target)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf load: %v\n", err)
+		return exitBadInput
+	}
+	out := stdout
+	if f.jsonPath == "-" {
+		out = stderr // standard output carries the JSON
+	}
+	fmt.Fprintln(out, describeRun(&f, target))
+	stopProgress := startProgress(ctx, load.Runner(), &f, stderr)
+	rep, err := load.run(ctx, d)
+	stopProgress()
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf load: %v\n", err)
+		var we *loadgen.WarmupError
+		if errors.As(err, &we) && !f.allowInitialErrors {
+			fmt.Fprintln(stderr, "meshperf load: (use -allow-initial-errors to run anyway and count the errors)")
+		}
+		return exitFailed
+	}
+	printSummary(out, rep, d.Percentiles)
+	if f.jsonPath != "" {
+		if err := writeJSON(f.jsonPath, rep.json, stdout); err != nil {
+			fmt.Fprintf(stderr, "meshperf load: %v\n", err)
+			return exitFailed
+		}
+		if f.jsonPath != "-" {
+			fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
+		}
+	}
+	return exitOK
+}
+
+// prepareLoad turns the flags into a ready run, checking everything that can be
+// checked before the network is touched.
+func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, error) {
+	var d loadgen.Describe
+	if err := f.checkRanges(); err != nil {
+		return nil, d, err
+	}
+	ps, err := parsePercentiles(f.percentiles)
+	if err != nil {
+		return nil, d, err
+	}
+	payload, err := f.body()
+	if err != nil {
+		return nil, d, err
+	}
+	d = loadgen.Describe{Labels: f.labels, Version: version.String(), Percentiles: ps, RunID: f.runID}
+	if d.Labels == "" {
+		host, _ := os.Hostname()
+		d.Labels = strings.TrimPrefix(strings.TrimPrefix(target, "http://"), "https://") + " , " + host
+	}
+	lo := loadgen.Options{
+		QPS: f.qps, Connections: f.connections, Duration: f.duration, Exactly: f.exactly,
+		Uniform: f.uniform, Jitter: f.jitter, NoCatchUp: f.noCatchUp,
+		AllowInitialErrors: f.allowInitialErrors, AbortOn: f.abortOn,
+	}
+	tlsOpts := loadgen.TLSOptions{Insecure: f.insecure, CACert: f.caCert, Cert: f.cert, Key: f.key}
+	switch {
+	case f.grpc:
+		l, err := grpcload.New(grpcload.Options{
+			Target: target, Ping: f.ping, Payload: payload, PingDelay: f.pingDelay,
+			HealthService: f.healthService, Streams: f.streams, Timeout: f.timeout, TLS: tlsOpts,
+			UseTLS: f.insecure || f.caCert != "" || f.cert != "",
+		}, lo)
+		if err != nil {
+			return nil, d, err
+		}
+		return grpcRun{l}, d, nil
+	case strings.HasPrefix(target, "tcp://"):
+		l, err := tcpload.New(tcpload.Options{Target: target, Payload: payload, Timeout: f.timeout}, lo)
+		if err != nil {
+			return nil, d, err
+		}
+		return tcpRun{l}, d, nil
+	case strings.HasPrefix(target, "http://"), strings.HasPrefix(target, "https://"):
+		l, err := httpload.New(httpload.Options{
+			URL: target, Method: f.method, Headers: f.headers, Payload: payload,
+			ContentType: f.contentType, HTTP10: f.http10, H2: f.h2,
+			DisableKeepAlive: !f.keepAlive, Timeout: f.timeout, TLS: tlsOpts,
+		}, lo)
+		if err != nil {
+			return nil, d, err
+		}
+		return httpRun{l}, d, nil
+	default:
+		return nil, d, fmt.Errorf("target %q: want http://, https://, tcp://host:port, or host:port with -grpc", target)
+	}
+}
+
+// httpRun adapts an HTTP load to the CLI's report.
+type httpRun struct{ *httpload.Load }
+
+func (h httpRun) run(ctx context.Context, d loadgen.Describe) (report, error) {
+	r, err := h.Run(ctx, d)
+	if err != nil {
+		return report{}, err
+	}
+	codes := map[string]int64{}
+	for c, n := range r.RetCodes {
+		codes[fmt.Sprint(c)] = n
+	}
+	return report{
+		json: r, common: &r.RunResult, codes: codes, sockets: r.SocketCount,
+		details: []string{
+			fmt.Sprintf("Response sizes: %s headers, %s in all (avg)",
+				formatBytes(r.HeaderSizes.Avg), formatBytes(r.Sizes.Avg)),
+		},
+	}, nil
+}
+
+// tcpRun adapts a TCP load to the CLI's report.
+type tcpRun struct{ *tcpload.Load }
+
+func (t tcpRun) run(ctx context.Context, d loadgen.Describe) (report, error) {
+	r, err := t.Run(ctx, d)
+	if err != nil {
+		return report{}, err
+	}
+	return report{
+		json: r, common: &r.RunResult, codes: r.RetCodes, sockets: r.SocketCount,
+		details: []string{fmt.Sprintf("Bytes sent: %d, received: %d", r.BytesSent, r.BytesReceived)},
+	}, nil
+}
+
+// grpcRun adapts a gRPC load to the CLI's report.
+type grpcRun struct{ *grpcload.Load }
+
+func (g grpcRun) run(ctx context.Context, d loadgen.Describe) (report, error) {
+	r, err := g.Run(ctx, d)
+	if err != nil {
+		return report{}, err
+	}
+	return report{json: r, common: &r.RunResult, codes: r.RetCodes, sockets: -1}, nil
+}
+
+// writeJSON writes v indented, to path or ("-") to stdout.
+func writeJSON(path string, v any, stdout io.Writer) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the JSON result: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("writing the JSON result: %w", err)
+	}
+	return nil
+}
+
+func printUsage(w io.Writer, fs *flag.FlagSet, usage, about string) {
+	fmt.Fprintf(w, "usage: %s\n%s\n\nflags:\n", usage, about)
+	fs.SetOutput(w)
+	fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Usage == "accepted for Fortio compatibility and ignored" {
+			return
+		}
+		name, usage := flag.UnquoteUsage(fl)
+		fmt.Fprintf(w, "  -%s %s\n    \t%s", fl.Name, name, usage)
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", fl.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+	fs.SetOutput(io.Discard)
+}

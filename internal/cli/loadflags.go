@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// loadFlags are `meshperf load`'s flags, with Fortio's names, defaults and
+// meanings so that scripts written for `fortio load` run unchanged.
+type loadFlags struct {
+	qps                float64
+	connections        int
+	duration           time.Duration
+	exactly            int64
+	uniform            bool
+	jitter             bool
+	noCatchUp          bool
+	percentiles        string
+	jsonPath           string
+	labels             string
+	headers            multiFlag
+	payload            string
+	payloadSize        int
+	payloadFile        string
+	contentType        string
+	method             string
+	timeout            time.Duration
+	keepAlive          bool
+	http10             bool
+	h2                 bool
+	abortOn            int
+	allowInitialErrors bool
+	insecure           bool
+	caCert, cert, key  string
+	grpc               bool
+	ping               bool
+	streams            int
+	healthService      string
+	pingDelay          time.Duration
+	runID              int64
+	quiet              bool
+}
+
+// multiFlag collects a repeatable flag such as -H.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func (f *loadFlags) define(fs *flag.FlagSet) {
+	fs.Float64Var(&f.qps, "qps", 8, "target `rate` in requests per second; 0 or -1 for as fast as possible")
+	fs.IntVar(&f.connections, "c", 4, "number of connections")
+	fs.DurationVar(&f.duration, "t", 5*time.Second, "how long to run; 0 runs until interrupted")
+	fs.Int64Var(&f.exactly, "n", 0, "run exactly this many calls instead of for a duration")
+	fs.BoolVar(&f.uniform, "uniform", false, "spread the connections' requests evenly instead of starting them together")
+	fs.BoolVar(&f.jitter, "jitter", false, "move each request by up to ±10% of a connection's period")
+	fs.BoolVar(&f.noCatchUp, "nocatchup", false, "skip requests that are late instead of sending them as soon as a connection is free")
+	fs.StringVar(&f.percentiles, "p", "50,75,90,99,99.9", "comma-separated `percentiles` to report")
+	fs.StringVar(&f.jsonPath, "json", "", "write the JSON result to this `file` (- for standard output)")
+	fs.StringVar(&f.labels, "labels", "", "labels for the result (default: the target and this host's name)")
+	fs.Var(&f.headers, "H", "add a request header `Name: value` (repeatable)")
+	fs.StringVar(&f.payload, "payload", "", "request body (HTTP: switches to POST), or the TCP echo payload")
+	fs.IntVar(&f.payloadSize, "payload-size", 0, "send this many random `bytes` instead of -payload")
+	fs.StringVar(&f.payloadFile, "payload-file", "", "send this `file`'s contents instead of -payload")
+	fs.StringVar(&f.contentType, "content-type", "", "Content-Type of the request (switches to POST)")
+	fs.StringVar(&f.method, "X", "", "HTTP `method` instead of GET/POST")
+	fs.DurationVar(&f.timeout, "timeout", 3*time.Second, "connect and request timeout")
+	fs.BoolVar(&f.keepAlive, "keepalive", true, "reuse connections (HTTP/1.x); -keepalive=false opens one per request")
+	fs.BoolVar(&f.http10, "http1.0", false, "speak HTTP/1.0")
+	fs.BoolVar(&f.h2, "h2", false, "speak HTTP/2: over TLS with ALPN for https://, cleartext h2c for http://")
+	fs.IntVar(&f.abortOn, "abort-on", 0, "stop the run when a call returns this `code` (-1: socket error)")
+	fs.BoolVar(&f.allowInitialErrors, "allow-initial-errors", false, "keep going when a connection's warm-up call fails")
+	fs.BoolVar(&f.insecure, "k", false, "do not verify the server's certificate")
+	fs.BoolVar(&f.insecure, "https-insecure", false, "same as -k")
+	fs.StringVar(&f.caCert, "cacert", "", "trust the CAs in this PEM `file` instead of the system's")
+	fs.StringVar(&f.cert, "cert", "", "client certificate PEM `file`, for mutual TLS")
+	fs.StringVar(&f.key, "key", "", "client private key PEM `file`, for mutual TLS")
+	fs.BoolVar(&f.grpc, "grpc", false, "gRPC load: the grpc.health.v1 Check of TARGET (host:port)")
+	fs.BoolVar(&f.ping, "ping", false, "with -grpc: call the echo server's ping service instead of health")
+	fs.IntVar(&f.streams, "s", 1, "gRPC streams per connection")
+	fs.StringVar(&f.healthService, "healthservice", "", "service name for the gRPC health check")
+	fs.DurationVar(&f.pingDelay, "grpc-ping-delay", 0, "with -ping: ask the server to delay each reply this long")
+	fs.Int64Var(&f.runID, "runid", 0, "run id to put in the JSON result")
+	fs.BoolVar(&f.quiet, "quiet", false, "no live status")
+}
+
+// ignoredFortioFlags are Fortio flags that have no meaning for meshperf's load
+// (its histogram needs no resolution, its client is always the fast one, ...).
+// They are accepted, so that Fortio command lines work, and ignored with a notice.
+var ignoredFortioFlags = map[string]bool{ // name -> takes a value
+	"r": true, "a": false, "stdclient": false, "httpbufferkb": true, "connection-reuse": true,
+	"sequential-warmup": false, "log-errors": false, "loglevel": true, "data-dir": true,
+	"access-log-file": true, "access-log-format": true, "compression": false,
+	"grpc-compression": false, "offset": true, "no-reresolve": false, "halfclose": false,
+	"calc-qps": false, "gomaxprocs": true, "profile": true, "logger-json": false,
+	"logger-no-color": false, "logger-force-color": false, "logger-timestamp": false,
+	"logger-file-line": false, "logger-goroutine": false, "resolve-ip-type": true,
+	"dns-method": true, "httpccch": false, "L": false, "user": true, "unix-socket": true,
+	"resolve": true, "grpc-max-streams": true, "mtls": false, "stream": false,
+	"grpc-method": true, "sync": true, "sync-interval": true,
+}
+
+// ignoredFlag accepts any value (or none) and records that it was given.
+type ignoredFlag struct {
+	name     string
+	boolFlag bool
+	seen     *[]string
+}
+
+func (f ignoredFlag) String() string     { return "" }
+func (f ignoredFlag) IsBoolFlag() bool   { return f.boolFlag }
+func (f ignoredFlag) Set(v string) error { *f.seen = append(*f.seen, f.name); return nil }
+
+func defineIgnored(fs *flag.FlagSet, seen *[]string) {
+	for name, takesValue := range ignoredFortioFlags {
+		fs.Var(ignoredFlag{name: name, boolFlag: !takesValue, seen: seen}, name,
+			"accepted for Fortio compatibility and ignored")
+	}
+}
+
+// parsePercentiles reads -p: a comma-separated list of numbers in (0, 100].
+func parsePercentiles(s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(p), "p"))
+		if p == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || v <= 0 || v > 100 {
+			return nil, fmt.Errorf("-p %q: %q is not a percentile between 0 and 100", s, p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// checkRanges rejects values that make no sense, before anything runs.
+func (f *loadFlags) checkRanges() error {
+	switch {
+	case f.qps < 0 && f.qps != -1:
+		return fmt.Errorf("-qps %v: a rate is positive, or 0 or -1 for as fast as possible", f.qps)
+	case f.connections < 1:
+		return fmt.Errorf("-c %d: at least one connection is needed", f.connections)
+	case f.duration < 0:
+		return fmt.Errorf("-t %v: a duration is 0 (until interrupted) or positive", f.duration)
+	case f.exactly < 0:
+		return fmt.Errorf("-n %d: a call count is positive", f.exactly)
+	case f.payloadSize < 0:
+		return fmt.Errorf("-payload-size %d: a size is positive", f.payloadSize)
+	case f.timeout < 0:
+		return fmt.Errorf("-timeout %v: a timeout is positive", f.timeout)
+	case f.streams < 1:
+		return fmt.Errorf("-s %d: at least one stream is needed", f.streams)
+	case f.ping && !f.grpc:
+		return errors.New("-ping needs -grpc")
+	}
+	return nil
+}
+
+// body returns the request payload: -payload-file, else -payload-size random
+// bytes, else -payload.
+func (f *loadFlags) body() ([]byte, error) {
+	switch {
+	case f.payloadFile != "":
+		b, err := os.ReadFile(f.payloadFile)
+		if err != nil {
+			return nil, fmt.Errorf("-payload-file: %w", err)
+		}
+		return b, nil
+	case f.payloadSize > 0:
+		b := make([]byte, f.payloadSize)
+		_, _ = rand.Read(b)
+		return b, nil
+	default:
+		return []byte(f.payload), nil
+	}
+}

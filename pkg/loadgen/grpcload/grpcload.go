@@ -1,0 +1,201 @@
+// Package grpcload is the gRPC protocol of the load engine: the standard
+// grpc.health.v1 Check, or the echo server's ping (wire-compatible with
+// Fortio's), over -c connections with -s streams each.
+package grpcload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/meshperf/meshperf/pkg/loadgen"
+	"github.com/meshperf/meshperf/pkg/pingpb"
+)
+
+// Options are the gRPC settings of a run.
+type Options struct {
+	Target        string // host:port, or https://host:port for TLS
+	Ping          bool   // ping service instead of health
+	Payload       []byte // ping payload
+	PingDelay     time.Duration
+	HealthService string
+	Streams       int // per connection; calls in flight on each
+	Timeout       time.Duration
+	TLS           loadgen.TLSOptions
+	UseTLS        bool // TLS without the https:// prefix (set by -cacert, -cert, -k)
+}
+
+// Result is a gRPC run's result in Fortio's JSON shape (its GRPCRunnerResults).
+type Result struct {
+	loadgen.RunResult
+	RetCodes    map[string]int64
+	Destination string
+	Streams     int
+	Ping        bool
+	Metadata    map[string][]string
+}
+
+// errorCode is how a failed call is counted, Fortio's "ERROR".
+const errorCode = -1
+
+// CodeName is how an outcome is counted in RetCodes: the health status name
+// (a ping that answered counts as SERVING, as in Fortio), or ERROR.
+func CodeName(code int) string {
+	if code == errorCode {
+		return "ERROR"
+	}
+	return healthpb.HealthCheckResponse_ServingStatus(code).String()
+}
+
+// Load is a prepared gRPC run.
+type Load struct {
+	opts   Options
+	load   loadgen.Options
+	runner *loadgen.Runner
+	conns  []*grpc.ClientConn
+}
+
+// New prepares connections (dialled lazily on the first call) and the runner:
+// lo.Connections connections, each carrying o.Streams callers.
+func New(o Options, lo loadgen.Options) (*Load, error) {
+	addr, useTLS := o.Target, o.UseTLS
+	if rest, ok := strings.CutPrefix(addr, "https://"); ok {
+		addr, useTLS = rest, true
+	}
+	addr = strings.TrimSuffix(strings.TrimPrefix(addr, "http://"), "/")
+	if addr == "" || strings.Contains(addr, "/") {
+		return nil, fmt.Errorf("bad gRPC target %q: want host:port", o.Target)
+	}
+	creds := insecure.NewCredentials()
+	if useTLS {
+		cfg, err := o.TLS.Config(hostOf(addr), "h2")
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	streams := max(o.Streams, 1)
+	l := &Load{opts: o, load: lo}
+	var callers []loadgen.Caller
+	for range lo.Connections {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			l.closeAll()
+			return nil, fmt.Errorf("gRPC target %q: %w", o.Target, err)
+		}
+		l.conns = append(l.conns, cc)
+		for range streams {
+			callers = append(callers, l.newCaller(cc))
+		}
+	}
+	l.load.Connections = len(callers)
+	var err error
+	if l.runner, err = loadgen.NewRunner(l.load, callers); err != nil {
+		l.closeAll()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Load) newCaller(cc *grpc.ClientConn) loadgen.Caller {
+	if l.opts.Ping {
+		return &pingCaller{client: pingpb.NewPingServerClient(cc), opts: l.opts}
+	}
+	return &healthCaller{client: healthpb.NewHealthClient(cc), opts: l.opts}
+}
+
+// Runner is the engine driving this load, for progress display.
+func (l *Load) Runner() *loadgen.Runner { return l.runner }
+
+// Run runs the load and returns its result.
+func (l *Load) Run(ctx context.Context, d loadgen.Describe) (*Result, error) {
+	defer l.closeAll()
+	s, err := l.runner.Run(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", l.opts.Target, err)
+	}
+	d.RunType = "GRPC Health"
+	if l.opts.Ping {
+		d.RunType = "GRPC Ping"
+	}
+	r := &Result{
+		RunResult:   loadgen.NewRunResult(d, l.load, s),
+		RetCodes:    map[string]int64{},
+		Destination: l.opts.Target,
+		Streams:     max(l.opts.Streams, 1),
+		Ping:        l.opts.Ping,
+	}
+	for code, n := range s.Codes {
+		r.RetCodes[CodeName(code)] += n
+	}
+	return r, nil
+}
+
+func (l *Load) closeAll() {
+	for _, cc := range l.conns {
+		_ = cc.Close()
+	}
+	l.conns = nil
+}
+
+func hostOf(addr string) string {
+	if i := strings.LastIndex(addr, ":"); i > 0 {
+		return strings.Trim(addr[:i], "[]")
+	}
+	return addr
+}
+
+// withTimeout bounds one call by -timeout.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+type healthCaller struct {
+	client healthpb.HealthClient
+	opts   Options
+}
+
+func (c *healthCaller) Call(ctx context.Context) loadgen.Outcome {
+	ctx, cancel := withTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	resp, err := c.client.Check(ctx, &healthpb.HealthCheckRequest{Service: c.opts.HealthService})
+	if err != nil {
+		return loadgen.Outcome{Code: errorCode, Err: err}
+	}
+	st := resp.GetStatus()
+	return loadgen.Outcome{Code: int(st), OK: st == healthpb.HealthCheckResponse_SERVING}
+}
+
+type pingCaller struct {
+	client pingpb.PingServerClient
+	opts   Options
+	seq    int64
+}
+
+func (c *pingCaller) Call(ctx context.Context) loadgen.Outcome {
+	ctx, cancel := withTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	c.seq++
+	msg := &pingpb.PingMessage{
+		Seq: c.seq, Ts: time.Now().UnixNano(), Payload: string(c.opts.Payload),
+		DelayNanos: c.opts.PingDelay.Nanoseconds(),
+	}
+	resp, err := c.client.Ping(ctx, msg)
+	if err == nil && (resp.GetSeq() != msg.Seq || resp.GetPayload() != msg.Payload) {
+		err = errors.New("the ping reply does not match the request")
+	}
+	if err != nil {
+		return loadgen.Outcome{Code: errorCode, Err: err}
+	}
+	return loadgen.Outcome{Code: int(healthpb.HealthCheckResponse_SERVING), OK: true}
+}
