@@ -90,22 +90,24 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep, err := load.run(ctx, d)
 	stopProgress()
 	if err != nil {
-		fmt.Fprintf(stderr, "meshperf load: %v\n", err)
-		var we *loadgen.WarmupError
-		if errors.As(err, &we) && !f.allowInitialErrors {
-			fmt.Fprintln(stderr, "meshperf load: (use -allow-initial-errors to run anyway and count the errors)")
+		hint := ""
+		if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
+			hint = "; -allow-initial-errors runs anyway and counts the errors"
 		}
+		fmt.Fprintf(stderr, "meshperf load: %v%s\n", err, hint)
 		return exitFailed
 	}
-	printSummary(out, rep, d.Percentiles)
+	// The result file is written before anything is printed, so that a reader
+	// that goes away (| head) cannot cost the result.
 	if f.jsonPath != "" {
 		if err := writeJSON(f.jsonPath, rep.json, stdout); err != nil {
 			fmt.Fprintf(stderr, "meshperf load: %v\n", err)
 			return exitFailed
 		}
-		if f.jsonPath != "-" {
-			fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
-		}
+	}
+	printSummary(out, rep, d.Percentiles)
+	if f.jsonPath != "" && f.jsonPath != "-" {
+		fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
 	}
 	return exitOK
 }

@@ -45,8 +45,11 @@ type eventLoop struct {
 	armedAt               time.Duration // timer's current expiry (clock time); 0 = disarmed
 	monoOffset            int64         // CLOCK_MONOTONIC ns = clock time + monoOffset
 	buf                   []byte
-	warmup                bool // making the uncounted first requests
-	stopping              bool // cancelled: no new requests
+	oob                   []byte // control data of a read (the receive timestamp)
+	clock                 realClock
+	wallMinusClock        int64 // wall-clock ns minus clock time, sampled at each wake-up
+	warmup                bool  // making the uncounted first requests
+	stopping              bool  // cancelled: no new requests
 	stopAt                time.Duration
 	lastDone              time.Duration
 	warmOuts              []Outcome
@@ -73,11 +76,16 @@ type loopConn struct {
 	retired  bool         // no more requests for this connection
 	deadline time.Duration
 	connAt   time.Duration // when the connect started
+	arrived  time.Duration // when the kernel received the response's last bytes (0: unknown)
 	stats    *WireConnStats
 }
 
 func newEventLoop(r *Runner, w Wire, addr *net.TCPAddr, timeout time.Duration, stats []*WireConnStats) *eventLoop {
-	l := &eventLoop{r: r, wire: w, addr: addr.String(), timeout: timeout, buf: make([]byte, readBufferSize)}
+	l := &eventLoop{
+		r: r, wire: w, addr: addr.String(), timeout: timeout,
+		buf: make([]byte, readBufferSize), oob: make([]byte, rxStampSpace),
+		clock: r.clock.(realClock), // NewWireRunner only allows the real clock
+	}
 	if ip4 := addr.IP.To4(); ip4 != nil {
 		sa := &unix.SockaddrInet4{Port: addr.Port}
 		copy(sa.Addr[:], ip4)
@@ -140,7 +148,7 @@ func (l *eventLoop) loop(ctx context.Context) {
 	events := make([]unix.EpollEvent, len(l.conns)+2)
 	var yielded time.Duration
 	for {
-		now := l.r.clock.Now()
+		now := l.now()
 		if now-yielded >= yieldEvery {
 			runtime.Gosched()
 			yielded = now
@@ -211,6 +219,7 @@ func (l *eventLoop) connect(c *loopConn, now time.Duration) {
 		return
 	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	enableRxTimestamps(fd)
 	c.fd, c.connAt = fd, now
 	connErr := unix.Connect(fd, l.sa)
 	if connErr != nil && !errors.Is(connErr, unix.EINPROGRESS) {
@@ -304,7 +313,11 @@ func (l *eventLoop) handle(ev unix.EpollEvent) {
 }
 
 func (l *eventLoop) read(c *loopConn) {
-	n, err := unix.Read(c.fd, l.buf)
+	n, oobn, _, _, err := unix.Recvmsg(c.fd, l.buf, l.oob, 0)
+	c.arrived = 0
+	if ts, ok := rxTimestamp(l.oob[:max(oobn, 0)]); ok {
+		c.arrived = time.Duration(ts - l.wallMinusClock)
+	}
 	switch {
 	case errors.Is(err, unix.EAGAIN), errors.Is(err, unix.EINTR):
 		return
@@ -343,6 +356,9 @@ func (l *eventLoop) read(c *loopConn) {
 // complete records a finished response and frees the connection.
 func (l *eventLoop) complete(c *loopConn, out Outcome) {
 	done := l.r.clock.Now()
+	if c.arrived > c.times.sent && c.arrived < done {
+		done = c.arrived // the kernel's receive time; see rxstamp_linux.go
+	}
 	total, header := c.parser.Sizes()
 	keep := c.parser.KeepAlive() && out.Code != SocketError
 	c.parser.Reset()
@@ -503,6 +519,16 @@ func (l *eventLoop) closeFDs() {
 	for _, fd := range []int{l.timerfd, l.wakefd, l.epfd} {
 		_ = unix.Close(fd)
 	}
+}
+
+// now reads the clock and refreshes the wall-to-clock offset used to place
+// kernel receive timestamps (wall clock) on the run's monotonic clock. Sampled at
+// every wake-up, so a wall-clock step moves at most the reads of one wake-up.
+func (l *eventLoop) now() time.Duration {
+	t := time.Now()
+	now := t.Sub(l.clock.origin)
+	l.wallMinusClock = t.UnixNano() - int64(now)
+	return now
 }
 
 // wake interrupts epoll_wait from another goroutine (cancellation).
