@@ -3,8 +3,6 @@ package loadgen
 import (
 	"context"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // A Clock tells the time since the start of a run and sleeps until a given time.
@@ -50,8 +48,6 @@ func (c realClock) SleepUntil(ctx context.Context, t time.Duration) bool {
 		if d <= 0 {
 			return true
 		}
-		ts := unix.NsecToTimespec(int64(d))
-		// EINTR (a signal) just means sleep again for what is left.
-		_ = unix.Nanosleep(&ts, nil)
+		fineSleep(d)
 	}
 }

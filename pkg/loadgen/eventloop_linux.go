@@ -53,6 +53,7 @@ type eventLoop struct {
 	stopAt                time.Duration
 	lastDone              time.Duration
 	warmOuts              []Outcome
+	err                   error // the loop itself failed (see failAll)
 }
 
 type connState int
@@ -116,14 +117,17 @@ func (l *eventLoop) warmUp(ctx context.Context) error {
 	return warmupFailures(l.warmOuts)
 }
 
-func (l *eventLoop) run(ctx context.Context) time.Duration {
+func (l *eventLoop) run(ctx context.Context) (time.Duration, error) {
 	defer l.closeAll()
 	start := l.r.dispatch.start
 	for _, c := range l.conns {
 		c.times.free = start
 	}
 	l.loop(ctx)
-	return l.lastDone
+	if l.err != nil {
+		return 0, fmt.Errorf("event loop: %w", l.err)
+	}
+	return l.lastDone, nil
 }
 
 // yieldEvery is how often the loop passes through Go's scheduler. The loop only
@@ -539,6 +543,7 @@ func (l *eventLoop) wake() {
 
 // failAll ends the loop on an error of the loop itself (not of a connection).
 func (l *eventLoop) failAll(err error) {
+	l.err = err
 	for _, c := range l.conns {
 		if l.warmup {
 			l.warmOuts[c.id] = Outcome{Code: SocketError, Err: err}

@@ -16,5 +16,5 @@ func newEventLoop(*Runner, Wire, *net.TCPAddr, time.Duration, []*WireConnStats) 
 	return &eventLoop{}
 }
 
-func (*eventLoop) warmUp(context.Context) error      { return ErrNoEventLoop }
-func (*eventLoop) run(context.Context) time.Duration { return 0 }
+func (*eventLoop) warmUp(context.Context) error               { return ErrNoEventLoop }
+func (*eventLoop) run(context.Context) (time.Duration, error) { return 0, ErrNoEventLoop }

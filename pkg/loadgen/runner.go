@@ -35,8 +35,9 @@ type engine interface {
 	// warmUp makes one uncounted request per connection.
 	warmUp(ctx context.Context) error
 	// run sends requests as the dispatcher says until it says stop or ctx ends,
-	// and returns the clock time of the last completion.
-	run(ctx context.Context) time.Duration
+	// and returns the clock time of the last completion; an error only when the
+	// engine itself failed (not a request).
+	run(ctx context.Context) (time.Duration, error)
 }
 
 // NewRunner prepares a run over callers, one per connection, each driven by its
@@ -126,6 +127,9 @@ func warmupFailures(outs []Outcome) error {
 func (r *Runner) Run(ctx context.Context) (*Stats, error) {
 	if r.opts.Exactly == 0 {
 		if err := r.engine.warmUp(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("interrupted during the warm-up: %w", ctx.Err())
+			}
 			return nil, err
 		}
 	}
@@ -138,7 +142,10 @@ func (r *Runner) Run(ctx context.Context) (*Stats, error) {
 	r.startAt.Store(int64(start))
 	r.started.Store(true)
 	wall := time.Now()
-	end := r.engine.run(loadCtx)
+	end, err := r.engine.run(loadCtx)
+	if err != nil {
+		return nil, err
+	}
 	if loadCtx.Err() == nil {
 		// The run kept to its schedule: it lasted as long as asked, even if the
 		// last request came back a little before the end.
@@ -190,7 +197,7 @@ func (e *goroutineEngine) warmUp(ctx context.Context) error {
 	return warmupFailures(outs)
 }
 
-func (e *goroutineEngine) run(ctx context.Context) time.Duration {
+func (e *goroutineEngine) run(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
 	ends := make([]time.Duration, len(e.callers))
 	for id, c := range e.callers {
@@ -207,7 +214,7 @@ func (e *goroutineEngine) run(ctx context.Context) time.Duration {
 	for _, t := range ends {
 		end = max(end, t)
 	}
-	return end
+	return end, nil
 }
 
 // work is one connection's loop: take the next request, wait until it is due,

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -194,5 +195,24 @@ func TestRequestTimesLatency(t *testing.T) {
 		if got := tc.t.sendDelay(); got != tc.sd {
 			t.Errorf("%s: send delay = %v, want %v", tc.name, got, tc.sd)
 		}
+	}
+}
+
+// blockingCaller waits until its context ends, like a request to a server that
+// never answers.
+type blockingCaller struct{}
+
+func (blockingCaller) Call(ctx context.Context) Outcome {
+	<-ctx.Done()
+	return Outcome{Code: SocketError, Err: ctx.Err()}
+}
+
+func TestRunInterruptedDuringWarmUpSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r, _ := NewRunner(Options{QPS: 10, Connections: 2, Duration: time.Second}, []Caller{blockingCaller{}, blockingCaller{}})
+	_, err := r.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "interrupted during the warm-up") {
+		t.Errorf("err = %v, want an interruption, not a failed warm-up", err)
 	}
 }
