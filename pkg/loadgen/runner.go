@@ -180,17 +180,7 @@ type goroutineEngine struct {
 // connections and warms the server before anything is timed.
 func (e *goroutineEngine) warmUp(ctx context.Context) error {
 	outs := make([]Outcome, len(e.callers))
-	var wg sync.WaitGroup
-	for id, c := range e.callers {
-		wg.Add(1)
-		leave := join(e.r.clock)
-		go func() {
-			defer wg.Done()
-			defer leave()
-			outs[id] = c.Call(ctx)
-		}()
-	}
-	wg.Wait()
+	e.each(func(id int, c Caller) { outs[id] = c.Call(ctx) })
 	if e.r.opts.AllowInitialErrors {
 		return nil
 	}
@@ -198,18 +188,8 @@ func (e *goroutineEngine) warmUp(ctx context.Context) error {
 }
 
 func (e *goroutineEngine) run(ctx context.Context) (time.Duration, error) {
-	var wg sync.WaitGroup
 	ends := make([]time.Duration, len(e.callers))
-	for id, c := range e.callers {
-		wg.Add(1)
-		leave := join(e.r.clock)
-		go func() {
-			defer wg.Done()
-			defer leave()
-			ends[id] = e.work(ctx, c)
-		}()
-	}
-	wg.Wait()
+	e.each(func(id int, c Caller) { ends[id] = e.work(ctx, c) })
 	var end time.Duration
 	for _, t := range ends {
 		end = max(end, t)
@@ -238,6 +218,26 @@ func (e *goroutineEngine) work(ctx context.Context, c Caller) time.Duration {
 		free = done
 	}
 	return free
+}
+
+// each runs f for every caller at once, one goroutine each, and waits for all.
+// Every goroutine joins the clock before any starts, so that a simulated clock
+// never advances while some have yet to begin.
+func (e *goroutineEngine) each(f func(id int, c Caller)) {
+	leaves := make([]func(), len(e.callers))
+	for id := range e.callers {
+		leaves[id] = join(e.r.clock)
+	}
+	var wg sync.WaitGroup
+	for id, c := range e.callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer leaves[id]()
+			f(id, c)
+		}()
+	}
+	wg.Wait()
 }
 
 // join tells a simulated clock (in tests) that one more goroutine takes part in the
