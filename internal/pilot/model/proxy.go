@@ -1,0 +1,54 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ProxyType is the kind of Envoy node, the first field of an Istio node id.
+type ProxyType string
+
+// Istio's proxy types.
+const (
+	Sidecar ProxyType = "sidecar"
+	Router  ProxyType = "router" // a gateway
+)
+
+// Proxy is a connected data-plane node, as its xDS node id and metadata describe
+// it.
+type Proxy struct {
+	ID             string // the whole node id
+	Type           ProxyType
+	IPAddresses    []string // INSTANCE_IPS, else the id's IP
+	PodName        string   // POD from POD.NS in the id
+	Namespace      string   // NAMESPACE, else NS from the id
+	DNSDomain      string   // the id's last field, e.g. ns.svc.cluster.local
+	Labels         map[string]string
+	ServiceAccount string
+	WorkloadName   string
+	IstioVersion   string // ISTIO_VERSION, for the pilot_xds gauge's version label
+}
+
+// ParseNodeID reads an Istio node id, TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN,
+// into a Proxy; metadata fills the rest later.
+func ParseNodeID(id string) (*Proxy, error) {
+	parts := strings.Split(id, "~")
+	if len(parts) != 4 {
+		return nil, fmt.Errorf("node id %q: want TYPE~IP~POD.NAMESPACE~DOMAIN", id)
+	}
+	p := &Proxy{ID: id, Type: ProxyType(parts[0]), DNSDomain: parts[3]}
+	switch p.Type {
+	case Sidecar, Router:
+	default:
+		return nil, fmt.Errorf("node id %q: type %q is neither sidecar nor router", id, parts[0])
+	}
+	if parts[1] != "" {
+		p.IPAddresses = []string{parts[1]}
+	}
+	pod, ns, ok := strings.Cut(parts[2], ".")
+	if !ok || pod == "" || ns == "" {
+		return nil, fmt.Errorf("node id %q: want POD.NAMESPACE in the third field", id)
+	}
+	p.PodName, p.Namespace = pod, ns
+	return p, nil
+}
