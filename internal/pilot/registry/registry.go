@@ -1,0 +1,371 @@
+// Package registry is the control plane's service registry: the services that
+// Kubernetes Services and ServiceEntries declare, the workloads that
+// WorkloadEntries declare and connected proxies report, and the endpoints that
+// join them (the workloads a service selects). It tells the push pipeline what
+// each change means: a service change is a full push, a workload change an
+// endpoint (EDS) push for the services that select it.
+package registry
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/model"
+)
+
+// InboundType is how a change is counted in pilot_inbound_updates.
+type InboundType string
+
+// istiod's inbound update types.
+const (
+	InboundConfig    InboundType = "config"
+	InboundEDS       InboundType = "eds"
+	InboundSvc       InboundType = "svc"
+	InboundSvcDelete InboundType = "svcdelete"
+)
+
+// Notify receives the push each change calls for.
+type Notify func(InboundType, *model.PushRequest)
+
+// DefaultGracePeriod is how long a disconnected proxy's workload stays
+// registered, so that a reconnecting proxy does not flap its endpoints (istiod's
+// PILOT_WORKLOAD_ENTRY_GRACE_PERIOD default).
+const DefaultGracePeriod = 10 * time.Second
+
+// Options configure a Registry.
+type Options struct {
+	DomainSuffix string        // "cluster.local" if empty
+	GracePeriod  time.Duration // DefaultGracePeriod if zero
+	// NamespaceSelected applies discoverySelectors: objects in a namespace it
+	// rejects are invisible. nil selects every namespace.
+	NamespaceSelected func(namespace string, labels map[string]string) bool
+	// AfterFunc schedules the removal of a disconnected proxy; time.AfterFunc if
+	// nil. Tests replace it to run removals when they choose.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	Now       func() time.Time
+}
+
+// Registry holds services, workloads and namespaces. It is safe for concurrent
+// use: config events and proxy connections arrive from different goroutines.
+type Registry struct {
+	opts   Options
+	notify Notify
+
+	mu         sync.Mutex
+	services   map[config.Key]*config.Resource // Services and ServiceEntries
+	workloads  map[string]*workload            // by id
+	namespaces map[string]map[string]string    // labels by namespace
+	proxies    map[string]*proxyEntry          // connected or in grace, by node id
+}
+
+type proxyEntry struct {
+	connections int
+	removal     func() bool // stops a pending removal
+}
+
+// New returns an empty registry that reports what changes mean to notify.
+func New(opts Options, notify Notify) *Registry {
+	if opts.DomainSuffix == "" {
+		opts.DomainSuffix = "cluster.local"
+	}
+	if opts.GracePeriod == 0 {
+		opts.GracePeriod = DefaultGracePeriod
+	}
+	if opts.AfterFunc == nil {
+		opts.AfterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Registry{
+		opts: opts, notify: notify,
+		services:   map[config.Key]*config.Resource{},
+		workloads:  map[string]*workload{},
+		namespaces: map[string]map[string]string{},
+		proxies:    map[string]*proxyEntry{},
+	}
+}
+
+// Update applies one config change (old nil: added; new nil: deleted) of a kind
+// the registry holds: Namespace, Service, ServiceEntry, WorkloadEntry. Other
+// kinds are ignored.
+func (r *Registry) Update(old, new *config.Resource) {
+	cur := new
+	if cur == nil {
+		cur = old
+	}
+	if cur == nil {
+		return
+	}
+	r.mu.Lock()
+	typ, req := r.updateLocked(cur.Kind, old, new)
+	r.mu.Unlock()
+	if req != nil {
+		r.notify(typ, req)
+	}
+}
+
+func (r *Registry) updateLocked(kind config.Kind, old, new *config.Resource) (InboundType, *model.PushRequest) {
+	now := r.opts.Now()
+	switch kind {
+	case config.KindNamespace:
+		return r.namespaceLocked(old, new, now)
+	case config.KindService, config.KindServiceEntry:
+		cur := new
+		if new == nil {
+			cur = old
+			delete(r.services, old.Key())
+		} else {
+			r.services[new.Key()] = new
+		}
+		if !r.visibleLocked(cur.Meta.Namespace) {
+			return "", nil
+		}
+		typ := InboundSvc
+		if new == nil {
+			typ = InboundSvcDelete
+		}
+		return typ, model.NewPushRequest(model.ReasonService, true, now, cur.Key())
+	case config.KindWorkloadEntry:
+		var before, after *workload
+		if old != nil {
+			before = r.workloads[old.Key().String()]
+			delete(r.workloads, old.Key().String())
+		}
+		if new != nil {
+			if we, ok := new.Spec.(*networking.WorkloadEntry); ok {
+				after = fromWorkloadEntry(new, we)
+				r.workloads[after.id] = after
+			}
+		}
+		return r.endpointChangeLocked(before, after, now)
+	}
+	return "", nil
+}
+
+// namespaceLocked records a namespace's labels; when discoverySelectors make
+// that change what is visible, everything must be pushed again.
+func (r *Registry) namespaceLocked(old, new *config.Resource, now time.Time) (InboundType, *model.PushRequest) {
+	cur := new
+	if new == nil {
+		cur = old
+	}
+	ns := cur.Meta.Name
+	wasVisible := r.visibleLocked(ns)
+	if new == nil {
+		delete(r.namespaces, ns)
+	} else {
+		r.namespaces[ns] = new.Meta.Labels
+	}
+	if r.visibleLocked(ns) == wasVisible {
+		return "", nil
+	}
+	return InboundConfig, model.NewPushRequest(model.ReasonNamespace, true, now, cur.Key())
+}
+
+// visibleLocked applies discoverySelectors to a namespace.
+func (r *Registry) visibleLocked(namespace string) bool {
+	if r.opts.NamespaceSelected == nil {
+		return true
+	}
+	return r.opts.NamespaceSelected(namespace, r.namespaces[namespace])
+}
+
+// endpointChangeLocked finds the services whose endpoints a workload change
+// moves (those selecting it before or after) and asks for an EDS push of them.
+func (r *Registry) endpointChangeLocked(before, after *workload, now time.Time) (InboundType, *model.PushRequest) {
+	var keys []config.Key
+	seen := map[config.Key]bool{}
+	for _, res := range r.services {
+		for _, s := range servicesOf(res, r.opts.DomainSuffix) {
+			if seen[s.Key] || !r.visibleLocked(s.Namespace) {
+				continue
+			}
+			if (before != nil && selects(s, before)) || (after != nil && selects(s, after)) {
+				seen[s.Key] = true
+				keys = append(keys, s.Key)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return "", nil
+	}
+	return InboundEDS, model.NewPushRequest(model.ReasonEndpoint, false, now, keys...)
+}
+
+// ProxyConnected registers the proxy as a workload (from its node metadata).
+// A proxy that reconnects within the grace period keeps its registration.
+func (r *Registry) ProxyConnected(p *model.Proxy) {
+	r.mu.Lock()
+	e := r.proxies[p.ID]
+	if e == nil {
+		e = &proxyEntry{}
+		r.proxies[p.ID] = e
+	}
+	e.connections++
+	if e.removal != nil {
+		e.removal()
+		e.removal = nil
+	}
+	w := fromProxy(p)
+	before := r.workloads[w.id]
+	r.workloads[w.id] = w
+	typ, req := r.endpointChangeLocked(before, w, r.opts.Now())
+	if before != nil && sameWorkload(before, w) {
+		req = nil // a reconnect with the same metadata changes no endpoint
+	}
+	r.mu.Unlock()
+	if req != nil {
+		r.notify(typ, req)
+	}
+}
+
+// ProxyDisconnected schedules the proxy's workload for removal after the grace
+// period, unless it reconnects first.
+func (r *Registry) ProxyDisconnected(p *model.Proxy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.proxies[p.ID]
+	if e == nil {
+		return
+	}
+	if e.connections--; e.connections > 0 {
+		return
+	}
+	e.removal = r.opts.AfterFunc(r.opts.GracePeriod, func() { r.removeProxy(p.ID) })
+}
+
+func (r *Registry) removeProxy(id string) {
+	r.mu.Lock()
+	e := r.proxies[id]
+	if e == nil || e.connections > 0 {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.proxies, id)
+	before := r.workloads["proxy/"+id]
+	delete(r.workloads, "proxy/"+id)
+	typ, req := r.endpointChangeLocked(before, nil, r.opts.Now())
+	r.mu.Unlock()
+	if req != nil {
+		r.notify(typ, req)
+	}
+}
+
+func sameWorkload(a, b *workload) bool {
+	return a.address == b.address && a.serviceAccount == b.serviceAccount && a.name == b.name &&
+		mapsEqual(a.labels, b.labels)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot is the registry at one moment, for one push: immutable, shared by
+// every proxy's generation.
+type Snapshot struct {
+	Services   []*model.Service // sorted by hostname, then namespace
+	endpoints  map[serviceID][]*model.Endpoint
+	byHostname map[string][]*model.Service
+	Namespaces map[string]map[string]string
+}
+
+// serviceID identifies a service across snapshots: a hostname is unique within
+// a namespace.
+type serviceID struct{ hostname, namespace string }
+
+// Endpoints returns the endpoints of a service port, sorted by address.
+func (s *Snapshot) Endpoints(svc *model.Service, port uint32) []*model.Endpoint {
+	var out []*model.Endpoint
+	for _, e := range s.endpoints[serviceID{svc.Hostname, svc.Namespace}] {
+		if e.ServicePort == port {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ServicesByHostname returns the services with that hostname (one per namespace
+// that declares it).
+func (s *Snapshot) ServicesByHostname(host string) []*model.Service { return s.byHostname[host] }
+
+// Snapshot builds the registry's current state, applying discoverySelectors.
+func (r *Registry) Snapshot() *Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	snap := &Snapshot{
+		endpoints:  map[serviceID][]*model.Endpoint{},
+		byHostname: map[string][]*model.Service{},
+		Namespaces: make(map[string]map[string]string, len(r.namespaces)),
+	}
+	for ns, labels := range r.namespaces {
+		snap.Namespaces[ns] = labels
+	}
+	byNamespace := map[string][]*workload{}
+	for _, w := range r.workloads {
+		if r.visibleLocked(w.namespace) {
+			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)
+		}
+	}
+	for _, res := range r.services {
+		if !r.visibleLocked(res.Meta.Namespace) {
+			continue
+		}
+		for _, svc := range servicesOf(res, r.opts.DomainSuffix) {
+			snap.Services = append(snap.Services, svc)
+			snap.byHostname[svc.Hostname] = append(snap.byHostname[svc.Hostname], svc)
+			eps := inlineEndpoints(svc, res)
+			for _, w := range byNamespace[svc.Namespace] {
+				if selects(svc, w) {
+					eps = append(eps, endpointsFor(svc, w)...)
+				}
+			}
+			sort.Slice(eps, func(i, j int) bool {
+				if eps[i].Address != eps[j].Address {
+					return eps[i].Address < eps[j].Address
+				}
+				return eps[i].Port < eps[j].Port
+			})
+			snap.endpoints[serviceID{svc.Hostname, svc.Namespace}] = eps
+		}
+	}
+	slices.SortFunc(snap.Services, func(a, b *model.Service) int {
+		return cmp.Or(strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Namespace, b.Namespace))
+	})
+	return snap
+}
+
+// ServiceCount is the number of services (hostnames) known, for pilot_services.
+func (r *Registry) ServiceCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, res := range r.services {
+		if !r.visibleLocked(res.Meta.Namespace) {
+			continue
+		}
+		switch spec := res.Spec.(type) {
+		case *corev1.ServiceSpec:
+			n++
+		case *networking.ServiceEntry:
+			n += len(spec.GetHosts())
+		}
+	}
+	return n
+}

@@ -1,0 +1,109 @@
+package registry
+
+import (
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/model"
+)
+
+// tlsModeLabel is Istio's label saying a workload has a sidecar (value "istio")
+// and so accepts mTLS.
+const tlsModeLabel = "security.istio.io/tlsMode"
+
+// workload is something that can serve a service: a WorkloadEntry, or a proxy
+// that connected with its labels and address.
+type workload struct {
+	id             string // "WorkloadEntry/ns/name" or "proxy/<node id>"
+	namespace      string
+	name           string
+	address        string
+	labels         map[string]string
+	serviceAccount string
+	ports          map[string]uint32 // WorkloadEntry's port overrides, by service port name
+	tlsMode        string
+}
+
+func fromWorkloadEntry(r *config.Resource, we *networking.WorkloadEntry) *workload {
+	return &workload{
+		id:             r.Key().String(),
+		namespace:      r.Meta.Namespace,
+		name:           r.Meta.Name,
+		address:        we.GetAddress(),
+		labels:         we.GetLabels(),
+		serviceAccount: we.GetServiceAccount(),
+		ports:          we.GetPorts(),
+		tlsMode:        we.GetLabels()[tlsModeLabel],
+	}
+}
+
+func fromProxy(p *model.Proxy) *workload {
+	w := &workload{
+		id:             "proxy/" + p.ID,
+		namespace:      p.Namespace,
+		name:           p.WorkloadName,
+		labels:         p.Labels,
+		serviceAccount: p.ServiceAccount,
+		tlsMode:        "istio", // it has a sidecar: this proxy
+	}
+	if w.name == "" {
+		w.name = p.PodName
+	}
+	if len(p.IPAddresses) > 0 {
+		w.address = p.IPAddresses[0]
+	}
+	return w
+}
+
+// selects says whether a service's selector picks the workload: same
+// namespace, and every selector label present with the same value. An empty or
+// missing selector picks nothing (as for a Kubernetes Service without one).
+func selects(s *model.Service, w *workload) bool {
+	if len(s.Selector) == 0 || s.Namespace != w.namespace || w.address == "" {
+		return false
+	}
+	for k, v := range s.Selector {
+		if got, ok := w.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// endpointsFor returns the workload's endpoints for every port of s.
+func endpointsFor(s *model.Service, w *workload) []*model.Endpoint {
+	out := make([]*model.Endpoint, 0, len(s.Ports))
+	for _, p := range s.Ports {
+		port := p.Number
+		if p.TargetPort != 0 {
+			port = p.TargetPort
+		}
+		if override, ok := w.ports[p.Name]; ok && override != 0 {
+			port = override
+		}
+		out = append(out, &model.Endpoint{
+			Address: w.address, Port: port, ServicePort: p.Number, Labels: w.labels,
+			ServiceAccount: w.serviceAccount, Namespace: w.namespace, WorkloadName: w.name,
+			TLSMode: w.tlsMode,
+		})
+	}
+	return out
+}
+
+// inlineEndpoints are a ServiceEntry's own endpoints (spec.endpoints).
+func inlineEndpoints(s *model.Service, r *config.Resource) []*model.Endpoint {
+	se, ok := r.Spec.(*networking.ServiceEntry)
+	if !ok {
+		return nil
+	}
+	var out []*model.Endpoint
+	for _, we := range se.GetEndpoints() {
+		w := &workload{
+			id: r.Key().String(), namespace: r.Meta.Namespace, name: r.Meta.Name,
+			address: we.GetAddress(), labels: we.GetLabels(), serviceAccount: we.GetServiceAccount(),
+			ports: we.GetPorts(), tlsMode: we.GetLabels()[tlsModeLabel],
+		}
+		out = append(out, endpointsFor(s, w)...)
+	}
+	return out
+}
