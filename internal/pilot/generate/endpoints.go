@@ -1,0 +1,60 @@
+package generate
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshperf/meshperf/internal/pilot/model"
+)
+
+// LoadAssignment is the EDS resource of an outbound cluster: the endpoints of the
+// service port, narrowed to the subset's labels when the cluster is a subset's.
+// Endpoints with a sidecar carry Istio's tlsMode metadata, which auto mTLS
+// matches on.
+func LoadAssignment(cluster string, endpoints []*model.Endpoint, subsetLabels map[string]string) *endpointv3.ClusterLoadAssignment {
+	var lbs []*endpointv3.LbEndpoint
+	for _, ep := range endpoints {
+		if !hasLabels(ep.Labels, subsetLabels) {
+			continue
+		}
+		var meta *corev3.Metadata
+		if ep.TLSMode == tlsModeIstio {
+			meta = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+				transportSocketMatchFilter: {Fields: map[string]*structpb.Value{tlsModeKey: structpb.NewStringValue(tlsModeIstio)}},
+			}}
+		}
+		lbs = append(lbs, lbEndpoint(ep.Address, ep.Port, meta))
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
+	if len(lbs) > 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	}
+	return cla
+}
+
+func lbEndpoint(address string, port uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: socketAddress(address, port),
+		}},
+		Metadata: meta,
+	}
+}
+
+func socketAddress(address string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       address,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// hasLabels says whether labels contain every one of want.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,229 @@
+package generate
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/model"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the generated config")
+
+// golden compares generated resources with testdata/golden/NAME.json.
+func golden(t *testing.T, name string, msgs ...proto.Message) {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.WriteString("[\n")
+	for i, m := range msgs {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// protojson varies its whitespace on purpose; re-indent for stable files.
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(out.Bytes())
+		if i < len(msgs)-1 {
+			buf.WriteString(",")
+		}
+		buf.WriteString("\n")
+	}
+	buf.WriteString("]\n")
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(want, buf.Bytes()) {
+		t.Errorf("%s differs from the generated config; if the change is intended, run go test ./internal/pilot/generate -update and review the diff", path)
+	}
+}
+
+// bookinfo is a small representative mesh: an HTTP service with subsets and a
+// weighted, fault-injected, retried route; a TCP database; a DNS ServiceEntry;
+// a headless service.
+func bookinfo() ([]*model.Service, DestinationRules, []BoundVirtualService) {
+	reviews := &model.Service{
+		Key:      config.Key{Kind: config.KindService, Namespace: "default", Name: "reviews"},
+		Hostname: "reviews.default.svc.cluster.local", Namespace: "default",
+		Ports:     []model.ServicePort{{Name: "http", Number: 9080, Protocol: "HTTP"}},
+		Addresses: []string{"10.96.0.20"},
+	}
+	ratings := &model.Service{
+		Key:      config.Key{Kind: config.KindService, Namespace: "default", Name: "ratings"},
+		Hostname: "ratings.default.svc.cluster.local", Namespace: "default",
+		Ports: []model.ServicePort{{Name: "http", Number: 9080, Protocol: "HTTP", TargetPort: 8080}},
+	}
+	db := &model.Service{
+		Key:      config.Key{Kind: config.KindService, Namespace: "data", Name: "mysql"},
+		Hostname: "mysql.data.svc.cluster.local", Namespace: "data",
+		Ports: []model.ServicePort{{Name: "tcp-mysql", Number: 3306, Protocol: "TCP"}},
+	}
+	ext := &model.Service{
+		Key:      config.Key{Kind: config.KindServiceEntry, Namespace: "default", Name: "ext"},
+		Hostname: "api.example.com", Namespace: "default", MeshExternal: true, Resolution: model.ResolveDNS,
+		Ports: []model.ServicePort{{Name: "https", Number: 443, Protocol: "TLS"}},
+	}
+	headless := &model.Service{
+		Key:      config.Key{Kind: config.KindService, Namespace: "data", Name: "cassandra"},
+		Hostname: "cassandra.data.svc.cluster.local", Namespace: "data", Resolution: model.ResolveNone,
+		Ports: []model.ServicePort{{Name: "tcp", Number: 9042, Protocol: "TCP"}},
+	}
+	reviewsDR := &networking.DestinationRule{
+		Host: "reviews",
+		TrafficPolicy: &networking.TrafficPolicy{
+			LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_LEAST_REQUEST}},
+			ConnectionPool: &networking.ConnectionPoolSettings{
+				Tcp:  &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 100, ConnectTimeout: durationpb.New(2e9)},
+				Http: &networking.ConnectionPoolSettings_HTTPSettings{Http1MaxPendingRequests: 10, Http2MaxRequests: 1000},
+			},
+			Tls: &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL},
+		},
+		Subsets: []*networking.Subset{
+			{Name: "v1", Labels: map[string]string{"version": "v1"}},
+			{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: &networking.TrafficPolicy{
+				LoadBalancer: &networking.LoadBalancerSettings{LbPolicy: &networking.LoadBalancerSettings_Simple{Simple: networking.LoadBalancerSettings_RANDOM}},
+			}},
+		},
+	}
+	rules := func(host string) *networking.DestinationRule {
+		if host == reviews.Hostname {
+			return reviewsDR
+		}
+		return nil
+	}
+	vs := BoundVirtualService{Namespace: "default", Spec: &networking.VirtualService{
+		Hosts: []string{"reviews"},
+		Http: []*networking.HTTPRoute{
+			{
+				Name: "jason",
+				Match: []*networking.HTTPMatchRequest{{
+					Headers: map[string]*networking.StringMatch{"end-user": {MatchType: &networking.StringMatch_Exact{Exact: "jason"}}},
+					Uri:     &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/reviews"}},
+				}},
+				Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews", Subset: "v2"}}},
+				Fault: &networking.HTTPFaultInjection{
+					Delay: &networking.HTTPFaultInjection_Delay{
+						HttpDelayType: &networking.HTTPFaultInjection_Delay_FixedDelay{FixedDelay: durationpb.New(7e9)},
+						Percentage:    &networking.Percent{Value: 0.1},
+					},
+				},
+			},
+			{
+				Name:    "split",
+				Route:   []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "reviews", Subset: "v1"}, Weight: 80}, {Destination: &networking.Destination{Host: "reviews", Subset: "v2"}, Weight: 20}},
+				Timeout: durationpb.New(5e8),
+				Retries: &networking.HTTPRetry{Attempts: 3, PerTryTimeout: durationpb.New(2e8), RetryOn: "5xx,reset"},
+				Rewrite: &networking.HTTPRewrite{Uri: "/v1"},
+			},
+		},
+	}}
+	return []*model.Service{reviews, ratings, db, ext, headless}, rules, []BoundVirtualService{vs}
+}
+
+func TestGoldenOutboundClusters(t *testing.T) {
+	services, rules, _ := bookinfo()
+	clusters, err := OutboundClusters(services, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 special + reviews (1 + 2 subsets) + ratings + mysql + ext + cassandra.
+	if len(clusters) != 9 {
+		t.Errorf("%d clusters", len(clusters))
+	}
+	byName := map[string]int{}
+	for i, c := range clusters {
+		byName[c.Name] = i
+	}
+	// Auto mTLS: without a DestinationRule TLS setting, sidecar endpoints get
+	// mTLS and the others plain text; ISTIO_MUTUAL forces mTLS; external
+	// services get neither.
+	for name, want := range map[string]int{
+		"outbound|9080||ratings.default.svc.cluster.local": 2,
+		"outbound|9080|v1|reviews.default.svc.cluster.local": 1,
+		"outbound|443||api.example.com": 0,
+	} {
+		if got := len(clusters[byName[name]].TransportSocketMatches); got != want {
+			t.Errorf("%s has %d transport socket matches, want %d", name, got, want)
+		}
+	}
+	msgs := make([]proto.Message, len(clusters))
+	for i, c := range clusters {
+		msgs[i] = c
+	}
+	golden(t, "bookinfo-clusters", msgs...)
+}
+
+func TestGoldenOutboundRoutes(t *testing.T) {
+	services, _, vss := bookinfo()
+	rc, err := OutboundRouteConfig(RouteInput{
+		Port: 9080, Services: services[:2], VirtualServices: vss,
+		ProxyNamespace: "default", DomainSuffix: "cluster.local",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Name != "9080" || len(rc.VirtualHosts) != 3 {
+		t.Fatalf("route config %s with %d virtual hosts", rc.Name, len(rc.VirtualHosts))
+	}
+	// reviews: the jason route, then the weighted split.
+	if routes := rc.VirtualHosts[0].Routes; len(routes) != 2 || routes[0].Name != "jason" {
+		t.Errorf("reviews routes %v", routes)
+	}
+	blocked, err := OutboundRouteConfig(RouteInput{Port: 9080, Services: services[1:2], DomainSuffix: "cluster.local", RegistryOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "bookinfo-routes-9080", rc, blocked)
+}
+
+func TestGoldenLoadAssignment(t *testing.T) {
+	eps := []*model.Endpoint{
+		{Address: "10.1.0.1", Port: 9080, ServicePort: 9080, Labels: map[string]string{"version": "v1"}, TLSMode: "istio"},
+		{Address: "10.1.0.2", Port: 9080, ServicePort: 9080, Labels: map[string]string{"version": "v2"}, TLSMode: "istio"},
+		{Address: "192.168.7.9", Port: 9080, ServicePort: 9080, Labels: map[string]string{"version": "v1"}},
+	}
+	all := LoadAssignment("outbound|9080||reviews.default.svc.cluster.local", eps, nil)
+	v1 := LoadAssignment("outbound|9080|v1|reviews.default.svc.cluster.local", eps, map[string]string{"version": "v1"})
+	if n := len(v1.Endpoints[0].LbEndpoints); n != 2 {
+		t.Errorf("subset v1 has %d endpoints, want 2", n)
+	}
+	golden(t, "reviews-endpoints", all, v1)
+}
+
+func TestClusterNamesRoundTrip(t *testing.T) {
+	name := ClusterName(outbound, 9080, "v1", "reviews.default.svc.cluster.local")
+	if name != "outbound|9080|v1|reviews.default.svc.cluster.local" {
+		t.Fatal(name)
+	}
+	dir, port, subset, host, ok := ParseClusterName(name)
+	if !ok || dir != outbound || port != 9080 || subset != "v1" || host != "reviews.default.svc.cluster.local" {
+		t.Errorf("%s %d %s %s %v", dir, port, subset, host, ok)
+	}
+	for _, bad := range []string{"BlackHoleCluster", "outbound|x||h", "a|b|c"} {
+		if _, _, _, _, ok := ParseClusterName(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
