@@ -160,9 +160,9 @@ func TestGoldenOutboundClusters(t *testing.T) {
 	// mTLS and the others plain text; ISTIO_MUTUAL forces mTLS; external
 	// services get neither.
 	for name, want := range map[string]int{
-		"outbound|9080||ratings.default.svc.cluster.local": 2,
+		"outbound|9080||ratings.default.svc.cluster.local":   2,
 		"outbound|9080|v1|reviews.default.svc.cluster.local": 1,
-		"outbound|443||api.example.com": 0,
+		"outbound|443||api.example.com":                      0,
 	} {
 		if got := len(clusters[byName[name]].TransportSocketMatches); got != want {
 			t.Errorf("%s has %d transport socket matches, want %d", name, got, want)
