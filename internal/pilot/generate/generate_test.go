@@ -227,3 +227,61 @@ func TestClusterNamesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestGoldenListeners(t *testing.T) {
+	services, _, _ := bookinfo()
+	outboundLs, err := OutboundListeners(services, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, l := range outboundLs {
+		names = append(names, l.Name)
+	}
+	// The capture listener, one HTTP listener for 9080, TCP listeners for the
+	// database (no address: 0.0.0.0), the external TLS service and the headless
+	// service.
+	want := []string{"virtualOutbound", "0.0.0.0_9080", "0.0.0.0_3306", "0.0.0.0_443", "0.0.0.0_9042"}
+	if len(names) != len(want) {
+		t.Fatalf("listeners %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Errorf("listener %d is %s, want %s", i, names[i], want[i])
+		}
+	}
+	ports := []InboundPort{{Port: 9080, Protocol: "HTTP"}, {Port: 3306, Protocol: "TCP"}}
+	permissive, err := InboundListener(ports, MTLSPermissive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PERMISSIVE: an mTLS and a plain chain per port, and the passthrough.
+	if n := len(permissive.FilterChains); n != 5 || len(permissive.ListenerFilters) != 1 {
+		t.Errorf("permissive: %d chains, %d listener filters", n, len(permissive.ListenerFilters))
+	}
+	strict, err := InboundListener(ports, MTLSStrict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range strict.FilterChains[:2] {
+		if c.TransportSocket == nil || c.FilterChainMatch.TransportProtocol != "tls" {
+			t.Errorf("strict chain %s accepts plain text", c.Name)
+		}
+	}
+	disabled, err := InboundListener(ports, MTLSDisable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := disabled.FilterChains[0]; c.TransportSocket != nil {
+		t.Errorf("DISABLE chain %s has TLS", c.Name)
+	}
+	msgs := []proto.Message{}
+	for _, l := range outboundLs {
+		msgs = append(msgs, l)
+	}
+	msgs = append(msgs, permissive, strict)
+	for _, c := range InboundClusters(ports) {
+		msgs = append(msgs, c)
+	}
+	golden(t, "bookinfo-listeners", msgs...)
+}
