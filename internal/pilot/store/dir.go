@@ -1,0 +1,352 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+)
+
+// Dir is istiod's --configDir mode: the config is whatever the directory's
+// *.yaml, *.yml and *.json files say, read recursively in sorted order. It is
+// watched with fsnotify (directories created later included); after a change
+// it waits the coalesce window, re-reads the whole directory and publishes
+// the difference from the previous state as one revision.
+//
+// Files and directories whose names start with "." are skipped, so editors'
+// lock and swap files are never read, and a Kubernetes ConfigMap mounted as
+// the directory is read once, through its top-level links, not again through
+// its hidden "..data" timestamped copy.
+type Dir struct {
+	state    *state
+	dir      string
+	log      *slog.Logger
+	coalesce time.Duration
+	fsw      *fsnotify.Watcher
+
+	// Only the reload path touches these: OpenDir's first read, then the
+	// watch loop's goroutine.
+	files    map[string][]*config.Resource // last good content of each file
+	reported map[string]string             // the problem last logged for each file
+
+	done      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+}
+
+var _ Store = (*Dir)(nil)
+
+// OpenDir reads dir and keeps watching it until Close. A file that does not
+// decode or validate is logged (one line naming it and the problem) and
+// skipped, and later keeps its last good content: config is never dropped
+// because someone saved a half-written file.
+func OpenDir(dir string, log *slog.Logger, opts ...Option) (*Dir, error) {
+	o := buildOptions(opts)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config directory: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("config directory %s is not a directory", dir)
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch config directory %s: %w", dir, err)
+	}
+	d := &Dir{
+		state:    newState(o.watchBuffer),
+		dir:      dir,
+		log:      log,
+		coalesce: o.coalesce,
+		fsw:      fsw,
+		files:    make(map[string][]*config.Resource),
+		reported: make(map[string]string),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	// Watch before the first read, so a change made during it is not missed.
+	if err := d.watchTree(dir); err != nil {
+		_ = fsw.Close()
+		return nil, fmt.Errorf("watch config directory %s: %w", dir, err)
+	}
+	if err := d.reload(); err != nil {
+		_ = fsw.Close()
+		return nil, err
+	}
+	go d.loop()
+	return d, nil
+}
+
+// watchTree adds fsnotify watches on root and every directory below it;
+// fsnotify is not recursive.
+func (d *Dir) watchTree(root string) error {
+	return filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if path == root {
+				return err
+			}
+			return nil // vanished while walking; its removal is an event too
+		}
+		if !e.IsDir() {
+			return nil
+		}
+		if path != root && hidden(e.Name()) {
+			return filepath.SkipDir
+		}
+		if err := d.fsw.Add(path); err != nil && path == root {
+			return err
+		}
+		return nil
+	})
+}
+
+// loop turns file events into re-reads: the first event after a quiet time
+// starts the coalesce timer, events until it fires join the same re-read.
+func (d *Dir) loop() {
+	defer close(d.loopDone)
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-d.done:
+			return
+		case ev, ok := <-d.fsw.Events:
+			if !ok {
+				return
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue // editors and backups touch modes; content is unchanged
+			}
+			if ev.Has(fsnotify.Create) {
+				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() && !hidden(filepath.Base(ev.Name)) {
+					// A new directory may already hold files and
+					// subdirectories (mkdir -p, cp -r); the re-read finds the
+					// files, this finds the directories.
+					if err := d.watchTree(ev.Name); err != nil {
+						d.log.Warn("cannot watch new config directory", "dir", ev.Name, "error", err)
+					}
+				}
+			}
+			if fire == nil {
+				fire = time.After(d.coalesce)
+			}
+		case err, ok := <-d.fsw.Errors:
+			if !ok {
+				return
+			}
+			// An overflowed inotify queue loses events; a re-read recovers.
+			d.log.Warn("config directory watch error", "dir", d.dir, "error", err)
+			if fire == nil {
+				fire = time.After(d.coalesce)
+			}
+		case <-fire:
+			fire = nil
+			if err := d.reload(); err != nil {
+				d.log.Warn("cannot read config directory, keeping the current config", "dir", d.dir, "error", err)
+			}
+		}
+	}
+}
+
+func hidden(name string) bool { return strings.HasPrefix(name, ".") }
+
+func configFile(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return !hidden(name)
+	}
+	return false
+}
+
+// listFiles returns the directory's config files, recursively, sorted.
+func (d *Dir) listFiles() ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if path == d.dir {
+				return err
+			}
+			return nil
+		}
+		if e.IsDir() {
+			if path != d.dir && hidden(e.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if configFile(e.Name()) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	return files, err // WalkDir visits in lexical order
+}
+
+// reload re-reads every file and commits the difference from the current
+// state as one revision (none if nothing changed).
+func (d *Dir) reload() error {
+	paths, err := d.listFiles()
+	if err != nil {
+		return fmt.Errorf("read config directory %s: %w", d.dir, err)
+	}
+	files := make(map[string][]*config.Resource, len(paths))
+	problems := make(map[string]string)
+	kept := make(map[string]bool)
+	for _, p := range paths {
+		rs, err := readConfigFile(p)
+		if err != nil {
+			problems[p] = err.Error()
+			if last, ok := d.files[p]; ok {
+				files[p], kept[p] = last, true
+			}
+			continue
+		}
+		files[p] = rs
+	}
+	d.files = files
+	want := merge(paths, files, problems)
+	d.report(paths, problems, kept)
+	d.commit(want)
+	return nil
+}
+
+// readConfigFile decodes one file. An empty file counts as a failure: editors
+// that truncate then write, and copies in progress, show an empty file for a
+// moment, and a file that is meant to hold nothing is better deleted.
+func readConfigFile(path string) ([]*config.Resource, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, errors.New("file is empty; delete it to remove its config")
+	}
+	return config.Decode(path, data)
+}
+
+// merge flattens the files, in sorted order, into one resource per key. When
+// two files define the same object the first file wins, so the outcome does
+// not depend on which was edited last; the later file gets a problem.
+func merge(paths []string, files map[string][]*config.Resource, problems map[string]string) map[config.Key]*config.Resource {
+	out := make(map[config.Key]*config.Resource)
+	from := make(map[config.Key]string)
+	for _, p := range paths {
+		for _, r := range files[p] {
+			k := r.Key()
+			if first, ok := from[k]; ok {
+				if _, ok := problems[p]; !ok {
+					problems[p] = fmt.Sprintf("%s is also defined in %s, which wins", k, first)
+				}
+				continue
+			}
+			out[k], from[k] = r, p
+		}
+	}
+	return out
+}
+
+// report logs each file's problem once, not at every re-read (which any
+// change anywhere in the directory causes), and notes recoveries.
+func (d *Dir) report(paths []string, problems map[string]string, kept map[string]bool) {
+	for _, p := range paths {
+		problem, bad := problems[p]
+		last, had := d.reported[p]
+		switch {
+		case bad && problem != last && kept[p]:
+			d.log.Warn("config file rejected, keeping its last good content", "file", p, "error", problem)
+		case bad && problem != last:
+			d.log.Warn("config file rejected", "file", p, "error", problem)
+		case !bad && had:
+			d.log.Info("config file is valid again", "file", p)
+		}
+	}
+	clear(d.reported)
+	for p, problem := range problems {
+		d.reported[p] = problem
+	}
+}
+
+// commit diffs want against the current state and publishes it.
+func (d *Dir) commit(want map[config.Key]*config.Resource) {
+	have := d.state.snapshot()
+	rev, now := d.state.Revision()+1, time.Now()
+	var changes []change
+	for k, r := range want {
+		e, changed, err := stamp(have[k], r, rev, now)
+		if err != nil {
+			d.log.Warn("config object not stored", "object", k.String(), "error", err)
+			continue
+		}
+		if changed {
+			changes = append(changes, change{key: k, old: have[k], new: e})
+		}
+	}
+	for k, e := range have {
+		if _, ok := want[k]; !ok {
+			changes = append(changes, change{key: k, old: e})
+		}
+	}
+	if len(changes) == 0 {
+		return
+	}
+	slices.SortFunc(changes, func(a, b change) int { return compareKeys(a.key, b.key) })
+	d.state.commit(rev, changes)
+}
+
+func compareKeys(a, b config.Key) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// Apply always fails: the files are the source of truth.
+func (d *Dir) Apply(context.Context, []*config.Resource) (int64, error) {
+	return 0, &ReadOnlyError{Dir: d.dir}
+}
+
+// Delete always fails: the files are the source of truth.
+func (d *Dir) Delete(context.Context, []config.Key) (int64, error) {
+	return 0, &ReadOnlyError{Dir: d.dir}
+}
+
+// Close stops watching the directory and ends every watch.
+func (d *Dir) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.done)
+		err = d.fsw.Close()
+		<-d.loopDone
+		d.state.stopWatchers()
+	})
+	if err != nil {
+		return fmt.Errorf("close config directory watch: %w", err)
+	}
+	return nil
+}
+
+// Get returns the resource with the key, if there is one.
+func (d *Dir) Get(key config.Key) (*config.Resource, bool) { return d.state.Get(key) }
+
+// List returns a kind's resources in a namespace ("" = every namespace),
+// sorted by namespace, then name.
+func (d *Dir) List(kind config.Kind, namespace string) []*config.Resource {
+	return d.state.List(kind, namespace)
+}
+
+// Revision is the revision of the last change seen in the directory.
+func (d *Dir) Revision() int64 { return d.state.Revision() }
+
+// Watch calls fn for every change after the returned revision; see Reader.
+func (d *Dir) Watch(fn func(Event)) (int64, func()) { return d.state.Watch(fn) }

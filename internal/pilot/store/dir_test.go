@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+)
+
+func drYAML(ns, name, host string) string {
+	return fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  host: %s\n", name, ns, host)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write then rename, as careful tools do, so the watcher never sees
+	// the file half written unless a test means it to.
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openTempDir(t *testing.T, dir string) (*Dir, *logBuffer) {
+	t.Helper()
+	var logs logBuffer
+	d, err := OpenDir(dir, logs.logger(), WithCoalesce(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d, &logs
+}
+
+// waitHost waits until the object exists with the host ("" = absent).
+func waitHost(t *testing.T, d *Dir, k config.Key, host string) *config.Resource {
+	t.Helper()
+	var got *config.Resource
+	waitFor(t, func() bool {
+		r, ok := d.Get(k)
+		got = r
+		if host == "" {
+			return !ok
+		}
+		return ok && hostOf(r) == host
+	})
+	return got
+}
+
+func TestDirReadsTheTreeAndFollowsChanges(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), drYAML("a", "one", "h1")+"---\n"+drYAML("a", "two", "h2"))
+	writeFile(t, filepath.Join(dir, "sub", "b.json"), `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}`)
+	writeFile(t, filepath.Join(dir, "notes.txt"), "not config")
+	writeFile(t, filepath.Join(dir, ".hidden.yaml"), drYAML("a", "hidden", "h"))
+	writeFile(t, filepath.Join(dir, ".git", "c.yaml"), drYAML("a", "git", "h"))
+	d, _ := openTempDir(t, dir)
+
+	if d.Revision() != 1 {
+		t.Errorf("revision after the first read %d, want 1", d.Revision())
+	}
+	if got := d.List(config.KindDestinationRule, ""); len(got) != 2 || got[0].Meta.Name != "one" || got[1].Meta.Name != "two" {
+		t.Fatalf("List = %v", got)
+	}
+	if _, ok := d.Get(config.Key{Kind: config.KindNamespace, Name: "a"}); !ok {
+		t.Error("the subdirectory's JSON file was not read")
+	}
+	var rec recorder
+	start, cancel := d.Watch(rec.add)
+	defer cancel()
+
+	// Modify: one revision, one Updated event, a new generation.
+	writeFile(t, filepath.Join(dir, "a.yaml"), drYAML("a", "one", "h1")+"---\n"+drYAML("a", "two", "h2-new"))
+	two := waitHost(t, d, drKey("a", "two"), "h2-new")
+	if two.Meta.Generation != 2 || two.Meta.ResourceVersion != fmt.Sprint(start+1) {
+		t.Errorf("modified object: %+v", two.Meta)
+	}
+	evs := rec.waitEvents(t, 1)
+	if evs[0].Type != Updated || evs[0].Key != drKey("a", "two") || evs[0].Revision != start+1 || hostOf(evs[0].Old) != "h2" {
+		t.Errorf("modify event %+v", evs[0])
+	}
+
+	// Delete a file: its objects go.
+	if err := os.Remove(filepath.Join(dir, "sub", "b.json")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := d.Get(config.Key{Kind: config.KindNamespace, Name: "a"}); return !ok })
+	evs = rec.waitEvents(t, 2)
+	if evs[1].Type != Deleted || evs[1].Key.Kind != config.KindNamespace || evs[1].Revision != start+2 {
+		t.Errorf("delete event %+v", evs[1])
+	}
+
+	// A new subdirectory, then a file in it once the directory's own event
+	// has been handled: only a watch on the new directory can see the file.
+	if err := os.MkdirAll(filepath.Join(dir, "new", "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "marker.yaml"), drYAML("m", "marker", "m"))
+	waitHost(t, d, drKey("m", "marker"), "m")
+	if err := os.WriteFile(filepath.Join(dir, "new", "deeper", "c.yml"), []byte(drYAML("c", "three", "h3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitHost(t, d, drKey("c", "three"), "h3")
+
+	// Touching a file without changing it makes no revision.
+	rev := d.Revision()
+	writeFile(t, filepath.Join(dir, "marker.yaml"), drYAML("m", "marker", "m"))
+	writeFile(t, filepath.Join(dir, "marker2.yaml"), drYAML("m", "marker2", "m"))
+	waitHost(t, d, drKey("m", "marker2"), "m")
+	if d.Revision() != rev+1 {
+		t.Errorf("revision %d after an unchanged rewrite and one new file, want %d", d.Revision(), rev+1)
+	}
+}
+
+func TestDirKeepsLastGoodContentOfABadFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	writeFile(t, path, drYAML("a", "one", "good"))
+	writeFile(t, filepath.Join(dir, "new-bad.yaml"), "kind: Nonsense\n")
+	d, logs := openTempDir(t, dir)
+	if n := logs.lines("new-bad.yaml"); n != 1 {
+		t.Errorf("%d log lines name the bad file, want 1:\n%s", n, logs)
+	}
+	rev := d.Revision()
+
+	writeFile(t, path, drYAML("a", "one", "good")+"  bogusField: 1\n: : :\n")
+	waitFor(t, func() bool { return logs.lines("a.yaml") == 1 })
+	if r, ok := d.Get(drKey("a", "one")); !ok || hostOf(r) != "good" || d.Revision() != rev {
+		t.Fatalf("a half-written file dropped or changed its config (revision %d, was %d)", d.Revision(), rev)
+	}
+	if !strings.Contains(logs.String(), "keeping its last good content") {
+		t.Errorf("log does not say the content is kept:\n%s", logs)
+	}
+
+	// An empty file (a truncate before a write) is not a deletion either.
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "file is empty") })
+
+	// Other changes re-read the directory but do not repeat the complaint.
+	writeFile(t, filepath.Join(dir, "b.yaml"), drYAML("b", "other", "o"))
+	waitHost(t, d, drKey("b", "other"), "o")
+	if n := logs.lines("new-bad.yaml"); n != 1 {
+		t.Errorf("the bad file was logged %d times, want once:\n%s", n, logs)
+	}
+	if r, ok := d.Get(drKey("a", "one")); !ok || hostOf(r) != "good" {
+		t.Error("the bad file's last good content was lost on a later re-read")
+	}
+
+	// Fixed: the new content is taken.
+	writeFile(t, path, drYAML("a", "one", "fixed"))
+	waitHost(t, d, drKey("a", "one"), "fixed")
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "valid again") })
+}
+
+func TestDirFirstFileWinsADuplicate(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "1.yaml"), drYAML("a", "same", "first"))
+	writeFile(t, filepath.Join(dir, "2.yaml"), drYAML("a", "same", "second"))
+	d, logs := openTempDir(t, dir)
+	if r, _ := d.Get(drKey("a", "same")); r == nil || hostOf(r) != "first" {
+		t.Errorf("duplicate object: got %v, want the first file's", r)
+	}
+	if !strings.Contains(logs.String(), "also defined in") {
+		t.Errorf("duplicate not logged:\n%s", logs)
+	}
+}
+
+func TestDirRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	d, _ := openTempDir(t, dir)
+	_, err := d.Apply(context.Background(), []*config.Resource{destinationRule("a", "x", "h")})
+	if !errors.Is(err, ErrReadOnly) || err.Error() != "config comes from --configDir "+dir+": edit the files there" {
+		t.Errorf("Apply: %v", err)
+	}
+	if _, err := d.Delete(context.Background(), []config.Key{drKey("a", "x")}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Delete: %v", err)
+	}
+	if d.Revision() != 0 || len(d.List(config.KindDestinationRule, "")) != 0 {
+		t.Error("an empty directory is not an empty store at revision 0")
+	}
+}
+
+func TestOpenDirErrors(t *testing.T) {
+	if _, err := OpenDir(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+		t.Error("missing directory accepted")
+	}
+	file := filepath.Join(t.TempDir(), "f.yaml")
+	writeFile(t, file, drYAML("a", "x", "h"))
+	if _, err := OpenDir(file, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("file as directory: %v", err)
+	}
+}
