@@ -1,0 +1,162 @@
+package snapshot
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/meshperf/meshperf/internal/pilot/ca"
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/pilot/registry"
+)
+
+const meshWideSidecar = `
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: istio-system}
+spec:
+  egress:
+  - hosts: ["./*", "istio-system/*"]
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+`
+
+func proxy(ns, pod string, labels map[string]string) *model.Proxy {
+	return &model.Proxy{ID: "sidecar~10.0.0.1~" + pod + "." + ns + "~" + ns + ".svc.cluster.local",
+		Type: model.Sidecar, Namespace: ns, PodName: pod, Labels: labels, ServiceAccount: "sa-" + pod,
+		IPAddresses: []string{"10.0.0.1"}}
+}
+
+// build decodes the fixture (plus extra YAML), registers proxies and builds a
+// snapshot.
+func build(t *testing.T, extra string, proxies ...*model.Proxy) *Snapshot {
+	t.Helper()
+	data, err := os.ReadFile("testdata/mesh.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := config.Decode("mesh.yaml", append(data, []byte("\n---\n"+extra)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(registry.Options{}, func(registry.InboundType, *model.PushRequest) {})
+	for _, r := range rs {
+		reg.Update(nil, r)
+	}
+	for _, p := range proxies {
+		reg.ProxyConnected(p)
+	}
+	authority, err := ca.Open(t.TempDir(), "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Build(Input{Version: "1", Resources: rs, Registry: reg.Snapshot(), CA: authority})
+}
+
+func names(rs []Resource) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rs {
+		out[r.Name] = true
+	}
+	return out
+}
+
+func TestProxiesOfOneScopeShareEncodedConfig(t *testing.T) {
+	a := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	b := proxy("shop", "cart-2", map[string]string{"app": "cart", "version": "v1"})
+	s := build(t, "", a, b)
+	ca, err := s.Generate(a, ClusterType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := s.Generate(b, ClusterType, nil)
+	shared := 0
+	for i := range ca {
+		if ca[i].Body == cb[i].Body {
+			shared++
+		}
+	}
+	// Everything outbound is shared (the same encoded bytes); the inbound
+	// clusters are per proxy.
+	if shared < len(ca)-2 {
+		t.Errorf("only %d of %d clusters shared between two proxies of one scope", shared, len(ca))
+	}
+	got := names(ca)
+	for _, want := range []string{"outbound|80||cart.shop.svc.cluster.local", "outbound|80|v1|cart.shop.svc.cluster.local",
+		"outbound|9000||payments.shop.svc.cluster.local", "outbound|80||ledger.finance.svc.cluster.local", "inbound|8080||"} {
+		if !got[want] {
+			t.Errorf("cluster %s missing from %v", want, got)
+		}
+	}
+}
+
+func TestMeshWideSidecarScopesConfig(t *testing.T) {
+	p := proxy("shop", "cart-1", map[string]string{"app": "cart"})
+	s := build(t, meshWideSidecar, p)
+	got, err := s.Generate(p, ClusterType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(got)["outbound|80||ledger.finance.svc.cluster.local"] {
+		t.Error("a service of another namespace was imported past the mesh-wide Sidecar")
+	}
+	if !names(got)["outbound|80||cart.shop.svc.cluster.local"] {
+		t.Error("the proxy's own namespace was not imported")
+	}
+	ls, err := s.Generate(p, ListenerType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outbound listenerv3.Listener
+	if err := ls[0].Body.UnmarshalTo(&outbound); err != nil || outbound.Name != "virtualOutbound" {
+		t.Fatalf("first listener %q: %v", outbound.Name, err)
+	}
+	if tcp := outbound.FilterChains[0].Name; tcp != "virtualOutbound-catchall-tcp" {
+		t.Fatal(tcp)
+	}
+	if !contains(ls[0].Body.Value, "BlackHoleCluster") {
+		t.Error("REGISTRY_ONLY should send unknown destinations to the BlackHoleCluster")
+	}
+}
+
+func TestEndpointsAndSecretsAndStrictInbound(t *testing.T) {
+	a := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	s := build(t, "", a)
+	eps, err := s.Generate(a, EndpointType, []string{"outbound|80|v1|cart.shop.svc.cluster.local", "no-such-cluster"})
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("%d load assignments, %v", len(eps), err)
+	}
+	var cla endpointv3.ClusterLoadAssignment
+	if err := eps[0].Body.UnmarshalTo(&cla); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cla.Endpoints[0].LbEndpoints); n != 1 || cla.Endpoints[0].LbEndpoints[0].GetEndpoint().Address.GetSocketAddress().GetPortValue() != 8080 {
+		t.Errorf("endpoints %v", cla.Endpoints)
+	}
+	secrets, err := s.Generate(a, SecretType, nil)
+	if err != nil || len(secrets) != 2 {
+		t.Fatalf("%d secrets, %v", len(secrets), err)
+	}
+	var cert tlsv3.Secret
+	if err := secrets[0].Body.UnmarshalTo(&cert); err != nil || cert.Name != "default" || cert.GetTlsCertificate() == nil {
+		t.Errorf("workload secret %v %v", cert.Name, err)
+	}
+	ls, err := s.Generate(a, ListenerType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inbound listenerv3.Listener
+	if err := ls[len(ls)-1].Body.UnmarshalTo(&inbound); err != nil || inbound.Name != "virtualInbound" {
+		t.Fatalf("%v %v", inbound.Name, err)
+	}
+	// STRICT in the namespace: the served port only takes mTLS.
+	if c := inbound.FilterChains[0]; c.FilterChainMatch.GetDestinationPort().GetValue() != 8080 || c.TransportSocket == nil || len(inbound.FilterChains) != 2 {
+		t.Errorf("inbound chains %d, first %v", len(inbound.FilterChains), c.FilterChainMatch)
+	}
+}
+
+func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
