@@ -19,6 +19,10 @@ type subcommand struct {
 var subcommands = map[string]subcommand{
 	"load":   {cli.Load, "generate load against a target (Fortio-compatible flags and JSON)"},
 	"server": {cli.Server, "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)"},
+	"pilot":  {cli.Pilot, "run the control plane (Istio config in, Envoy xDS out)"},
+	"apply":  {cli.Apply, "apply Istio/Kubernetes YAML to the running control plane"},
+	"delete": {cli.Delete, "delete the objects a YAML file names from the control plane"},
+	"get":    {cli.Get, "list or show objects in the control plane's store"},
 }
 
 func main() {
@@ -43,7 +47,7 @@ func main() {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: meshperf COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"load", "server"} {
+	for _, name := range []string{"load", "server", "pilot", "apply", "delete", "get"} {
 		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].about)
 	}
 	fmt.Fprintln(w, "  version  print the version\n\nmeshperf COMMAND -h shows a command's flags.")

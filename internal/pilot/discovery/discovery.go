@@ -1,0 +1,349 @@
+// Package discovery is meshperf's control plane assembled: it joins the config
+// store, the service registry, istiod's push pipeline (inbound updates ->
+// debounce -> push snapshot -> per-proxy queue -> throttle -> dependency filter)
+// and the xDS server, in that direction. Everything it wires is its own package;
+// this one only decides what flows where.
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+
+	"github.com/meshperf/meshperf/internal/pilot/ca"
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/pilot/push"
+	"github.com/meshperf/meshperf/internal/pilot/registry"
+	"github.com/meshperf/meshperf/internal/pilot/scope"
+	"github.com/meshperf/meshperf/internal/pilot/snapshot"
+	"github.com/meshperf/meshperf/internal/pilot/store"
+	"github.com/meshperf/meshperf/internal/pilot/xds"
+)
+
+// Options configure the control plane.
+type Options struct {
+	// StorePath is the embedded store's file; ConfigDir, when set, replaces the
+	// store with a directory of YAML files (istiod's file mode).
+	StorePath string
+	ConfigDir string
+	// CADir holds the root certificate and key of the built-in CA.
+	CADir        string
+	Mesh         *meshconfig.MeshConfig // nil: config.DefaultMeshConfig()
+	DomainSuffix string                 // "cluster.local" if empty
+	Push         push.Options
+	XDS          xds.Options
+	GracePeriod  time.Duration // for disconnected proxies' workloads; registry default if 0
+	Logger       *slog.Logger
+	// Registry receives every metric; nil makes a new one with the process and
+	// Go collectors (see Metrics).
+	Registry *prometheus.Registry
+}
+
+// Server is the running control plane.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *prometheus.Registry
+
+	store   store.Reader
+	writer  store.Writer // nil in file mode
+	closer  func() error
+	ca      *ca.CA
+	reg     *registry.Registry
+	filter  *scope.NamespaceFilter
+	inbox   *push.Inbox
+	pm      *push.Metrics
+	queue   *push.Queue[*xds.Connection]
+	xds     *xds.Server
+	current atomic.Pointer[snapshot.Snapshot]
+	pushes  atomic.Int64
+
+	ctx      context.Context // set by Run; inbound updates stop with it
+	started  atomic.Bool
+	connsMu  sync.Mutex
+	conns    map[*xds.Connection]*connState
+	statusMu sync.Mutex
+	status   PushStatus
+}
+
+// connState is what the push filter remembers of a connection.
+type connState struct {
+	prevScope *scope.SidecarScope // the scope of the last push it got
+}
+
+// New opens the store and the CA and assembles the pipeline; Run starts it.
+func New(opts Options) (*Server, error) {
+	if opts.Mesh == nil {
+		opts.Mesh = config.DefaultMeshConfig()
+	}
+	if opts.DomainSuffix == "" {
+		opts.DomainSuffix = scope.DefaultDomainSuffix
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s := &Server{opts: opts, log: log, metrics: reg, conns: map[*xds.Connection]*connState{}, ctx: context.Background()}
+	if err := s.openStore(); err != nil {
+		return nil, err
+	}
+	filter, err := scope.NewNamespaceFilter(opts.Mesh.GetDiscoverySelectors(), nil)
+	if err != nil {
+		s.closer()
+		return nil, fmt.Errorf("mesh config discoverySelectors: %w", err)
+	}
+	s.filter = filter
+	if s.ca, err = ca.Open(opts.CADir, opts.Mesh.GetTrustDomain(), ca.WithLogger(log)); err != nil {
+		s.closer()
+		return nil, err
+	}
+	regOpts := registry.Options{DomainSuffix: opts.DomainSuffix, GracePeriod: opts.GracePeriod}
+	if !filter.SelectsAll() {
+		regOpts.NamespaceSelected = func(_ string, labels map[string]string) bool { return filter.Matches(labels) }
+	}
+	s.reg = registry.New(regOpts, s.registryChanged)
+	s.pm = push.NewMetrics(reg)
+	s.inbox = push.NewInbox(s.pm)
+	s.queue = push.NewQueue[*xds.Connection](push.RealClock{}, s.pm)
+	limiter := push.NewStreamLimiter(opts.Push)
+	xo := opts.XDS
+	xo.Admit, xo.Logger = limiter.Wait, log
+	s.xds = xds.NewServer(generator{s}, hooks{s}, xo, reg)
+	s.xds.SetPushHook(hooks{s})
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pilot_services", Help: "Total services known to pilot.",
+	}, func() float64 { return float64(s.reg.ServiceCount()) }))
+	return s, nil
+}
+
+func (s *Server) openStore() error {
+	if s.opts.ConfigDir != "" {
+		d, err := store.OpenDir(s.opts.ConfigDir, s.log)
+		if err != nil {
+			return err
+		}
+		s.store, s.closer = d, d.Close
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.opts.StorePath), 0o700); err != nil {
+		return fmt.Errorf("store directory: %w", err)
+	}
+	db, err := store.Open(s.opts.StorePath)
+	if err != nil {
+		return err
+	}
+	s.store, s.writer, s.closer = db, db, db.Close
+	return nil
+}
+
+// Store is the configuration store, for the API.
+func (s *Server) Store() store.Reader { return s.store }
+
+// Writer is the store's write side; nil in file mode.
+func (s *Server) Writer() store.Writer { return s.writer }
+
+// Metrics is the registry every metric is on, for /metrics.
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
+
+// RegisterGRPC serves ADS on g.
+func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
+
+// Close releases the store.
+func (s *Server) Close() error { return s.closer() }
+
+// Run loads the configuration, makes the first snapshot, and runs the
+// pipeline until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	s.ctx = ctx
+	_, cancel := store.ListWatch(s.store, s.loadAll, s.onEvent)
+	defer cancel()
+	s.publish(s.buildSnapshot())
+	s.started.Store(true)
+
+	debouncer := push.NewDebouncer(s.opts.Push, push.RealClock{}, s.startPush, s.pm).WithLogger(s.log)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); debouncer.Run(ctx, s.inbox.C()) }()
+	go func() {
+		defer wg.Done()
+		push.RunPushes(ctx, s.queue, s.opts.Push.EffectiveThrottle(), s.pushConnection)
+	}()
+	go func() { defer wg.Done(); s.rotateCertificates(ctx) }()
+	<-ctx.Done()
+	s.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// loadAll fills the registry from a full listing (ListWatch may call it again:
+// a registry update of an unchanged object is harmless).
+func (s *Server) loadAll() {
+	for _, kind := range []config.Kind{config.KindNamespace, config.KindService, config.KindServiceEntry, config.KindWorkloadEntry} {
+		for _, r := range s.store.List(kind, "") {
+			s.reg.Update(nil, r)
+		}
+	}
+}
+
+// onEvent turns a store change into an inbound update.
+func (s *Server) onEvent(ev store.Event) {
+	switch ev.Type {
+	case store.Resync:
+		s.log.Warn("config watch fell behind; reloading everything")
+		s.loadAll()
+		s.inbound(push.InboundConfig, model.NewPushRequest(model.ReasonGlobal, true, time.Now()))
+		return
+	}
+	switch ev.Key.Kind {
+	case config.KindNamespace, config.KindService, config.KindServiceEntry, config.KindWorkloadEntry:
+		s.reg.Update(ev.Old, ev.New) // the registry says what to push
+		if ev.Key.Kind != config.KindNamespace {
+			return
+		}
+	}
+	if ns := ev.Key.Namespace; ns != "" && !s.namespaceSelected(ns) {
+		return
+	}
+	s.inbound(push.InboundConfig, model.NewPushRequest(model.ReasonConfig, true, time.Now(), ev.Key))
+}
+
+func (s *Server) namespaceSelected(ns string) bool {
+	if s.filter.SelectsAll() {
+		return true
+	}
+	r, ok := s.store.Get(config.Key{Kind: config.KindNamespace, Name: ns})
+	if !ok {
+		return s.filter.Matches(nil)
+	}
+	return s.filter.Matches(r.Meta.Labels)
+}
+
+func (s *Server) registryChanged(t registry.InboundType, req *model.PushRequest) {
+	s.inbound(push.InboundType(t), req)
+}
+
+// inbound hands a change to the debouncer once the pipeline runs (changes seen
+// while loading are in the first snapshot anyway).
+func (s *Server) inbound(t push.InboundType, req *model.PushRequest) {
+	if !s.started.Load() {
+		return
+	}
+	if err := s.inbox.Inbound(s.ctx, t, req); err != nil && !errors.Is(err, context.Canceled) {
+		s.log.Error("inbound update dropped", "err", err)
+	}
+}
+
+// buildSnapshot makes the push context from the store and the registry.
+func (s *Server) buildSnapshot() *snapshot.Snapshot {
+	var rs []*config.Resource
+	for _, kind := range config.Kinds {
+		rs = append(rs, s.store.List(kind, "")...)
+	}
+	if !s.filter.SelectsAll() {
+		f, err := scope.NewNamespaceFilter(s.opts.Mesh.GetDiscoverySelectors(), rs)
+		if err == nil {
+			rs = f.Filter(rs)
+		}
+	}
+	return snapshot.Build(snapshot.Input{
+		Version:   strconv.FormatInt(s.pushes.Load(), 10),
+		Resources: rs, Registry: s.reg.Snapshot(), Mesh: s.opts.Mesh,
+		DomainSuffix: s.opts.DomainSuffix, CA: s.ca,
+	})
+}
+
+func (s *Server) publish(snap *snapshot.Snapshot) { s.current.Store(snap) }
+
+// startPush is the debouncer's push: one snapshot, then a queued push for every
+// connected proxy (the dependency filter runs when each is dequeued).
+func (s *Server) startPush(req *model.PushRequest) {
+	begin := time.Now()
+	s.pushes.Add(1)
+	snap := s.buildSnapshot()
+	s.pm.ObservePushContextInit(time.Since(begin))
+	s.publish(snap)
+	conns := s.connections()
+	s.recordPush(req, snap, len(conns))
+	s.queue.StartPush(req, conns)
+}
+
+// pushConnection is one proxy's push, run under the throttle: skip proxies that
+// depend on nothing that changed, else send and record convergence.
+func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *model.PushRequest) {
+	snap := s.current.Load()
+	cur := snap.Scopes.For(conn.Proxy())
+	s.connsMu.Lock()
+	st := s.conns[conn]
+	if st == nil {
+		s.connsMu.Unlock()
+		return // gone
+	}
+	prev := st.prevScope
+	st.prevScope = cur
+	s.connsMu.Unlock()
+	if !needsPush(prev, cur, req) {
+		s.countSkipped()
+		return
+	}
+	if err := s.xds.Push(ctx, conn, req); err != nil {
+		s.log.Debug("push failed", "proxy", conn.Proxy().ID, "err", err)
+		return
+	}
+	s.pm.ObserveConvergence(req, time.Now())
+}
+
+// needsPush applies istiod's filter: a push that is about particular configs
+// goes only to proxies whose scope depends on one of them; a global push, or
+// one for reasons that concern everyone (secrets, namespaces), goes to all.
+func needsPush(prev, cur *scope.SidecarScope, req *model.PushRequest) bool {
+	if req.Reason[model.ReasonSecret] > 0 || req.Reason[model.ReasonGlobal] > 0 {
+		return true
+	}
+	return scope.NeedsPush(prev, cur, req.ConfigsUpdated)
+}
+
+func (s *Server) connections() []*xds.Connection {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	out := make([]*xds.Connection, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// rotateCertificates re-issues workload certificates at half their life and
+// pushes the new secrets.
+func (s *Server) rotateCertificates(ctx context.Context) {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if due := s.ca.RotateDue(now); len(due) > 0 {
+				s.log.Info("workload certificates rotated", "identities", len(due))
+				s.inbound(push.InboundConfig, model.NewPushRequest(model.ReasonSecret, true, now))
+			}
+		}
+	}
+}

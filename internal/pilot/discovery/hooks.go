@@ -1,0 +1,51 @@
+package discovery
+
+import (
+	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/pilot/snapshot"
+	"github.com/meshperf/meshperf/internal/pilot/xds"
+)
+
+// generator serves the xDS server from the current snapshot.
+type generator struct{ s *Server }
+
+func (g generator) Generate(p *model.Proxy, typeURL string, names []string, _ *model.PushRequest) (xds.Resources, error) {
+	rs, err := g.s.current.Load().Generate(p, typeURL, names)
+	if err != nil {
+		return nil, err
+	}
+	return toXDS(rs), nil
+}
+
+func toXDS(rs []snapshot.Resource) xds.Resources {
+	out := make(xds.Resources, len(rs))
+	for i, r := range rs {
+		out[i] = xds.Resource{Name: r.Name, Body: r.Body}
+	}
+	return out
+}
+
+// hooks registers proxies as workloads and tracks connections for pushes.
+type hooks struct{ s *Server }
+
+func (h hooks) OnConnect(c *xds.Connection) error {
+	h.s.reg.ProxyConnected(c.Proxy())
+	return nil
+}
+
+func (h hooks) OnDisconnect(c *xds.Connection) { h.s.reg.ProxyDisconnected(c.Proxy()) }
+
+func (h hooks) ConnectionAdded(c *xds.Connection) {
+	h.s.connsMu.Lock()
+	// The first config it asks for comes from the current snapshot; later
+	// pushes compare against the scope it had then.
+	h.s.conns[c] = &connState{prevScope: h.s.current.Load().Scopes.For(c.Proxy())}
+	h.s.connsMu.Unlock()
+}
+
+func (h hooks) ConnectionRemoved(c *xds.Connection) {
+	h.s.connsMu.Lock()
+	delete(h.s.conns, c)
+	h.s.connsMu.Unlock()
+	h.s.queue.Remove(c)
+}

@@ -1,0 +1,260 @@
+package xds
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshperf/meshperf/internal/pilot/model"
+)
+
+// Connection is one ADS stream from one proxy.
+type Connection struct {
+	id          string
+	proxy       *model.Proxy
+	node        *core.Node
+	peer        string
+	connectedAt time.Time
+	delta       bool
+
+	// pushCh hands Push's requests to the stream's goroutine, the only one that
+	// writes to the stream.
+	pushCh chan *pushEvent
+	// stop is closed once the stream's goroutine has finished.
+	stop chan struct{}
+
+	// mu guards watches for readers outside the stream's goroutine; that
+	// goroutine is the only writer.
+	mu      sync.Mutex
+	watches map[string]*watch
+}
+
+// watch is what the connection knows about one type.
+type watch struct {
+	typeURL string
+	// names are the subscribed resource names, sorted. For SotW they are the
+	// last request's; for delta the union of subscriptions.
+	names    []string
+	wildcard bool // every resource of the type, whatever names says
+
+	versionSent, nonceSent   string
+	versionAcked, nonceAcked string
+	lastSent                 time.Time
+	nacks                    int
+	lastError                string
+
+	// Delta only, stream goroutine only: the version of each resource the
+	// client has, and the names in the last response (forgotten on a NACK so
+	// that the next push sends them again).
+	have     map[string]string
+	lastSend []string
+}
+
+func (w *watch) subscribed() bool { return w.wildcard || len(w.names) > 0 }
+
+// ID is the connection id, istiod's form: the node id, a dash, a counter.
+func (c *Connection) ID() string { return c.id }
+
+// Proxy is the proxy as its node id and metadata describe it; read only.
+func (c *Connection) Proxy() *model.Proxy { return c.proxy }
+
+// Node is the node the proxy sent in its first request; read only.
+func (c *Connection) Node() *core.Node { return c.node }
+
+// Peer is the remote address of the stream.
+func (c *Connection) Peer() string { return c.peer }
+
+// ConnectedAt is when the stream was accepted.
+func (c *Connection) ConnectedAt() time.Time { return c.connectedAt }
+
+// Delta says whether the stream is a delta (incremental) xDS stream.
+func (c *Connection) Delta() bool { return c.delta }
+
+// TypeStatus is one type's sync state on a connection, as /debug/syncz shows it.
+type TypeStatus struct {
+	TypeURL      string
+	Names        []string // subscribed names; empty with Wildcard
+	Wildcard     bool
+	VersionSent  string
+	NonceSent    string
+	VersionAcked string
+	NonceAcked   string
+	LastSent     time.Time
+	Nacks        int    // NACKs received for this type
+	LastError    string // the last NACK's error_detail message
+}
+
+// Synced says whether the last response sent was acknowledged.
+func (t TypeStatus) Synced() bool { return t.NonceSent != "" && t.NonceSent == t.NonceAcked }
+
+// SyncStatus returns a copy of every watched type's state, in push order.
+func (c *Connection) SyncStatus() []TypeStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]TypeStatus, 0, len(c.watches))
+	for _, typeURL := range pushOrder {
+		w := c.watches[typeURL]
+		if w == nil {
+			continue
+		}
+		out = append(out, TypeStatus{
+			TypeURL: w.typeURL, Names: slices.Clone(w.names), Wildcard: w.wildcard,
+			VersionSent: w.versionSent, NonceSent: w.nonceSent,
+			VersionAcked: w.versionAcked, NonceAcked: w.nonceAcked,
+			LastSent: w.lastSent, Nacks: w.nacks, LastError: w.lastError,
+		})
+	}
+	return out
+}
+
+// watch returns the type's state; stream goroutine only.
+func (c *Connection) watch(typeURL string) *watch { return c.watches[typeURL] }
+
+// update applies f to the connection's state under its lock; stream goroutine
+// only (it is the sole writer, so its own reads need no lock).
+func (c *Connection) update(f func()) {
+	c.mu.Lock()
+	f()
+	c.mu.Unlock()
+}
+
+// pushWatches lists the watched types a push covers, in push order: all of
+// them for a full push, endpoints only otherwise.
+func (c *Connection) pushWatches(full bool) []*watch {
+	var out []*watch
+	for _, typeURL := range pushOrder {
+		if !full && typeURL != EndpointType {
+			continue
+		}
+		if w := c.watches[typeURL]; w != nil && w.subscribed() {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// recordSent notes a response that reached the stream.
+func (c *Connection) recordSent(w *watch, version, nonce string, at time.Time) {
+	c.update(func() { w.versionSent, w.nonceSent, w.lastSent = version, nonce, at })
+}
+
+// recordNack notes a rejected response.
+func (c *Connection) recordNack(w *watch, detail string) {
+	c.update(func() { w.nacks++; w.lastError = detail })
+}
+
+// recordAck notes an accepted response.
+func (c *Connection) recordAck(w *watch, version, nonce string) {
+	c.update(func() { w.versionAcked, w.nonceAcked = version, nonce })
+}
+
+// sortedNames returns names sorted and without duplicates, as a new slice, so
+// that requests listing the same names in another order compare equal.
+func sortedNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := slices.Clone(names)
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Istio's node metadata keys that describe the workload.
+const (
+	metaNamespace      = "NAMESPACE"
+	metaLabels         = "LABELS"
+	metaServiceAccount = "SERVICE_ACCOUNT"
+	metaInstanceIPs    = "INSTANCE_IPS"
+	metaWorkloadName   = "WORKLOAD_NAME"
+	metaIstioVersion   = "ISTIO_VERSION"
+)
+
+// proxyFromNode reads the proxy from its node id, then lets the node metadata
+// override what the id implies: the metadata is what the injector wrote from
+// the pod itself.
+func proxyFromNode(node *core.Node) (*model.Proxy, error) {
+	if node == nil {
+		return nil, fmt.Errorf("the first request on the stream carries no node")
+	}
+	p, err := model.ParseNodeID(node.GetId())
+	if err != nil {
+		return nil, err
+	}
+	fields := node.GetMetadata().GetFields()
+	for _, key := range []string{metaNamespace, metaServiceAccount, metaInstanceIPs, metaWorkloadName, metaIstioVersion} {
+		v, ok := fields[key]
+		if !ok {
+			continue
+		}
+		s, ok := v.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return nil, fmt.Errorf("node %q: metadata %s is not a string", node.GetId(), key)
+		}
+		if err := setMeta(p, key, s.StringValue); err != nil {
+			return nil, fmt.Errorf("node %q: %w", node.GetId(), err)
+		}
+	}
+	if v, ok := fields[metaLabels]; ok {
+		labels, err := stringMap(v)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: metadata %s: %w", node.GetId(), metaLabels, err)
+		}
+		p.Labels = labels
+	}
+	return p, nil
+}
+
+func setMeta(p *model.Proxy, key, value string) error {
+	switch key {
+	case metaNamespace:
+		if value != "" {
+			p.Namespace = value
+		}
+	case metaServiceAccount:
+		p.ServiceAccount = value
+	case metaWorkloadName:
+		p.WorkloadName = value
+	case metaIstioVersion:
+		p.IstioVersion = value
+	case metaInstanceIPs:
+		var ips []string
+		for ip := range strings.SplitSeq(value, ",") {
+			ip = strings.TrimSpace(ip)
+			if ip == "" {
+				continue
+			}
+			if _, err := netip.ParseAddr(ip); err != nil {
+				return fmt.Errorf("metadata %s: %q is not an IP address", metaInstanceIPs, ip)
+			}
+			ips = append(ips, ip)
+		}
+		if len(ips) > 0 {
+			p.IPAddresses = ips
+		}
+	}
+	return nil
+}
+
+// stringMap reads a metadata struct whose values must all be strings.
+func stringMap(v *structpb.Value) (map[string]string, error) {
+	st, ok := v.GetKind().(*structpb.Value_StructValue)
+	if !ok {
+		return nil, fmt.Errorf("not a struct of strings")
+	}
+	out := make(map[string]string, len(st.StructValue.GetFields()))
+	for k, fv := range st.StructValue.GetFields() {
+		s, ok := fv.GetKind().(*structpb.Value_StringValue)
+		if !ok {
+			return nil, fmt.Errorf("value of %q is not a string", k)
+		}
+		out[k] = s.StringValue
+	}
+	return out, nil
+}

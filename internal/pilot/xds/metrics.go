@@ -1,0 +1,105 @@
+package xds
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are istiod's xDS metrics, with its names, labels and buckets, so that
+// Istio's dashboards and PromQL work against this server unchanged.
+type metrics struct {
+	clients       *prometheus.GaugeVec
+	sendTime      prometheus.Histogram
+	writeTimeouts prometheus.Counter
+	internalErrs  prometheus.Counter
+	// byType holds each served type's children, resolved once because label
+	// lookups would otherwise sit on every send.
+	byType map[string]*typeMetrics
+}
+
+// typeMetrics are one type's children of the labelled metrics.
+type typeMetrics struct {
+	pushes     prometheus.Counter
+	sendErrs   prometheus.Counter
+	pushTime   prometheus.Observer
+	configSize prometheus.Observer
+	rejects    prometheus.Counter
+	expired    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	pushes := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pilot_xds_pushes",
+		Help: "xDS responses sent, by type; <type>_senderr counts failed sends.",
+	}, []string{"type"}))
+	pushTime := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pilot_xds_push_time",
+		Help:    "Seconds to generate and send one type to one proxy.",
+		Buckets: []float64{.01, .1, .5, 1, 3, 5, 10, 20, 30},
+	}, []string{"type"}))
+	configSize := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pilot_xds_config_size_bytes",
+		Help:    "Bytes of resources in one response, by type URL.",
+		Buckets: []float64{1, 1e4, 1e6, 4e6, 1e7, 4e7},
+	}, []string{"type"}))
+	rejects := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pilot_total_xds_rejects",
+		Help: "Responses a proxy rejected (NACKs), by type.",
+	}, []string{"type"}))
+	expired := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pilot_xds_expired_nonce",
+		Help: "Requests ignored because their nonce was not the last one sent, by type.",
+	}, []string{"type"}))
+	m := &metrics{
+		clients: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pilot_xds",
+			Help: "Connected xDS streams, by the proxy's Istio version.",
+		}, []string{"version"})),
+		sendTime: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pilot_xds_send_time",
+			Help:    "Seconds one stream send took.",
+			Buckets: []float64{.01, .1, 1, 3, 5, 10, 20, 30},
+		})),
+		writeTimeouts: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pilot_xds_write_timeout",
+			Help: "Sends that did not finish within PILOT_XDS_SEND_TIMEOUT.",
+		})),
+		internalErrs: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pilot_total_xds_internal_errors",
+			Help: "Configuration generation failures.",
+		})),
+		byType: make(map[string]*typeMetrics, len(pushOrder)),
+	}
+	for _, typeURL := range pushOrder {
+		short := metricType(typeURL)
+		m.byType[typeURL] = &typeMetrics{
+			pushes:   pushes.WithLabelValues(short),
+			sendErrs: pushes.WithLabelValues(short + "_senderr"),
+			pushTime: pushTime.WithLabelValues(short),
+			// istiod labels config sizes with the full type URL, unlike its
+			// other metrics; dashboards written against it expect that.
+			configSize: configSize.WithLabelValues(typeURL),
+			rejects:    rejects.WithLabelValues(short),
+			expired:    expired.WithLabelValues(short),
+		}
+	}
+	return m
+}
+
+// register adds c to reg, or returns the collector already registered under the
+// same name, so that several servers (tests, or one per listener) can share a
+// registry.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var dup prometheus.AlreadyRegisteredError
+		if errors.As(err, &dup) {
+			if existing, ok := dup.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		// Any other error means a conflicting collector under our name: ours
+		// still counts, it just is not exported through reg.
+	}
+	return c
+}
