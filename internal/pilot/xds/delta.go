@@ -22,7 +22,7 @@ import (
 type deltaServerStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 
 // DeltaAggregatedResources serves one delta (incremental) ADS stream.
-func (s *Server) DeltaAggregatedResources(stream deltaServerStream) error {
+func (s *Server) DeltaAggregatedResources(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
 	ctx := stream.Context()
 	if err := s.admit(ctx); err != nil {
 		return err

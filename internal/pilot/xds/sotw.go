@@ -18,7 +18,7 @@ import (
 type sotwServerStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
 
 // StreamAggregatedResources serves one state-of-the-world ADS stream.
-func (s *Server) StreamAggregatedResources(stream sotwServerStream) error {
+func (s *Server) StreamAggregatedResources(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
 	ctx := stream.Context()
 	if err := s.admit(ctx); err != nil {
 		return err

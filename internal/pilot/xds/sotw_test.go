@@ -36,11 +36,11 @@ func TestSotWConnectRequestAckPushNack(t *testing.T) {
 	if !strings.HasPrefix(conn.ID(), testNodeID+"-") || conn.Delta() {
 		t.Errorf("connection id %q, delta %v", conn.ID(), conn.Delta())
 	}
+
+	cds1 := c.expect(ClusterType) // sent after the connection is counted
 	if got := metricValue(t, e.reg, "pilot_xds", map[string]string{"version": "1.22.0"}); got != 1 {
 		t.Errorf("pilot_xds = %v while connected, want 1", got)
 	}
-
-	cds1 := c.expect(ClusterType)
 	if clusters := decode[cluster.Cluster](t, cds1.Resources); len(clusters) != 2 || clusters[0].AltStatName != "epoch-0" {
 		t.Fatalf("first CDS: %v", clusters)
 	}
@@ -185,7 +185,9 @@ func TestBadNodeAndAdmissionRejectStream(t *testing.T) {
 
 	limited := newTestEnv(t, newFakeGen("a"), Options{Admit: func(context.Context) error { return errors.New("rate: wait exceeds deadline") }})
 	c = limited.sotw(t, testCtx(t), testNode(t, ""))
-	c.ask(ClusterType)
+	// The server may end the stream before the request is written: Send then
+	// reports io.EOF and the status comes from Recv.
+	_ = c.stream.Send(&discovery.DiscoveryRequest{Node: c.node, TypeUrl: ClusterType})
 	if _, err := c.stream.Recv(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "rate: wait") {
 		t.Errorf("admission: %v", err)
 	}
@@ -285,5 +287,25 @@ func TestGenerationFailureOnPushKeepsStream(t *testing.T) {
 	c.expect(RouteType)
 	if got := metricValue(t, e.reg, "pilot_total_xds_internal_errors", nil); got != 1 {
 		t.Errorf("ErrUnchanged counted as an internal error")
+	}
+}
+
+// A proxy that asked waits for an answer: if none can be generated, the stream
+// ends with the reason, so the proxy logs it and retries.
+func TestGenerationFailureOnRequestEndsStream(t *testing.T) {
+	gen := newFakeGen("a")
+	gen.fail[ListenerType] = errors.New("no gateway for this proxy")
+	e := newTestEnv(t, gen, Options{})
+	c := e.sotw(t, testCtx(t), testNode(t, ""))
+	c.ask(ClusterType)
+	c.expect(ClusterType)
+	c.ask(ListenerType)
+	_, err := c.stream.Recv()
+	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "no gateway for this proxy") {
+		t.Errorf("stream ended with %v", err)
+	}
+	waitFor(t, e.hooks.disconnected)
+	if got := metricValue(t, e.reg, "pilot_total_xds_internal_errors", nil); got != 1 {
+		t.Errorf("pilot_total_xds_internal_errors = %v", got)
 	}
 }

@@ -6,6 +6,13 @@
 // configuration is (the Generator does) nor when to push (the pipeline does); it
 // owns the wire: nonces, versions, ACK/NACK bookkeeping, one writer per stream,
 // the send deadline, and istiod's xDS metrics, under istiod's names.
+//
+// Versions. Like istiod's push version, every version_info (system_version_info
+// on delta streams) is an RFC 3339 time followed by "/" and a counter that only
+// grows within the process: one per Push, shared by all the types it sends, and
+// one per answered request. The time is for people reading config dumps; the
+// counter makes versions unique and ordered. Delta resources carry their own
+// versions, a checksum of their bytes unless the Generator supplies one.
 package xds
 
 import (
