@@ -41,7 +41,7 @@ type pilotFlags struct {
 	sendTimeout    time.Duration
 }
 
-func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options) {
+func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout time.Duration) {
 	fs.StringVar(&f.configDir, "configDir", "", "read config from this directory of YAML files, watched for changes, instead of the embedded store (istiod's file mode)")
 	fs.StringVar(&f.configDir, "config-dir", "", "same as --configDir")
 	fs.StringVar(&f.meshConfig, "meshConfig", "", "mesh config `file` (Istio's MeshConfig YAML); Istio's defaults when absent")
@@ -59,7 +59,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options) {
 	fs.BoolVar(&f.push.EnableEDSDebounce, "enableEDSDebounce", env.EnableEDSDebounce, "debounce endpoint-only changes too ("+push.EnvEnableEDSDebounce+")")
 	fs.IntVar(&f.push.PushThrottle, "pushThrottle", env.PushThrottle, "concurrent pushes; 0 = min(15+5*GOMAXPROCS, 100) ("+push.EnvPushThrottle+")")
 	fs.Float64Var(&f.push.MaxRequestsPerSecond, "maxRequestsPerSecond", env.MaxRequestsPerSecond, "new xDS streams per second; 0 = automatic ("+push.EnvMaxRequestsPerSecond+")")
-	fs.DurationVar(&f.sendTimeout, "xdsSendTimeout", 0, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
+	fs.DurationVar(&f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
 }
 
@@ -83,9 +83,16 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitBadInput
 	}
+	var sendTimeout time.Duration
+	if v := os.Getenv(xds.EnvSendTimeout); v != "" {
+		if sendTimeout, err = time.ParseDuration(v); err != nil || sendTimeout < 0 {
+			fmt.Fprintf(stderr, "meshperf pilot: %s=%q: want a duration such as 5s\n", xds.EnvSendTimeout, v)
+			return exitBadInput
+		}
+	}
 	var f pilotFlags
 	fs := flag.NewFlagSet("meshperf pilot", flag.ContinueOnError)
-	f.define(fs, env)
+	f.define(fs, env, sendTimeout)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -110,7 +110,8 @@ type pushEvent struct {
 // once every send returned, not when the proxy acknowledged. The sends happen on
 // the stream's own goroutine, so they never interleave with responses to the
 // proxy's requests, and a slow proxy holds only its own Push: up to
-// Options.SendTimeout per send, or until ctx ends.
+// Options.SendTimeout per send, or until ctx ends (if ctx ends after the stream
+// took the push, Push returns ctx's error and the push still completes).
 //
 // A generation failure skips that type and is returned, and the stream stays
 // up: the proxy keeps its previous config. A send failure ends the stream.

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPilotBadInputIsOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"--nosuchflag"},
+		{"--secureGRPCAddr", "127.0.0.1:15012"},
+		{"--log_output_level", "loud"},
+		{"--meshConfig", "/no/such/mesh.yaml"},
+	} {
+		var stdout, stderr syncBuffer
+		code := runPilot(context.Background(), append(args, "--dataDir", t.TempDir()), &stdout, &stderr)
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if code != exitBadInput || len(lines) != 1 || !strings.HasPrefix(lines[0], "meshperf pilot: ") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+	t.Setenv("PILOT_DEBOUNCE_AFTER", "soon")
+	var stderr syncBuffer
+	if code := runPilot(context.Background(), nil, &syncBuffer{}, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "PILOT_DEBOUNCE_AFTER") {
+		t.Errorf("a bad PILOT_DEBOUNCE_AFTER: exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestPilotServesAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- runPilot(ctx, []string{"--dataDir", t.TempDir(), "--grpcAddr", "127.0.0.1:0",
+			"--httpAddr", "127.0.0.1:0", "--monitoringAddr", "127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	banner := regexp.MustCompile(`API on (http://[0-9.:]+), metrics on (http://[0-9.:]+/metrics)`)
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		m = banner.FindStringSubmatch(stdout.String())
+	}
+	if m == nil {
+		t.Fatalf("no banner; stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	for _, url := range []string{m[1] + "/ready", m[2]} {
+		resp, err := http.Get(url)
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("GET %s: %v %v", url, err, resp)
+		} else {
+			resp.Body.Close()
+		}
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())
+	}
+}
