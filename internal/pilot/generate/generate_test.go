@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -251,7 +252,14 @@ func TestGoldenListeners(t *testing.T) {
 		}
 	}
 	ports := []InboundPort{{Port: 9080, Protocol: "HTTP"}, {Port: 3306, Protocol: "TCP"}}
-	permissive, err := InboundListener(ports, MTLSPermissive)
+	withMode := func(m MTLSMode) []InboundPort {
+		out := slices.Clone(ports)
+		for i := range out {
+			out[i].MTLS = m
+		}
+		return out
+	}
+	permissive, err := InboundListener(withMode(MTLSPermissive))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +267,7 @@ func TestGoldenListeners(t *testing.T) {
 	if n := len(permissive.FilterChains); n != 5 || len(permissive.ListenerFilters) != 1 {
 		t.Errorf("permissive: %d chains, %d listener filters", n, len(permissive.ListenerFilters))
 	}
-	strict, err := InboundListener(ports, MTLSStrict)
+	strict, err := InboundListener(withMode(MTLSStrict))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,12 +276,20 @@ func TestGoldenListeners(t *testing.T) {
 			t.Errorf("strict chain %s accepts plain text", c.Name)
 		}
 	}
-	disabled, err := InboundListener(ports, MTLSDisable)
+	disabled, err := InboundListener(withMode(MTLSDisable))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := disabled.FilterChains[0]; c.TransportSocket != nil {
-		t.Errorf("DISABLE chain %s has TLS", c.Name)
+	if c := disabled.FilterChains[0]; c.TransportSocket != nil || len(disabled.ListenerFilters) != 0 {
+		t.Errorf("DISABLE chain %s has TLS, or the listener inspects TLS", c.Name)
+	}
+	// Port-level modes: a STRICT workload with one port left in plain text.
+	mixed, err := InboundListener([]InboundPort{{Port: 9080, Protocol: "HTTP", MTLS: MTLSStrict}, {Port: 3306, Protocol: "TCP", MTLS: MTLSDisable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mixed.FilterChains) != 3 || mixed.FilterChains[0].TransportSocket == nil || mixed.FilterChains[1].TransportSocket != nil {
+		t.Errorf("mixed modes: %d chains", len(mixed.FilterChains))
 	}
 	msgs := []proto.Message{}
 	for _, l := range outboundLs {

@@ -2,6 +2,7 @@ package generate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -136,19 +137,20 @@ func outboundHTTPListener(port uint32) (*listenerv3.Listener, error) {
 type InboundPort struct {
 	Port     uint32 // the workload's port (a service's target port)
 	Protocol model.Protocol
+	MTLS     MTLSMode // the PeerAuthentication mode for this port (zero: PERMISSIVE)
 }
 
 // InboundListener returns virtualInbound (15006): one filter chain per served
 // port (two under PERMISSIVE: mTLS and plain text, told apart by TLS
 // detection), and a passthrough chain for ports no service declares.
-func InboundListener(ports []InboundPort, mode MTLSMode) (*listenerv3.Listener, error) {
+func InboundListener(ports []InboundPort) (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{
 		Name:             VirtualInboundListener,
 		Address:          socketAddress("0.0.0.0", VirtualInboundPort),
 		UseOriginalDst:   wrapperspb.Bool(true),
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
-	if mode == MTLSPermissive {
+	if slices.ContainsFunc(ports, func(p InboundPort) bool { return p.MTLS == MTLSPermissive }) {
 		inspector, err := anypb.New(&tlsinspectorv3.TlsInspector{})
 		if err != nil {
 			return nil, err
@@ -158,7 +160,7 @@ func InboundListener(ports []InboundPort, mode MTLSMode) (*listenerv3.Listener, 
 		}}
 	}
 	for _, p := range ports {
-		chains, err := inboundChains(p, mode)
+		chains, err := inboundChains(p)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +174,7 @@ func InboundListener(ports []InboundPort, mode MTLSMode) (*listenerv3.Listener, 
 	return l, nil
 }
 
-func inboundChains(p InboundPort, mode MTLSMode) ([]*listenerv3.FilterChain, error) {
+func inboundChains(p InboundPort) ([]*listenerv3.FilterChain, error) {
 	cluster := ClusterName(inbound, p.Port, "", "")
 	build := func() (*listenerv3.FilterChain, error) {
 		if !isHTTP(p.Protocol) {
@@ -181,7 +183,7 @@ func inboundChains(p InboundPort, mode MTLSMode) ([]*listenerv3.FilterChain, err
 		return hcmChain(inboundHCM(p.Port, cluster))
 	}
 	var variants []string // transport protocols, "" for any
-	switch mode {
+	switch p.MTLS {
 	case MTLSPermissive:
 		variants = []string{"tls", "raw_buffer"}
 	case MTLSStrict:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 
@@ -179,16 +180,31 @@ func isHTTP(p model.Protocol) bool {
 	return false
 }
 
-// destinationRules picks, for a host, the oldest of the rules the scope applies
-// (Istio merges several; meshperf takes the first, for now).
+// destinationRules merges, for a host, the rules the scope applies, as Istio
+// does: the oldest rule's traffic policy (or the first that has one), and every
+// rule's subsets, the first of each name winning.
 func (s *Snapshot) destinationRules(sc *scope.SidecarScope) generate.DestinationRules {
 	return func(host string) *networking.DestinationRule {
+		var merged *networking.DestinationRule
 		for _, r := range sc.DestinationRules(host) {
-			if dr, ok := r.Spec.(*networking.DestinationRule); ok {
-				return dr
+			dr, ok := r.Spec.(*networking.DestinationRule)
+			if !ok {
+				continue
+			}
+			if merged == nil {
+				merged = proto.Clone(dr).(*networking.DestinationRule)
+				continue
+			}
+			if merged.GetTrafficPolicy() == nil {
+				merged.TrafficPolicy = dr.GetTrafficPolicy()
+			}
+			for _, ss := range dr.GetSubsets() {
+				if !slices.ContainsFunc(merged.Subsets, func(m *networking.Subset) bool { return m.GetName() == ss.GetName() }) {
+					merged.Subsets = append(merged.Subsets, ss)
+				}
 			}
 		}
-		return nil
+		return merged
 	}
 }
 
@@ -274,53 +290,73 @@ func (s *Snapshot) inboundClusters(p *model.Proxy) ([]Resource, error) {
 }
 
 func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
-	l, err := generate.InboundListener(s.inboundPorts(p), s.mtlsMode(p))
+	ports := s.inboundPorts(p)
+	policies := s.peerAuthenticationsFor(p)
+	for i := range ports {
+		ports[i].MTLS = policies.mode(ports[i].Port)
+	}
+	l, err := generate.InboundListener(ports)
 	if err != nil {
 		return Resource{}, err
 	}
 	return encode(l.Name, l)
 }
 
-// mtlsMode is the PeerAuthentication that applies to the proxy's workload: one
-// in its namespace whose selector matches it, else its namespace's, else the
-// mesh-wide one in the root namespace, else PERMISSIVE. (Port-level modes are
-// not applied yet.)
-func (s *Snapshot) mtlsMode(p *model.Proxy) generate.MTLSMode {
+// peerAuthentications are the policies that apply to one workload, from the
+// most specific: one in its namespace whose selector matches it, its
+// namespace's, the mesh-wide one in the root namespace. Each level may leave
+// the mode UNSET, inheriting from the next.
+type peerAuthentications [3]*security.PeerAuthentication
+
+func (s *Snapshot) peerAuthenticationsFor(p *model.Proxy) peerAuthentications {
 	root := s.Scopes.RootNamespace()
-	var workload, namespace, mesh *security.PeerAuthentication
-	for _, r := range s.peerAuthentications {
+	var levels peerAuthentications
+	for _, r := range s.peerAuthentications { // oldest first: the first of a level wins
 		pa, ok := r.Spec.(*security.PeerAuthentication)
 		if !ok {
 			continue
 		}
+		level := -1
 		switch sel := pa.GetSelector().GetMatchLabels(); {
 		case r.Meta.Namespace == p.Namespace && len(sel) > 0 && hasLabels(p.Labels, sel):
-			workload = firstOf(workload, pa)
+			level = 0
 		case r.Meta.Namespace == p.Namespace && len(sel) == 0:
-			namespace = firstOf(namespace, pa)
+			level = 1
 		case r.Meta.Namespace == root && len(sel) == 0:
-			mesh = firstOf(mesh, pa)
+			level = 2
+		}
+		if level >= 0 && levels[level] == nil {
+			levels[level] = pa
 		}
 	}
-	for _, pa := range []*security.PeerAuthentication{workload, namespace, mesh} {
-		switch pa.GetMtls().GetMode() {
-		case security.PeerAuthentication_MutualTLS_STRICT:
-			return generate.MTLSStrict
-		case security.PeerAuthentication_MutualTLS_DISABLE:
-			return generate.MTLSDisable
-		case security.PeerAuthentication_MutualTLS_PERMISSIVE:
-			return generate.MTLSPermissive
+	return levels
+}
+
+// mode is the mTLS mode of one of the workload's ports: a port-level setting of
+// the workload's own policy first (Istio allows them only there), then each
+// level's mode, else PERMISSIVE.
+func (l peerAuthentications) mode(port uint32) generate.MTLSMode {
+	if m, ok := toMode(l[0].GetPortLevelMtls()[port].GetMode()); ok {
+		return m
+	}
+	for _, pa := range l {
+		if m, ok := toMode(pa.GetMtls().GetMode()); ok {
+			return m
 		}
-		// UNSET inherits from the next level up.
 	}
 	return generate.MTLSPermissive
 }
 
-func firstOf(a, b *security.PeerAuthentication) *security.PeerAuthentication {
-	if a != nil {
-		return a
+func toMode(m security.PeerAuthentication_MutualTLS_Mode) (generate.MTLSMode, bool) {
+	switch m {
+	case security.PeerAuthentication_MutualTLS_STRICT:
+		return generate.MTLSStrict, true
+	case security.PeerAuthentication_MutualTLS_DISABLE:
+		return generate.MTLSDisable, true
+	case security.PeerAuthentication_MutualTLS_PERMISSIVE:
+		return generate.MTLSPermissive, true
 	}
-	return b
+	return 0, false // UNSET: inherit
 }
 
 // secrets are the proxy's workload certificate and the mesh root.

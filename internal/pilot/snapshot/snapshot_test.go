@@ -160,3 +160,51 @@ func TestEndpointsAndSecretsAndStrictInbound(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return bytes.Contains(b, []byte(s)) }
+
+func TestPortLevelPeerAuthenticationAndMergedDestinationRules(t *testing.T) {
+	a := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	s := build(t, `
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: cart, namespace: shop}
+spec:
+  selector: {matchLabels: {app: cart}}
+  portLevelMtls:
+    8080: {mode: DISABLE}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cart-more, namespace: shop}
+spec:
+  host: cart.shop.svc.cluster.local
+  subsets:
+  - {name: v1, labels: {version: other}}
+  - {name: v3, labels: {version: v3}}
+`, a)
+	ls, err := s.Generate(a, ListenerType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inbound listenerv3.Listener
+	if err := ls[len(ls)-1].Body.UnmarshalTo(&inbound); err != nil {
+		t.Fatal(err)
+	}
+	// The namespace is STRICT, but the workload's policy disables mTLS on 8080.
+	if c := inbound.FilterChains[0]; c.FilterChainMatch.GetDestinationPort().GetValue() != 8080 || c.TransportSocket != nil {
+		t.Errorf("port 8080 should be plain text under its port-level DISABLE: %v", c.FilterChainMatch)
+	}
+	cs, err := s.Generate(a, ClusterType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := names(cs)
+	// Subsets of both rules; the older rule's v1 wins over the newer one's.
+	if !got["outbound|80|v1|cart.shop.svc.cluster.local"] || !got["outbound|80|v3|cart.shop.svc.cluster.local"] {
+		t.Errorf("merged subsets missing: %v", got)
+	}
+	eps, _ := s.Generate(a, EndpointType, []string{"outbound|80|v1|cart.shop.svc.cluster.local"})
+	var cla endpointv3.ClusterLoadAssignment
+	if err := eps[0].Body.UnmarshalTo(&cla); err != nil || len(cla.Endpoints) != 1 {
+		t.Errorf("subset v1 should keep the first rule's labels (version: v1) and select the proxy: %v %v", cla.Endpoints, err)
+	}
+}
