@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/config"
@@ -46,7 +47,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	fs.StringVar(&f.configDir, "config-dir", "", "same as --configDir")
 	fs.StringVar(&f.meshConfig, "meshConfig", "", "mesh config `file` (Istio's MeshConfig YAML); Istio's defaults when absent")
 	fs.StringVar(&f.grpcAddr, "grpcAddr", "127.0.0.1:15010", "plaintext xDS (ADS) `address`")
-	fs.StringVar(&f.secureGRPCAddr, "secureGRPCAddr", "", "TLS xDS address (not served yet)")
+	fs.StringVar(&f.secureGRPCAddr, "secureGRPCAddr", "", "TLS xDS `address` (istiod's 15012 role), with a certificate from the built-in CA for istiod's names; off when empty")
 	fs.StringVar(&f.httpAddr, "httpAddr", "127.0.0.1:8080", "config API and debug endpoints `address`")
 	fs.StringVar(&f.monitoringAddr, "monitoringAddr", "127.0.0.1:15014", "/metrics `address`")
 	fs.StringVar(&f.dataDir, "dataDir", defaultDataDir(), "`directory` of the embedded store and the CA's root")
@@ -102,10 +103,6 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "meshperf pilot: %v (see meshperf pilot -h)\n", err)
 		return exitBadInput
 	}
-	if f.secureGRPCAddr != "" {
-		fmt.Fprintln(stderr, "meshperf pilot: --secureGRPCAddr is not served yet; use --grpcAddr on loopback")
-		return exitBadInput
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		fmt.Fprintf(stderr, "meshperf pilot: --log_output_level %q: want debug, info, warn or error\n", f.logLevel)
@@ -117,6 +114,14 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitBadInput
 	}
+	// Bind every listener first: a bad or busy address must fail before the
+	// store and the CA's root are created.
+	listeners, err := bindAll(f.grpcAddr, f.httpAddr, f.monitoringAddr, f.secureGRPCAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
+		return exitFailed
+	}
+	defer closeAll(listeners)
 	srv, err := discovery.New(discovery.Options{
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir,
 		CADir: filepath.Join(f.dataDir, "ca"), Mesh: mesh, DomainSuffix: f.domain,
@@ -127,23 +132,37 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailed
 	}
 	defer srv.Close()
-	return servePilot(ctx, srv, &f, log, stdout, stderr)
+	return servePilot(ctx, srv, listeners, &f, log, stdout, stderr)
 }
 
-// servePilot binds the three listeners (all or none) and runs until ctx ends.
-func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, log *slog.Logger, stdout, stderr io.Writer) int {
-	var listeners []net.Listener
-	for _, addr := range []string{f.grpcAddr, f.httpAddr, f.monitoringAddr} {
+// bindAll listens on every non-empty address, or on none.
+func bindAll(addrs ...string) ([]net.Listener, error) {
+	out := make([]net.Listener, len(addrs))
+	for i, addr := range addrs {
+		if addr == "" {
+			continue
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			for _, l := range listeners {
-				l.Close()
-			}
-			fmt.Fprintf(stderr, "meshperf pilot: cannot listen on %s: %v\n", addr, err)
-			return exitFailed
+			closeAll(out)
+			return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
 		}
-		listeners = append(listeners, ln)
+		out[i] = ln
 	}
+	return out, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// servePilot serves on the bound listeners (xDS, API, metrics, and TLS xDS
+// when bound) and runs the control plane until ctx ends.
+func servePilot(ctx context.Context, srv *discovery.Server, listeners []net.Listener, f *pilotFlags, log *slog.Logger, stdout, stderr io.Writer) int {
 	g := grpc.NewServer()
 	srv.RegisterGRPC(g)
 	apiServer := &http.Server{Handler: api.NewHandler(apiDeps(srv, log)), ReadHeaderTimeout: 10 * time.Second}
@@ -155,8 +174,21 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, log *
 	go func() { _ = monServer.Serve(listeners[2]) }()
 	fmt.Fprintf(stdout, "meshperf pilot: xDS on %s, API on http://%s, metrics on http://%s/metrics\n",
 		listeners[0].Addr(), listeners[1].Addr(), listeners[2].Addr())
+	secure := grpc.NewServer()
+	if listeners[3] != nil {
+		cfg, err := srv.ServingTLS()
+		if err != nil {
+			fmt.Fprintf(stderr, "meshperf pilot: TLS xDS: %v\n", err)
+			return exitFailed
+		}
+		secure = grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+		srv.RegisterGRPC(secure)
+		go func() { _ = secure.Serve(listeners[3]) }()
+		fmt.Fprintf(stdout, "meshperf pilot: TLS xDS on %s (root certificate: %s)\n", listeners[3].Addr(), filepath.Join(f.dataDir, "ca", "root-cert.pem"))
+	}
 	err := srv.Run(ctx)
 	g.Stop()
+	secure.Stop()
 	_ = apiServer.Close()
 	_ = monServer.Close()
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,15 +13,20 @@ import (
 func TestPilotBadInputIsOneLine(t *testing.T) {
 	for _, args := range [][]string{
 		{"--nosuchflag"},
-		{"--secureGRPCAddr", "127.0.0.1:15012"},
+		{"--secureGRPCAddr", "256.0.0.1:1"},
 		{"--log_output_level", "loud"},
 		{"--meshConfig", "/no/such/mesh.yaml"},
 	} {
 		var stdout, stderr syncBuffer
-		code := runPilot(context.Background(), append(args, "--dataDir", t.TempDir()), &stdout, &stderr)
+		dataDir := t.TempDir()
+		code := runPilot(context.Background(), append(args, "--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0",
+			"--httpAddr", "127.0.0.1:0", "--monitoringAddr", "127.0.0.1:0"), &stdout, &stderr)
 		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-		if code != exitBadInput || len(lines) != 1 || !strings.HasPrefix(lines[0], "meshperf pilot: ") {
+		if (code != exitBadInput && code != exitFailed) || len(lines) != 1 || !strings.HasPrefix(lines[0], "meshperf pilot: ") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+		if entries, _ := os.ReadDir(dataDir); len(entries) != 0 {
+			t.Errorf("%v: bad input left %d entries in the data directory", args, len(entries))
 		}
 	}
 	t.Setenv("PILOT_DEBOUNCE_AFTER", "soon")
@@ -36,7 +42,7 @@ func TestPilotServesAndStops(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- runPilot(ctx, []string{"--dataDir", t.TempDir(), "--grpcAddr", "127.0.0.1:0",
-			"--httpAddr", "127.0.0.1:0", "--monitoringAddr", "127.0.0.1:0"}, &stdout, &stderr)
+			"--httpAddr", "127.0.0.1:0", "--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0"}, &stdout, &stderr)
 	}()
 	banner := regexp.MustCompile(`API on (http://[0-9.:]+), metrics on (http://[0-9.:]+/metrics)`)
 	var m []string
@@ -45,6 +51,9 @@ func TestPilotServesAndStops(t *testing.T) {
 	}
 	if m == nil {
 		t.Fatalf("no banner; stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "TLS xDS on 127.0.0.1:") {
+		t.Errorf("no TLS xDS listener announced: %q", stdout.String())
 	}
 	for _, url := range []string{m[1] + "/ready", m[2]} {
 		resp, err := http.Get(url)

@@ -210,7 +210,19 @@ func (ca *CA) Issue(namespace, serviceAccount string) (*Workload, error) {
 	return ca.issue(id)
 }
 
-func (ca *CA) issue(id Identity) (*Workload, error) {
+// IssueServing issues a certificate for the control plane itself: the SPIFFE
+// identity of namespace/serviceAccount (istiod's is istio-system/istiod) plus
+// DNS names, so that xDS clients can verify it by either, as they verify
+// istiod on its TLS port.
+func (ca *CA) IssueServing(namespace, serviceAccount string, dnsNames ...string) (*Workload, error) {
+	id, err := NewIdentity(namespace, serviceAccount)
+	if err != nil {
+		return nil, fmt.Errorf("ca: %w", err)
+	}
+	return ca.issue(id, dnsNames...)
+}
+
+func (ca *CA) issue(id Identity, dnsNames ...string) (*Workload, error) {
 	now := ca.set.now()
 	key, err := generateKey(ca.set.alg)
 	if err != nil {
@@ -240,6 +252,7 @@ func (ca *CA) issue(id Identity) (*Workload, error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		URIs:                  []*url.URL{uri},
+		DNSNames:              dnsNames,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.root, key.Public(), ca.rootKey)
 	if err != nil {

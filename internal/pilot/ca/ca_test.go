@@ -186,3 +186,23 @@ func TestVerifyWorkloadRejects(t *testing.T) {
 		t.Errorf("certificate rejected by a clock one minute behind: %v", err)
 	}
 }
+
+func TestIssueServingHasDNSNamesAndSPIFFE(t *testing.T) {
+	ca, err := Open(t.TempDir(), "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ca.IssueServing("istio-system", "istiod", "istiod.istio-system.svc", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Leaf.VerifyHostname("istiod.istio-system.svc"); err != nil {
+		t.Error(err)
+	}
+	if err := VerifyWorkload(ca.RootPEM(), w.CertChainPEM, "spiffe://cluster.local/ns/istio-system/sa/istiod", time.Now()); err != nil {
+		t.Error(err)
+	}
+	if _, err := ca.IssueServing("", "istiod"); err == nil {
+		t.Error("an empty namespace was accepted")
+	}
+}

@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -247,4 +250,54 @@ func counter(t *testing.T, s *Server, name, typ string) float64 {
 		}
 	}
 	return 0
+}
+
+func TestSecureXDSServesVerifiableTLS(t *testing.T) {
+	s, _ := startServer(t)
+	cfg, err := s.ServingTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+	s.RegisterGRPC(g)
+	go func() { _ = g.Serve(ln) }()
+	defer g.Stop()
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.RootPEM())
+	creds := credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"})
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := structpb.NewStruct(map[string]any{"NAMESPACE": "shop"})
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.ClusterType,
+		Node: &corev3.Node{Id: "sidecar~10.0.0.9~x-1.shop~shop.svc.cluster.local", Metadata: meta}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := stream.Recv()
+	if err != nil || r.TypeUrl != snapshot.ClusterType || len(r.Resources) == 0 {
+		t.Fatalf("over TLS: %v %v", r, err)
+	}
+
+	// A client that does not trust the mesh root gets nothing.
+	bad, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{ServerName: "istiod.istio-system.svc"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if s2, err := discoveryv3.NewAggregatedDiscoveryServiceClient(bad).StreamAggregatedResources(context.Background()); err == nil {
+		if _, err := s2.Recv(); err == nil {
+			t.Error("a client without the mesh root got a response")
+		}
+	}
 }
