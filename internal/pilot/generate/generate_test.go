@@ -192,6 +192,22 @@ func TestGoldenOutboundRoutes(t *testing.T) {
 	if routes := rc.VirtualHosts[0].Routes; len(routes) != 2 || routes[0].Name != "jason" {
 		t.Errorf("reviews routes %v", routes)
 	}
+	// A match that names only a gateway is not a sidecar route.
+	gwOnly := BoundVirtualService{Namespace: "default", Spec: &networking.VirtualService{
+		Hosts: []string{"ratings"},
+		Http: []*networking.HTTPRoute{{
+			Name:  "edge-only",
+			Match: []*networking.HTTPMatchRequest{{Gateways: []string{"ingress"}}},
+			Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "ratings"}}},
+		}},
+	}}
+	edge, err := OutboundRouteConfig(RouteInput{Port: 9080, Services: services[1:2], VirtualServices: []BoundVirtualService{gwOnly}, DomainSuffix: "cluster.local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if routes := edge.VirtualHosts[0].Routes; len(routes) != 1 || routes[0].Name != "default" {
+		t.Errorf("a gateway-only match should leave sidecars the default route, got %v", routes)
+	}
 	blocked, err := OutboundRouteConfig(RouteInput{Port: 9080, Services: services[1:2], DomainSuffix: "cluster.local", RegistryOnly: true})
 	if err != nil {
 		t.Fatal(err)

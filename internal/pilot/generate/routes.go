@@ -2,6 +2,7 @@ package generate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -57,18 +59,60 @@ func OutboundRouteConfig(in RouteInput) (*routev3.RouteConfiguration, error) {
 			Domains: domains(svc, in.Port, in.ProxyNamespace, in.DomainSuffix),
 		}
 		if bvs, ok := byHost[svc.Hostname]; ok && len(bvs.Spec.GetHttp()) > 0 {
-			routes, err := httpRoutes(bvs, svc, in)
+			routes, err := httpRoutes(forMesh(bvs), svc, in)
 			if err != nil {
 				return nil, fmt.Errorf("VirtualService for %s: %w", svc.Hostname, err)
 			}
 			vh.Routes = routes
-		} else {
+		}
+		if len(vh.Routes) == 0 { // no VirtualService, or none of its routes is for sidecars
 			vh.Routes = []*routev3.Route{defaultRoute(ClusterName(outbound, in.Port, "", svc.Hostname))}
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}
 	rc.VirtualHosts = append(rc.VirtualHosts, catchAll(in.RegistryOnly))
 	return rc, nil
+}
+
+// forMesh narrows a VirtualService's http routes to sidecars (the "mesh"
+// gateway): matches that name only other gateways are dropped, and routes left
+// without a match with them (as forGateway does for a gateway).
+func forMesh(vs BoundVirtualService) BoundVirtualService {
+	forSidecars := func(m *networking.HTTPMatchRequest) bool {
+		gws := m.GetGateways()
+		return len(gws) == 0 || slices.Contains(gws, "mesh")
+	}
+	narrow := false
+	for _, hr := range vs.Spec.GetHttp() {
+		if !allOf(hr.GetMatch(), forSidecars) {
+			narrow = true
+		}
+	}
+	if !narrow {
+		return vs // the common case: nothing to copy
+	}
+	spec := proto.Clone(vs.Spec).(*networking.VirtualService)
+	var kept []*networking.HTTPRoute
+	for _, hr := range spec.GetHttp() {
+		if len(hr.GetMatch()) > 0 {
+			hr.Match = slices.DeleteFunc(hr.Match, func(m *networking.HTTPMatchRequest) bool { return !forSidecars(m) })
+			if len(hr.Match) == 0 {
+				continue
+			}
+		}
+		kept = append(kept, hr)
+	}
+	spec.Http = kept
+	return BoundVirtualService{Namespace: vs.Namespace, Spec: spec}
+}
+
+func allOf[T any](xs []T, f func(T) bool) bool {
+	for _, x := range xs {
+		if !f(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // virtualServicesByHost maps each fully qualified host to the first

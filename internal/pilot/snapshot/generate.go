@@ -30,6 +30,9 @@ type outboundConfig struct {
 // endpoints, routes and secrets.
 func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]Resource, error) {
 	sc := s.Scopes.For(p)
+	if p.Type == model.Router {
+		return s.generateGateway(p, sc, typeURL, names)
+	}
 	switch typeURL {
 	case ClusterType:
 		out, err := s.outboundFor(sc)
