@@ -166,6 +166,11 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 // RegisterGRPC serves ADS on g.
 func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
 
+// GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
+func (s *Server) GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{s.xds.ServerOption()}
+}
+
 // Close releases the store.
 func (s *Server) Close() error { return s.closer() }
 

@@ -64,7 +64,7 @@ func startServer(t *testing.T) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(s.GRPCServerOptions()...)
 	s.RegisterGRPC(g)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(func() { g.Stop(); cancel(); <-done; _ = s.Close() })
@@ -262,7 +262,7 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+	g := grpc.NewServer(append(s.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
 	s.RegisterGRPC(g)
 	go func() { _ = g.Serve(ln) }()
 	defer g.Stop()

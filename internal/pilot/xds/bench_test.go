@@ -9,6 +9,9 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -46,8 +49,34 @@ func benchClusters(b *testing.B, n int) Resources {
 // BenchmarkPush50ClustersTo100Connections is one full push of 50 clusters to
 // 100 connected proxies, concurrently, as the pipeline's throttle would allow.
 func BenchmarkPush50ClustersTo100Connections(b *testing.B) {
-	const proxies = 100
-	e := newTestEnv(b, sharedGen{res: benchClusters(b, 50)}, Options{})
+	benchPush(newTestEnv(b, sharedGen{res: benchClusters(b, 50)}, Options{}), b, 100)
+}
+
+// BenchmarkPush500x4kBTo100Connections pushes 500 resources of 4 kB (2 MB) to
+// 100 proxies, with gRPC's proto codec (a copy of the 2 MB per send) and with
+// the server's shared-bytes codec. The clients discard what they receive, so
+// B/op is the server's.
+func BenchmarkPush500x4kBTo100Connections(b *testing.B) {
+	bodies := testBodies(b, 500, 4000)
+	res := make(Resources, len(bodies))
+	for i, body := range bodies {
+		res[i] = Resource{Name: fmt.Sprint("c", i), Body: body}
+	}
+	discard := grpc.WithDefaultCallOptions(grpc.ForceCodecV2(discardResponses{}))
+	for _, shared := range []bool{false, true} {
+		name := "codec=proto"
+		if shared {
+			name = "codec=shared"
+		}
+		b.Run(name, func(b *testing.B) {
+			benchPush(newTestEnvCodec(b, sharedGen{res: res}, Options{}, shared, discard), b, 100)
+		})
+	}
+}
+
+// benchPush connects proxies to e, each watching clusters, and measures full
+// pushes to all of them at once.
+func benchPush(e *testEnv, b *testing.B, proxies int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var readers sync.WaitGroup
 	b.Cleanup(func() { cancel(); readers.Wait() })
@@ -55,7 +84,7 @@ func BenchmarkPush50ClustersTo100Connections(b *testing.B) {
 	for range proxies {
 		c := e.sotw(b, ctx, testNode(b, "1.22.0"))
 		c.ask(ClusterType)
-		c.expect(ClusterType)
+		c.recv()
 		conns = append(conns, waitFor(b, e.hooks.connected))
 		readers.Go(func() {
 			for {
@@ -79,4 +108,36 @@ func BenchmarkPush50ClustersTo100Connections(b *testing.B) {
 		wg.Wait()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*proxies), "ns/proxy")
+}
+
+// discardResponses is a client codec that encodes requests as protobuf and
+// drops responses unread, so that a benchmark's allocations are the server's.
+type discardResponses struct{}
+
+func (discardResponses) Name() string { return "proto" }
+
+func (discardResponses) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	return mem.BufferSlice{mem.SliceBuffer(b)}, err
+}
+
+func (discardResponses) Unmarshal(mem.BufferSlice, any) error { return nil }
+
+// BenchmarkResourceCacheEntry looks up the entries of a large snapshot's
+// Bodies, as every send does for each resource it carries.
+func BenchmarkResourceCacheEntry(b *testing.B) {
+	bodies := make([]*anypb.Any, 200_000)
+	for i := range bodies {
+		bodies[i] = &anypb.Any{TypeUrl: ClusterType, Value: []byte{byte(i)}}
+	}
+	c := &resourceCache{}
+	for _, body := range bodies {
+		c.entry(body)
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		c.entry(bodies[i%len(bodies)])
+		i += 7919 // a prime stride, so lookups do not walk memory in order
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -155,16 +156,28 @@ func (c *Connection) recordAck(w *watch, version, nonce string) {
 	c.update(func() { w.versionAcked, w.nonceAcked = version, nonce })
 }
 
-// sortedNames returns names sorted and without duplicates, as a new slice, so
-// that requests listing the same names in another order compare equal.
+// sortedNames returns names sorted, without duplicates and interned, as a new
+// slice, so that requests listing the same names in another order compare
+// equal.
 func sortedNames(names []string) []string {
 	if len(names) == 0 {
 		return nil
 	}
 	out := slices.Clone(names)
 	sort.Strings(out)
-	return slices.Compact(out)
+	out = slices.Compact(out)
+	for i, n := range out {
+		out[i] = intern(n)
+	}
+	return out
 }
+
+// intern returns the one copy of name shared by every connection. Proxies of
+// a mesh subscribe to largely the same names (every service's endpoints and
+// routes), and each request decodes its own copies, which a watch would keep
+// for the life of the stream: measured at 2000 proxies × 2000 names, 150 MB.
+// unique drops a name once no watch holds it.
+func intern(name string) string { return unique.Make(name).Value() }
 
 // Istio's node metadata keys that describe the workload.
 const (

@@ -3,11 +3,9 @@ package xds
 import (
 	"cmp"
 	"errors"
-	"hash/crc64"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -128,7 +126,7 @@ func (st *deltaStream) applySubscriptions(w *watch, subscribe, unsubscribe []str
 				continue
 			}
 			if _, ok := set[n]; !ok {
-				set[n] = struct{}{}
+				set[intern(n)] = struct{}{}
 				added = append(added, n)
 			}
 		}
@@ -181,7 +179,7 @@ func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string
 			return err
 		}
 	}
-	resp, versions, sent := diff(w, res, asked)
+	resp, versions, sent := diff(w, res, asked, s.cache.contentVersion)
 	if req != nil && len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
 		return nil // a push that changed nothing this proxy has
 	}
@@ -207,12 +205,16 @@ func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string
 // diff builds the response body: resources whose version the proxy lacks, and
 // names it has (or just asked for) that no longer exist. It also returns each
 // generated resource's version and the bytes of the resources included.
-func diff(w *watch, res Resources, asked []string) (*discovery.DeltaDiscoveryResponse, map[string]string, int) {
+// versionOf derives a version for resources that carry none.
+func diff(w *watch, res Resources, asked []string, versionOf func(*anypb.Any) string) (*discovery.DeltaDiscoveryResponse, map[string]string, int) {
 	resp := &discovery.DeltaDiscoveryResponse{}
 	versions := make(map[string]string, len(res))
 	sent := 0
 	for _, r := range res {
-		v := cmp.Or(r.Version, contentVersion(r.Body))
+		v := r.Version
+		if v == "" {
+			v = versionOf(r.Body)
+		}
 		versions[r.Name] = v
 		if have, ok := w.have[r.Name]; ok && have == v {
 			continue
@@ -234,13 +236,4 @@ func diff(w *watch, res Resources, asked []string) (*discovery.DeltaDiscoveryRes
 	}
 	sort.Strings(resp.RemovedResources)
 	return resp, versions, sent
-}
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
-
-// contentVersion derives a resource version from its encoded bytes. It is
-// stable across restarts, so a reconnecting proxy's initial_resource_versions
-// still match what it has.
-func contentVersion(body *anypb.Any) string {
-	return strconv.FormatUint(crc64.Checksum(body.GetValue(), crcTable), 16)
 }

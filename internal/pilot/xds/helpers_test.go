@@ -146,8 +146,16 @@ type testEnv struct {
 	client discovery.AggregatedDiscoveryServiceClient
 }
 
-// newTestEnv serves a Server on 127.0.0.1:0 and dials it.
+// newTestEnv serves a Server on 127.0.0.1:0, with its shared-bytes codec as
+// production does, and dials it.
 func newTestEnv(t testing.TB, gen Generator, opts Options, dial ...grpc.DialOption) *testEnv {
+	t.Helper()
+	return newTestEnvCodec(t, gen, opts, true, dial...)
+}
+
+// newTestEnvCodec is newTestEnv with the choice of codec: the server's own
+// (shared) or gRPC's standard proto codec.
+func newTestEnvCodec(t testing.TB, gen Generator, opts Options, shared bool, dial ...grpc.DialOption) *testEnv {
 	t.Helper()
 	e := &testEnv{reg: prometheus.NewRegistry(), hooks: newFakeHooks()}
 	e.srv = NewServer(gen, e.hooks, opts, e.reg)
@@ -155,7 +163,11 @@ func newTestEnv(t testing.TB, gen Generator, opts Options, dial ...grpc.DialOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	var serverOpts []grpc.ServerOption
+	if shared {
+		serverOpts = append(serverOpts, e.srv.ServerOption())
+	}
+	gs := grpc.NewServer(serverOpts...)
 	e.srv.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)

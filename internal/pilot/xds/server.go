@@ -36,6 +36,9 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 	m     *metrics
+	// cache holds each Body's encodings, shared by every send of it: the
+	// bytes ServerOption's codec writes and delta's content versions.
+	cache *resourceCache
 
 	pushHook atomic.Pointer[PushHook]
 
@@ -65,13 +68,14 @@ func NewServer(gen Generator, hooks ConnectionHooks, opts Options, reg prometheu
 	var id [4]byte
 	_, _ = rand.Read(id[:]) // never fails on supported platforms
 	return &Server{
-		gen: gen, hooks: hooks, opts: opts, log: log, m: newMetrics(reg),
+		gen: gen, hooks: hooks, opts: opts, log: log, m: newMetrics(reg), cache: &resourceCache{},
 		conns:    make(map[string]*Connection),
 		instance: hex.EncodeToString(id[:]),
 	}
 }
 
-// Register adds the ADS service to g.
+// Register adds the ADS service to g. Build g with ServerOption, so that sends
+// share each resource's encoded bytes instead of copying them per proxy.
 func (s *Server) Register(g *grpc.Server) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(g, s)
 }

@@ -76,8 +76,11 @@ type Resource struct {
 	Name string
 	// Body is sent as is to every proxy it is given to. The server never
 	// re-encodes it, so a generator can build a Sidecar scope's config once and
-	// hand the same Body to every proxy that shares the scope. Treat it as
-	// immutable once returned.
+	// hand the same Body to every proxy that shares the scope; with
+	// ServerOption every send even references Body.Value's bytes rather than
+	// copying them. So Body, and the array behind its Value, must never change
+	// once returned: the transport may still be writing them after Push
+	// returned. A changed resource is a new Body.
 	Body *anypb.Any
 	// Version identifies Body's content for delta xDS. Empty means the server
 	// derives one from Body's bytes on every send, which a generator that caches
