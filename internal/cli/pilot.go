@@ -163,7 +163,7 @@ func closeAll(ls []net.Listener) {
 // servePilot serves on the bound listeners (xDS, API, metrics, and TLS xDS
 // when bound) and runs the control plane until ctx ends.
 func servePilot(ctx context.Context, srv *discovery.Server, listeners []net.Listener, f *pilotFlags, log *slog.Logger, stdout, stderr io.Writer) int {
-	g := grpc.NewServer()
+	g := grpc.NewServer(srv.GRPCServerOptions()...)
 	srv.RegisterGRPC(g)
 	apiServer := &http.Server{Handler: api.NewHandler(apiDeps(srv, log)), ReadHeaderTimeout: 10 * time.Second}
 	mon := http.NewServeMux()
@@ -181,7 +181,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, listeners []net.List
 			fmt.Fprintf(stderr, "meshperf pilot: TLS xDS: %v\n", err)
 			return exitFailed
 		}
-		secure = grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+		secure = grpc.NewServer(append(srv.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
 		srv.RegisterGRPC(secure)
 		go func() { _ = secure.Serve(listeners[3]) }()
 		fmt.Fprintf(stdout, "meshperf pilot: TLS xDS on %s (root certificate: %s)\n", listeners[3].Addr(), filepath.Join(f.dataDir, "ca", "root-cert.pem"))

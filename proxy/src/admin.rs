@@ -1,0 +1,180 @@
+//! The admin endpoint, on loopback and on the control-plane runtime (never on
+//! the traffic workers): readiness and liveness for the kubelet, the active
+//! config as JSON, the proxy's Prometheus metrics, a graceful exit and the log
+//! level. Mutating endpoints answer POST only, as Envoy's do.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::logging::LogControl;
+use crate::state::State;
+use crate::xds::{Readiness, XdsMetrics};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("cannot bind the admin endpoint to {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the admin endpoint reads and controls.
+#[derive(Clone)]
+pub struct Admin {
+    pub config: Arc<Config>,
+    pub state: Arc<State>,
+    pub ready: Readiness,
+    pub xds_metrics: Arc<XdsMetrics>,
+    pub log: Option<LogControl>,
+    /// Set to true by /quitquitquit; main shuts down on it.
+    pub shutdown: watch::Sender<bool>,
+}
+
+/// A bound admin endpoint.
+pub struct AdminServer {
+    listener: TcpListener,
+    admin: Admin,
+}
+
+impl AdminServer {
+    /// Binds `addr`; failure is reported before anything else starts.
+    pub async fn bind(addr: SocketAddr, admin: Admin) -> Result<AdminServer, AdminError> {
+        let listener = TcpListener::bind(addr).await.map_err(|source| AdminError::Bind { addr, source })?;
+        Ok(AdminServer { listener, admin })
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Serves until shutdown is signalled.
+    pub async fn run(self) {
+        let mut shutdown = self.admin.shutdown.subscribe();
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "admin: accept failed");
+                        continue;
+                    }
+                },
+                _ = shutdown.wait_for(|s| *s) => return,
+            };
+            let admin = self.admin.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let admin = admin.clone();
+                    async move { Ok::<_, Infallible>(admin.handle(req)) }
+                });
+                if let Err(e) =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await
+                {
+                    tracing::debug!(error = %e, "admin: connection error");
+                }
+            });
+        }
+    }
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn json(body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    r
+}
+
+fn query_param<'a>(query: Option<&'a str>, key: &str) -> Option<&'a str> {
+    query?.split('&').find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v))
+}
+
+impl Admin {
+    fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let post = req.method() == Method::POST;
+        match req.uri().path() {
+            "/ready" if self.ready.is_ready() => text(StatusCode::OK, "LIVE\n"),
+            "/ready" => {
+                text(StatusCode::SERVICE_UNAVAILABLE, "PRE_INITIALIZING: waiting for the first complete config\n")
+            }
+            "/healthz" => text(StatusCode::OK, "OK\n"),
+            "/config_dump" => self.config_dump(),
+            "/stats/prometheus" | "/stats" => {
+                let mut out = String::new();
+                self.xds_metrics.render(&mut out);
+                text(StatusCode::OK, out)
+            }
+            "/quitquitquit" if post => {
+                tracing::info!("admin: /quitquitquit, shutting down");
+                self.shutdown.send_replace(true);
+                text(StatusCode::OK, "OK\n")
+            }
+            "/logging" if post => self.logging(query_param(req.uri().query(), "level")),
+            "/logging" => match &self.log {
+                Some(l) => text(
+                    StatusCode::OK,
+                    format!("active filter: {}\nPOST /logging?level=FILTER to change it\n", l.current()),
+                ),
+                None => text(StatusCode::NOT_FOUND, "logging is not controllable in this process\n"),
+            },
+            "/quitquitquit" => text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n"),
+            "/" => text(
+                StatusCode::OK,
+                "meshperf-proxy admin\n  /ready\n  /healthz\n  /config_dump\n  /stats/prometheus\n  POST /quitquitquit\n  POST /logging?level=FILTER\n",
+            ),
+            _ => text(StatusCode::NOT_FOUND, "not found; see /\n"),
+        }
+    }
+
+    fn config_dump(&self) -> Response<Full<Bytes>> {
+        let snapshot = self.state.snapshot();
+        let dump = serde_json::json!({
+            "bootstrap": &*self.config,
+            "versions": &snapshot.versions,
+            "clusters": &snapshot.clusters,
+            "endpoints": &snapshot.endpoints,
+            "listeners": &snapshot.listeners,
+            "routes": &snapshot.routes,
+            "secrets": &snapshot.secrets,
+        });
+        match serde_json::to_string_pretty(&dump) {
+            Ok(s) => json(s),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the config: {e}\n")),
+        }
+    }
+
+    fn logging(&self, level: Option<&str>) -> Response<Full<Bytes>> {
+        let (Some(log), Some(level)) = (&self.log, level) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "want POST /logging?level=FILTER (e.g. debug, info,meshperf_proxy::xds=debug)\n",
+            );
+        };
+        let level = level.replace("%2C", ",").replace("%3D", "=").replace("%3A", ":");
+        match log.set(&level) {
+            Ok(()) => {
+                tracing::info!(filter = %level, "admin: log level changed");
+                text(StatusCode::OK, format!("active filter: {}\n", log.current()))
+            }
+            Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+        }
+    }
+}

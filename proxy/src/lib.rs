@@ -1,0 +1,16 @@
+//! meshperf-proxy: a sidecar proxy configured only over xDS.
+//!
+//! One module per job, as in ztunnel: `config` turns flags and environment into
+//! one [`config::Config`]; `logging` sets up tracing with a filter the admin
+//! endpoint can change; `state` is the compact model of what the control plane
+//! sent, swapped atomically so the data path reads it without locks; `xds` is the
+//! ADS client that fills it; `admin` serves readiness, config dumps and stats on
+//! loopback. Admin, xDS and metrics run on a current-thread runtime of their own so
+//! that they never take time from the traffic workers.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod config;
+pub mod logging;
+pub mod state;
+pub mod xds;

@@ -1,0 +1,118 @@
+//! meshperf-proxy: parses the configuration, then runs the xDS client and the
+//! admin endpoint on a current-thread control runtime, beside a multi-threaded
+//! traffic runtime of `--concurrency` workers, until SIGTERM, SIGINT or
+//! `POST /quitquitquit`.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use clap::error::ErrorKind;
+use meshperf_proxy::admin::{Admin, AdminServer};
+use meshperf_proxy::config::{Cli, Config};
+use meshperf_proxy::logging;
+use meshperf_proxy::state::State;
+use meshperf_proxy::xds::{XdsClient, XdsConfig};
+use tokio::sync::watch;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn main() -> ExitCode {
+    let parsed = match Cli::try_parse() {
+        Ok(cli) => cli.into_config(),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        // clap's message is several lines; the first says what was wrong.
+        Err(e) => Err(e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ").to_string()),
+    };
+    let config = match parsed {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("meshperf-proxy: {msg} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("meshperf-proxy: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config: Config) -> anyhow::Result<()> {
+    let log = logging::init(&config.log_level)?;
+    tracing::info!(config = %config, "meshperf-proxy starting");
+    // Admin, xDS and (later) metrics share one thread so that they never take
+    // time from the traffic workers.
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("control")
+        .build()
+        .context("control runtime")?;
+    // The traffic runtime: the listeners (next step, the `proxy` module) run here.
+    let traffic = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(config.concurrency))
+        .thread_name("worker")
+        .enable_all()
+        .build()
+        .context("traffic runtime")?;
+
+    let config = Arc::new(config);
+    let state = Arc::new(State::new());
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let xds_config = XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta };
+    let (client, ready) = XdsClient::new(xds_config, state.clone());
+    let admin = Admin {
+        config: config.clone(),
+        state,
+        ready,
+        xds_metrics: client.metrics(),
+        log: Some(log),
+        shutdown: shutdown.clone(),
+    };
+
+    control.block_on(async {
+        let server = AdminServer::bind(config.admin_address, admin).await?;
+        tracing::info!(address = %config.admin_address, "admin endpoint listening");
+        let xds = tokio::spawn(client.run(shutdown_rx.clone()));
+        let admin = tokio::spawn(server.run());
+        wait_for_signal(shutdown).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = xds.await;
+            let _ = admin.await;
+        })
+        .await;
+        anyhow::Ok(())
+    })?;
+    traffic.shutdown_timeout(Duration::from_secs(5));
+    tracing::info!("meshperf-proxy stopped");
+    Ok(())
+}
+
+/// Returns on SIGTERM, SIGINT or /quitquitquit, and tells every task to stop.
+async fn wait_for_signal(shutdown: watch::Sender<bool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut quit = shutdown.subscribe();
+    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+        (Ok(t), Ok(i)) => (t, i),
+        _ => {
+            tracing::warn!("cannot install signal handlers; stop with POST /quitquitquit");
+            let _ = quit.wait_for(|q| *q).await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        _ = quit.wait_for(|q| *q) => {}
+    }
+    shutdown.send_replace(true);
+}

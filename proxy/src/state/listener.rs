@@ -1,0 +1,438 @@
+//! Listeners: where connections arrive and which filter chain serves them.
+//!
+//! A sidecar has two capture listeners (`virtualOutbound` 15001 and
+//! `virtualInbound` 15006, both with `use_original_dst`) and per-port outbound
+//! listeners that are not bound (`bind_to_port: false`) but give the chain for
+//! a destination port. A listener without a matching chain falls back to its
+//! catch-all chain: TCP to `PassthroughCluster` (ORIGINAL_DST) or to
+//! `BlackHoleCluster` (no endpoints), which is how REGISTRY_ONLY blocks.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::listener::v3 as lv3;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+use envoy_types::pb::google::protobuf;
+use serde::Serialize;
+
+use super::route::{ClusterTarget, RouteConfig, cluster_target};
+use super::{Bad, ConvertError, at, decode_any, decode_resource, socket_address};
+
+const KIND: &str = "listener";
+const HCM: &str = "envoy.filters.network.http_connection_manager";
+const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
+const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";
+const HTTP_INSPECTOR: &str = "envoy.filters.listener.http_inspector";
+const ORIGINAL_DST: &str = "envoy.filters.listener.original_dst";
+const FAULT_FILTER: &str = "envoy.filters.http.fault";
+const ROUTER_FILTER: &str = "envoy.filters.http.router";
+
+#[derive(Debug, Serialize)]
+pub struct Listener {
+    pub name: String,
+    pub address: SocketAddr,
+    /// False for the per-port outbound listeners: they exist only to be chosen
+    /// by `virtualOutbound` for their port.
+    pub bind_to_port: bool,
+    pub use_original_dst: bool,
+    pub direction: TrafficDirection,
+    pub kind: ListenerKind,
+    /// A listener filter detects TLS (and SNI/ALPN) before a chain is chosen.
+    pub tls_inspector: bool,
+    pub filter_chains: Vec<FilterChain>,
+    pub default_filter_chain: Option<FilterChain>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrafficDirection {
+    Unspecified,
+    Inbound,
+    Outbound,
+}
+
+/// What the data path does with the listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListenerKind {
+    /// 15001: dispatches by original destination to the per-port listener.
+    VirtualOutbound,
+    /// 15006: chooses an inbound chain by original destination port and TLS.
+    VirtualInbound,
+    /// A per-port outbound listener (`0.0.0.0_PORT`, not bound).
+    Outbound,
+    /// Any other bound listener (a gateway's, or an explicit one).
+    Bound,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FilterChain {
+    pub name: String,
+    #[serde(rename = "filter_chain_match")]
+    pub matcher: ChainMatch,
+    /// Terminate TLS on this chain (mTLS when a client certificate is required).
+    pub tls: Option<DownstreamTls>,
+    pub handler: Handler,
+}
+
+/// The subset of Envoy's FilterChainMatch that the control plane uses; an
+/// empty field matches anything.
+#[derive(Debug, Default, Serialize)]
+pub struct ChainMatch {
+    pub destination_port: Option<u16>,
+    pub transport_protocol: Option<TransportProtocol>,
+    pub server_names: Vec<String>,
+    pub application_protocols: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportProtocol {
+    Tls,
+    RawBuffer,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DownstreamTls {
+    /// SDS name of the certificate to present (`default` for a sidecar).
+    pub certificate_secret: String,
+    /// SDS name of the roots that verify client certificates (`ROOTCA`).
+    pub validation_secret: Option<String>,
+    pub require_client_certificate: bool,
+    pub alpn: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handler {
+    Http(HttpHandler),
+    Tcp(TcpHandler),
+}
+
+#[derive(Debug, Serialize)]
+pub struct HttpHandler {
+    pub stat_prefix: String,
+    pub routes: RouteSource,
+    /// The fault filter is in the chain, so per-route faults apply.
+    pub fault_filter: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteSource {
+    /// A RouteConfiguration delivered over RDS, by name.
+    Rds(String),
+    Inline(Arc<RouteConfig>),
+}
+
+#[derive(Debug, Serialize)]
+pub struct TcpHandler {
+    pub stat_prefix: String,
+    pub target: ClusterTarget,
+    #[serde(serialize_with = "super::ser_opt_duration")]
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
+impl Listener {
+    /// Converts one LDS resource.
+    pub fn from_any(any: &protobuf::Any) -> Result<Listener, ConvertError> {
+        let l: lv3::Listener = decode_resource(KIND, any)?;
+        convert(&l).map_err(|b| b.into_error(KIND, &l.name))
+    }
+
+    /// RDS names this listener's HTTP chains need.
+    pub fn route_names(&self) -> impl Iterator<Item = &str> {
+        self.chains().filter_map(|c| match &c.handler {
+            Handler::Http(HttpHandler { routes: RouteSource::Rds(name), .. }) => Some(name.as_str()),
+            _ => None,
+        })
+    }
+
+    /// SDS names this listener's TLS chains need.
+    pub fn secret_names(&self) -> impl Iterator<Item = &str> {
+        self.chains()
+            .filter_map(|c| c.tls.as_ref())
+            .flat_map(|t| std::iter::once(t.certificate_secret.as_str()).chain(t.validation_secret.as_deref()))
+    }
+
+    /// All filter chains, the default one last.
+    pub fn chains(&self) -> impl Iterator<Item = &FilterChain> {
+        self.filter_chains.iter().chain(self.default_filter_chain.as_ref())
+    }
+
+    /// Chooses the chain for a connection as Envoy does: the most specific
+    /// match wins, criteria in Envoy's order (destination port, server name,
+    /// transport protocol, application protocol); no match falls back to the
+    /// default chain.
+    pub fn select_chain(
+        &self,
+        dest_port: u16,
+        server_name: Option<&str>,
+        transport: TransportProtocol,
+        alpn: &[&str],
+    ) -> Option<&FilterChain> {
+        let mut candidates: Vec<&FilterChain> = self.filter_chains.iter().collect();
+        narrow(&mut candidates, |m| match m.destination_port {
+            None => Some(false),
+            Some(p) => (p == dest_port).then_some(true),
+        });
+        narrow(&mut candidates, |m| {
+            if m.server_names.is_empty() {
+                return Some(false);
+            }
+            let sni = server_name?;
+            m.server_names.iter().any(|n| server_name_matches(n, sni)).then_some(true)
+        });
+        narrow(&mut candidates, |m| match m.transport_protocol {
+            None => Some(false),
+            Some(t) => (t == transport).then_some(true),
+        });
+        narrow(&mut candidates, |m| {
+            if m.application_protocols.is_empty() {
+                return Some(false);
+            }
+            m.application_protocols.iter().any(|p| alpn.contains(&p.as_str())).then_some(true)
+        });
+        candidates.first().copied().or(self.default_filter_chain.as_ref())
+    }
+}
+
+/// Keeps the candidates that match one criterion, the specific ones (`Some(true)`)
+/// over the wildcard ones (`Some(false)`); `None` is no match.
+fn narrow(candidates: &mut Vec<&FilterChain>, f: impl Fn(&ChainMatch) -> Option<bool>) {
+    let any_specific = candidates.iter().any(|c| f(&c.matcher) == Some(true));
+    candidates.retain(|c| match f(&c.matcher) {
+        Some(specific) => specific || !any_specific,
+        None => false,
+    });
+}
+
+fn server_name_matches(pattern: &str, sni: &str) -> bool {
+    let sni = sni.to_ascii_lowercase();
+    match pattern.strip_prefix("*.") {
+        // `*.example.com` matches `a.example.com`, not `example.com` itself.
+        Some(suffix) => sni.strip_suffix(suffix).is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        None => pattern == sni,
+    }
+}
+
+fn convert(l: &lv3::Listener) -> Result<Listener, Bad> {
+    if l.name.is_empty() {
+        return Err(Bad::new("listener has no name"));
+    }
+    let address = socket_address(l.address.as_ref()).map_err(at("address"))?;
+    let use_original_dst = l.use_original_dst.as_ref().is_some_and(|b| b.value);
+    let bind_to_port = l.bind_to_port.as_ref().is_none_or(|b| b.value);
+    let direction = match l.traffic_direction {
+        1 => TrafficDirection::Inbound,
+        2 => TrafficDirection::Outbound,
+        _ => TrafficDirection::Unspecified,
+    };
+    let mut tls_inspector = false;
+    for (i, f) in l.listener_filters.iter().enumerate() {
+        match f.name.as_str() {
+            TLS_INSPECTOR => tls_inspector = true,
+            HTTP_INSPECTOR | ORIGINAL_DST => {}
+            other => {
+                return Err(
+                    Bad::new(format!("unsupported listener filter {other:?}")).at(format!("listener_filters[{i}]"))
+                );
+            }
+        }
+    }
+    let kind = match (use_original_dst, direction, bind_to_port) {
+        (true, TrafficDirection::Inbound, _) => ListenerKind::VirtualInbound,
+        (true, _, _) => ListenerKind::VirtualOutbound,
+        (false, _, false) => ListenerKind::Outbound,
+        (false, _, true) => ListenerKind::Bound,
+    };
+    let filter_chains = l
+        .filter_chains
+        .iter()
+        .enumerate()
+        .map(|(i, c)| filter_chain(c).map_err(at(format!("filter_chains[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let default_filter_chain =
+        l.default_filter_chain.as_ref().map(|c| filter_chain(c).map_err(at("default_filter_chain"))).transpose()?;
+    if filter_chains.is_empty() && default_filter_chain.is_none() {
+        return Err(Bad::new("no filter chains"));
+    }
+    Ok(Listener {
+        name: l.name.clone(),
+        address,
+        bind_to_port,
+        use_original_dst,
+        direction,
+        kind,
+        tls_inspector,
+        filter_chains,
+        default_filter_chain,
+    })
+}
+
+fn filter_chain(c: &lv3::FilterChain) -> Result<FilterChain, Bad> {
+    let matcher = chain_match(c.filter_chain_match.as_ref()).map_err(at("filter_chain_match"))?;
+    let tls = match &c.transport_socket {
+        None => None,
+        Some(ts) => downstream_tls(ts).map_err(at("transport_socket"))?,
+    };
+    let [filter] = c.filters.as_slice() else {
+        return Err(Bad::new(format!("want exactly one network filter, got {}", c.filters.len())));
+    };
+    let Some(lv3::filter::ConfigType::TypedConfig(any)) = &filter.config_type else {
+        return Err(Bad::new(format!("filters[0] {:?}: no typed_config", filter.name)));
+    };
+    let handler = match filter.name.as_str() {
+        HCM => decode_any(any).and_then(|h| http_handler(&h)).map(Handler::Http),
+        TCP_PROXY => decode_any(any).and_then(|t| tcp_handler(&t)).map(Handler::Tcp),
+        other => Err(Bad::new(format!("unsupported network filter {other:?}"))),
+    }
+    .map_err(at("filters[0]"))?;
+    Ok(FilterChain { name: c.name.clone(), matcher, tls, handler })
+}
+
+fn chain_match(m: Option<&lv3::FilterChainMatch>) -> Result<ChainMatch, Bad> {
+    let Some(m) = m else { return Ok(ChainMatch::default()) };
+    if !m.prefix_ranges.is_empty()
+        || !m.source_prefix_ranges.is_empty()
+        || !m.source_ports.is_empty()
+        || !m.direct_source_prefix_ranges.is_empty()
+    {
+        return Err(Bad::new("address and source matches are not supported"));
+    }
+    let destination_port = m
+        .destination_port
+        .as_ref()
+        .map(|p| u16::try_from(p.value).map_err(|_| Bad::new(format!("destination_port {} out of range", p.value))))
+        .transpose()?;
+    let transport_protocol = match m.transport_protocol.as_str() {
+        "" => None,
+        "tls" => Some(TransportProtocol::Tls),
+        "raw_buffer" => Some(TransportProtocol::RawBuffer),
+        other => return Err(Bad::new(format!("unknown transport_protocol {other:?}"))),
+    };
+    Ok(ChainMatch {
+        destination_port,
+        transport_protocol,
+        server_names: m.server_names.iter().map(|s| s.to_ascii_lowercase()).collect(),
+        application_protocols: m.application_protocols.clone(),
+    })
+}
+
+fn downstream_tls(
+    ts: &envoy_types::pb::envoy::config::core::v3::TransportSocket,
+) -> Result<Option<DownstreamTls>, Bad> {
+    use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
+    if ts.name == "envoy.transport_sockets.raw_buffer" {
+        return Ok(None);
+    }
+    let Some(ConfigType::TypedConfig(any)) = &ts.config_type else {
+        return Err(Bad::new(format!("{:?}: no typed_config", ts.name)));
+    };
+    let ctx: tls::DownstreamTlsContext = decode_any(any)?;
+    let common = ctx.common_tls_context.as_ref().ok_or_else(|| Bad::new("no common_tls_context"))?;
+    let (certificate_secret, validation_secret) = super::cluster::sds_names(common)?;
+    let certificate_secret = certificate_secret.ok_or_else(|| Bad::new("no tls_certificate_sds_secret_configs"))?;
+    Ok(Some(DownstreamTls {
+        certificate_secret,
+        validation_secret,
+        require_client_certificate: ctx.require_client_certificate.as_ref().is_some_and(|b| b.value),
+        alpn: common.alpn_protocols.clone(),
+    }))
+}
+
+fn http_handler(h: &hcm::HttpConnectionManager) -> Result<HttpHandler, Bad> {
+    use hcm::http_connection_manager::RouteSpecifier;
+    let routes = match &h.route_specifier {
+        Some(RouteSpecifier::Rds(rds)) if !rds.route_config_name.is_empty() => {
+            RouteSource::Rds(rds.route_config_name.clone())
+        }
+        Some(RouteSpecifier::RouteConfig(rc)) => {
+            RouteSource::Inline(Arc::new(RouteConfig::convert(rc).map_err(at("route_config"))?))
+        }
+        _ => return Err(Bad::new("want rds.route_config_name or an inline route_config")),
+    };
+    let mut fault_filter = false;
+    let mut router = false;
+    for (i, f) in h.http_filters.iter().enumerate() {
+        match f.name.as_str() {
+            FAULT_FILTER => fault_filter = true,
+            ROUTER_FILTER => router = true,
+            _ if f.is_optional || f.disabled => {}
+            other => {
+                return Err(Bad::new(format!("unsupported http filter {other:?}")).at(format!("http_filters[{i}]")));
+            }
+        }
+    }
+    if !router {
+        return Err(Bad::new(format!("http_filters: no {ROUTER_FILTER}")));
+    }
+    Ok(HttpHandler { stat_prefix: h.stat_prefix.clone(), routes, fault_filter })
+}
+
+fn tcp_handler(t: &tcp::TcpProxy) -> Result<TcpHandler, Bad> {
+    use tcp::tcp_proxy::ClusterSpecifier;
+    let target = match &t.cluster_specifier {
+        Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => ClusterTarget::Cluster(c.clone()),
+        Some(ClusterSpecifier::WeightedClusters(w)) => {
+            let pairs = w.clusters.iter().map(|c| (c.name.as_str(), Some(protobuf::UInt32Value { value: c.weight })));
+            cluster_target(pairs)?
+        }
+        _ => return Err(Bad::new("tcp_proxy names no cluster")),
+    };
+    let idle_timeout = t.idle_timeout.as_ref().map(super::duration).transpose()?;
+    Ok(TcpHandler { stat_prefix: t.stat_prefix.clone(), target, idle_timeout: idle_timeout.filter(|d| !d.is_zero()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(port: Option<u16>, tp: Option<TransportProtocol>, name: &str) -> FilterChain {
+        FilterChain {
+            name: name.into(),
+            matcher: ChainMatch { destination_port: port, transport_protocol: tp, ..Default::default() },
+            tls: None,
+            handler: Handler::Tcp(TcpHandler {
+                stat_prefix: String::new(),
+                target: ClusterTarget::Cluster(name.into()),
+                idle_timeout: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn select_chain_prefers_specific_port_then_transport() {
+        let l = Listener {
+            name: "virtualInbound".into(),
+            address: "0.0.0.0:15006".parse().unwrap(),
+            bind_to_port: true,
+            use_original_dst: true,
+            direction: TrafficDirection::Inbound,
+            kind: ListenerKind::VirtualInbound,
+            tls_inspector: true,
+            filter_chains: vec![
+                chain(Some(8080), Some(TransportProtocol::Tls), "mtls"),
+                chain(Some(8080), Some(TransportProtocol::RawBuffer), "plain"),
+                chain(Some(9090), None, "any9090"),
+                chain(None, None, "catchall"),
+            ],
+            default_filter_chain: None,
+        };
+        let pick = |port, tp| l.select_chain(port, None, tp, &[]).map(|c| c.name.as_str());
+        assert_eq!(pick(8080, TransportProtocol::Tls), Some("mtls"));
+        assert_eq!(pick(8080, TransportProtocol::RawBuffer), Some("plain"));
+        assert_eq!(pick(9090, TransportProtocol::Tls), Some("any9090"));
+        assert_eq!(pick(7000, TransportProtocol::RawBuffer), Some("catchall"));
+    }
+
+    #[test]
+    fn wildcard_server_names() {
+        assert!(server_name_matches("*.example.com", "a.example.com"));
+        assert!(!server_name_matches("*.example.com", "example.com"));
+        assert!(!server_name_matches("*.example.com", "aexample.com"));
+        assert!(server_name_matches("shop.example.com", "Shop.Example.com"));
+    }
+}

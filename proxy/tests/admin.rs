@@ -1,0 +1,69 @@
+//! The admin endpoint in-process: readiness follows the xDS client, the dump
+//! is the converted state by Envoy's type names, stats carry the client's
+//! counters, and POST /quitquitquit asks for shutdown.
+
+mod support;
+
+use std::sync::Arc;
+
+use clap::Parser;
+use meshperf_proxy::admin::{Admin, AdminServer};
+use meshperf_proxy::config::Cli;
+use meshperf_proxy::state::State;
+use meshperf_proxy::xds::{XdsClient, XdsConfig};
+use support::{AdsServer, WAIT, http, serve_minimal_config};
+use tokio::sync::watch;
+
+#[tokio::test]
+async fn ready_dump_stats_and_quit() {
+    let mut ads = AdsServer::start().await;
+    let config = Arc::new(
+        Cli::try_parse_from(["meshperf-proxy", "--admin-address=127.0.0.1:0"]).unwrap().into_config().unwrap(),
+    );
+    let state = Arc::new(State::new());
+    let xds = XdsConfig { address: ads.addr.to_string(), node: config.node.clone(), delta: true };
+    let (client, ready) = XdsClient::new(xds, state.clone());
+    let (shutdown, stop) = watch::channel(false);
+    let admin = Admin {
+        config: config.clone(),
+        state,
+        ready: ready.clone(),
+        xds_metrics: client.metrics(),
+        log: None,
+        shutdown: shutdown.clone(),
+    };
+    let server = AdminServer::bind(config.admin_address, admin).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let admin_task = tokio::spawn(server.run());
+
+    assert_eq!(http(addr, "GET", "/ready").await.0, 503, "not ready before any config");
+    assert_eq!(http(addr, "GET", "/healthz").await.0, 200);
+
+    let xds_task = tokio::spawn(client.run(stop));
+    let mut stream = ads.next_delta().await;
+    serve_minimal_config(&mut stream).await;
+    let mut ready = ready;
+    assert!(tokio::time::timeout(WAIT, ready.wait()).await.unwrap());
+    assert_eq!(http(addr, "GET", "/ready").await.0, 200);
+
+    let (status, body) = http(addr, "GET", "/config_dump").await;
+    assert_eq!(status, 200);
+    let dump: serde_json::Value = serde_json::from_str(&body).expect("config_dump is JSON");
+    assert_eq!(dump["clusters"]["web"]["type"], "EDS");
+    assert_eq!(dump["endpoints"]["web"]["endpoints"][0]["address"]["socket"], "10.1.0.1:8080");
+    assert_eq!(dump["listeners"]["0.0.0.0_80"]["filter_chains"][0]["handler"]["http"]["routes"]["rds"], "80");
+    assert_eq!(dump["routes"]["80"]["virtual_hosts"][0]["routes"][0]["action"]["forward"]["timeout"], "15s");
+    assert!(dump["secrets"].as_object().is_some_and(|s| s.is_empty()));
+    assert_eq!(dump["bootstrap"]["node"]["id"], config.node.id.as_str());
+
+    let (_, stats) = http(addr, "GET", "/stats/prometheus").await;
+    assert!(stats.contains("meshperf_proxy_xds_acks_total{type=\"cds\"} 1"), "{stats}");
+    assert!(stats.contains("meshperf_proxy_xds_connected 1"), "{stats}");
+
+    assert_eq!(http(addr, "GET", "/quitquitquit").await.0, 405, "mutations need POST");
+    assert_eq!(http(addr, "POST", "/logging?level=debug").await.0, 400, "no log control in this process");
+    assert_eq!(http(addr, "POST", "/quitquitquit").await.0, 200);
+    assert!(*shutdown.subscribe().borrow());
+    tokio::time::timeout(WAIT, admin_task).await.expect("admin stops").unwrap();
+    tokio::time::timeout(WAIT, xds_task).await.expect("xds stops").unwrap();
+}
