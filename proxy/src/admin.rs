@@ -37,6 +37,9 @@ pub struct Admin {
     pub state: Arc<State>,
     pub ready: Readiness,
     pub xds_metrics: Arc<XdsMetrics>,
+    /// Istio's metrics and the access log; when absent, /stats shows only the
+    /// xDS client's counters.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     pub log: Option<LogControl>,
     /// Set to true by /quitquitquit; main shuts down on it.
     pub shutdown: watch::Sender<bool>,
@@ -119,9 +122,20 @@ impl Admin {
             "/config_dump" => self.config_dump(),
             "/stats/prometheus" | "/stats" => {
                 let mut out = String::new();
-                self.xds_metrics.render(&mut out);
+                match &self.telemetry {
+                    // Telemetry's registry carries the xDS counters too.
+                    Some(t) => t.encode(&mut out),
+                    None => self.xds_metrics.render(&mut out),
+                }
                 text(StatusCode::OK, out)
             }
+            "/access_log" if post => match (&self.telemetry, query_param(req.uri().query(), "enabled")) {
+                (Some(t), Some(v @ ("true" | "false"))) => {
+                    t.access_log().set_enabled(v == "true");
+                    text(StatusCode::OK, format!("access log enabled: {v}\n"))
+                }
+                _ => text(StatusCode::BAD_REQUEST, "want POST /access_log?enabled=true|false\n"),
+            },
             "/quitquitquit" if post => {
                 tracing::info!("admin: /quitquitquit, shutting down");
                 self.shutdown.send_replace(true);

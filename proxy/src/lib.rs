@@ -12,5 +12,8 @@
 pub mod admin;
 pub mod config;
 pub mod logging;
+pub mod proxy;
 pub mod state;
+pub mod telemetry;
+pub mod tls;
 pub mod xds;

@@ -14,7 +14,9 @@ use clap::error::ErrorKind;
 use meshperf_proxy::admin::{Admin, AdminServer};
 use meshperf_proxy::config::{Cli, Config};
 use meshperf_proxy::logging;
+use meshperf_proxy::proxy::Proxy;
 use meshperf_proxy::state::State;
+use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Observer, Peer, Telemetry, XdsCollector};
 use meshperf_proxy::xds::{XdsClient, XdsConfig};
 use tokio::sync::watch;
 
@@ -57,7 +59,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         .thread_name("control")
         .build()
         .context("control runtime")?;
-    // The traffic runtime: the listeners (next step, the `proxy` module) run here.
+    // The traffic runtime: the listeners and every connection run here.
     let traffic = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(usize::from(config.concurrency))
         .thread_name("worker")
@@ -70,11 +72,25 @@ fn run(config: Config) -> anyhow::Result<()> {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let xds_config = XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta };
     let (client, ready) = XdsClient::new(xds_config, state.clone());
+    let mut telemetry =
+        Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;
+    telemetry.register_collector(Box::new(XdsCollector(client.metrics())));
+    let telemetry = Arc::new(telemetry);
+    let observer = Observer::new(telemetry.clone(), Peer::local(&config));
+    let proxy = Proxy::new(config.clone(), state.clone(), Some(Arc::new(observer)));
+    // Listeners are bound before anything runs, so a bad or busy address fails
+    // the start instead of a background task.
+    let listeners = traffic.block_on(proxy.bind()).context("binding the proxy's listeners")?;
+    let serving = traffic.spawn({
+        let shutdown_rx = shutdown_rx.clone();
+        async move { proxy.serve(listeners, shutdown_rx).await }
+    });
     let admin = Admin {
         config: config.clone(),
         state,
         ready,
         xds_metrics: client.metrics(),
+        telemetry: Some(telemetry),
         log: Some(log),
         shutdown: shutdown.clone(),
     };
@@ -92,6 +108,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         .await;
         anyhow::Ok(())
     })?;
+    drop(serving); // connections in flight get the shutdown timeout below
     traffic.shutdown_timeout(Duration::from_secs(5));
     tracing::info!("meshperf-proxy stopped");
     Ok(())

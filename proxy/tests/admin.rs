@@ -29,6 +29,7 @@ async fn ready_dump_stats_and_quit() {
         state,
         ready: ready.clone(),
         xds_metrics: client.metrics(),
+        telemetry: None,
         log: None,
         shutdown: shutdown.clone(),
     };

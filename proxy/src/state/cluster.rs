@@ -234,10 +234,12 @@ fn transport(c: &cv3::Cluster) -> Result<UpstreamTransport, Bad> {
             Some(ts) => upstream_tls(ts)?.map_or(UpstreamTransport::Plain, UpstreamTransport::Tls),
         });
     }
-    // Istio's shape: one match on tlsMode=istio with TLS, and a catch-all with
-    // plain text. Anything else would need a general matcher we do not have.
+    // Istio's shapes: auto mTLS is a match on tlsMode=istio with TLS plus a
+    // plain-text catch-all; a DestinationRule's ISTIO_MUTUAL is a TLS catch-all
+    // alone, its DISABLE a plain-text catch-all alone. Anything else would need
+    // a general matcher we do not have.
     let mut tls_for_istio = None;
-    let mut plain_otherwise = false;
+    let mut catch_all: Option<Option<UpstreamTls>> = None; // Some(None): plain text
     for (i, m) in c.transport_socket_matches.iter().enumerate() {
         let criteria =
             struct_strings(m.r#match.as_ref()).map_err(at(format!("transport_socket_matches[{i}].match")))?;
@@ -248,18 +250,22 @@ fn transport(c: &cv3::Cluster) -> Result<UpstreamTransport, Bad> {
         let is_istio = criteria.len() == 1 && criteria.get("tlsMode").map(String::as_str) == Some("istio");
         match (is_istio, criteria.is_empty(), tls) {
             (true, _, Some(t)) if tls_for_istio.is_none() => tls_for_istio = Some(t),
-            (false, true, None) => plain_otherwise = true,
+            (false, true, t) if catch_all.is_none() => catch_all = Some(t),
             _ => {
                 return Err(Bad::new(format!(
-                    "transport_socket_matches[{i}] {:?}: only Istio's tlsMode=istio/plain-text pair is supported",
+                    "transport_socket_matches[{i}] {:?}: only Istio's tlsMode=istio and catch-all matches are supported",
                     m.name
                 )));
             }
         }
     }
-    match (tls_for_istio, plain_otherwise) {
-        (Some(t), true) => Ok(UpstreamTransport::Auto(t)),
-        _ => Err(Bad::new("transport_socket_matches: want a tlsMode=istio TLS match and a plain-text catch-all")),
+    match (tls_for_istio, catch_all) {
+        (Some(t), Some(None)) => Ok(UpstreamTransport::Auto(t)),
+        (None, Some(Some(t))) => Ok(UpstreamTransport::Tls(t)), // ISTIO_MUTUAL
+        (None, Some(None)) => Ok(UpstreamTransport::Plain),     // DISABLE
+        _ => Err(Bad::new(
+            "transport_socket_matches: want Istio's auto mTLS pair, or a single TLS or plain-text catch-all",
+        )),
     }
 }
 

@@ -253,6 +253,29 @@ fn cluster_limits_outlier_detection_and_tls() {
     assert_eq!(t.sni.as_deref(), Some("outbound_.80_._.cart.shop.svc.cluster.local"));
     assert_eq!(got.secret_names().collect::<Vec<_>>(), ["default", "ROOTCA"]);
 
+    // A DestinationRule's ISTIO_MUTUAL and DISABLE come as a single catch-all
+    // match (what meshperf pilot generates, as istiod does); both once NACKed.
+    let tls_socket = c.transport_socket.clone();
+    let mut mutual = c.clone();
+    mutual.transport_socket = None;
+    mutual.transport_socket_matches = vec![cv3::cluster::TransportSocketMatch {
+        name: "tlsMode-istio".into(),
+        transport_socket: tls_socket,
+        ..Default::default()
+    }];
+    assert!(matches!(Cluster::from_any(&any(&mutual)).unwrap().transport, UpstreamTransport::Tls(_)));
+    let mut disable = c.clone();
+    disable.transport_socket = None;
+    disable.transport_socket_matches = vec![cv3::cluster::TransportSocketMatch {
+        name: "tlsMode-disabled".into(),
+        r#match: Some(protobuf::Struct::default()),
+        transport_socket: Some(core::TransportSocket {
+            name: "envoy.transport_sockets.raw_buffer".into(),
+            config_type: None,
+        }),
+    }];
+    assert!(matches!(Cluster::from_any(&any(&disable)).unwrap().transport, UpstreamTransport::Plain));
+
     let mut bad = c.clone();
     bad.lb_policy = cv3::cluster::LbPolicy::Maglev as i32;
     let err = Cluster::from_any(&any(&bad)).unwrap_err().to_string();

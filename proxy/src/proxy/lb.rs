@@ -1,0 +1,266 @@
+//! Load balancing over a cluster's endpoints: round robin, least request
+//! (power of two choices) and random, as the cluster's lb_policy says.
+//!
+//! Only healthy endpoints of the best (lowest) priority that has any are
+//! candidates; none at all is Envoy's 503 with flag UH. Endpoint weights are
+//! not applied yet, and there is no outlier ejection yet. The per-cluster
+//! counters live here, outside the config snapshot, so a config push keeps
+//! the round-robin position and the in-flight counts.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::state::{Cluster, DiscoveryType, Endpoint, EndpointAddress, LbPolicy, Snapshot};
+
+/// Where to send one request or connection.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum UpstreamAddr {
+    Socket(SocketAddr),
+    /// A DNS cluster's host name, resolved when connecting.
+    Name(String, u16),
+}
+
+impl std::fmt::Display for UpstreamAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamAddr::Socket(a) => a.fmt(f),
+            UpstreamAddr::Name(h, p) => write!(f, "{h}:{p}"),
+        }
+    }
+}
+
+impl UpstreamAddr {
+    pub fn socket(&self) -> Option<SocketAddr> {
+        match self {
+            UpstreamAddr::Socket(a) => Some(*a),
+            UpstreamAddr::Name(..) => None,
+        }
+    }
+}
+
+/// A chosen endpoint; it counts as an active request until dropped.
+#[derive(Debug)]
+pub struct Pick {
+    pub address: UpstreamAddr,
+    active: Arc<AtomicU32>,
+}
+
+impl Drop for Pick {
+    fn drop(&mut self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default)]
+struct ClusterLb {
+    next: AtomicUsize,
+    active: RwLock<HashMap<UpstreamAddr, Arc<AtomicU32>>>,
+}
+
+/// Balancer state for every cluster, created on first use.
+#[derive(Default)]
+pub struct LoadBalancers {
+    clusters: RwLock<HashMap<String, Arc<ClusterLb>>>,
+}
+
+/// The endpoints a cluster has in this snapshot: EDS's, or its own.
+pub fn cluster_endpoints<'a>(snap: &'a Snapshot, cluster: &'a Cluster) -> &'a [Endpoint] {
+    let own = cluster.load_assignment.as_ref().map(|la| la.endpoints.as_slice());
+    match cluster.discovery {
+        DiscoveryType::Eds => {
+            let name = cluster.eds_service_name.as_deref().unwrap_or(&cluster.name);
+            snap.endpoints.get(name).map_or(&[], |e| e.endpoints.as_slice())
+        }
+        _ => own.unwrap_or(&[]),
+    }
+}
+
+fn address(e: &Endpoint) -> UpstreamAddr {
+    match &e.address {
+        EndpointAddress::Socket(a) => UpstreamAddr::Socket(*a),
+        EndpointAddress::Dns { host, port } => UpstreamAddr::Name(host.clone(), *port),
+    }
+}
+
+impl LoadBalancers {
+    /// Picks an endpoint; `original_dst` is the endpoint of an ORIGINAL_DST
+    /// cluster; `avoid` is the endpoint a retry should not go back to when
+    /// there is another. None: no healthy endpoint (503 UH).
+    pub fn pick(
+        &self,
+        snap: &Snapshot,
+        cluster: &Cluster,
+        original_dst: SocketAddr,
+        avoid: Option<&UpstreamAddr>,
+    ) -> Option<Pick> {
+        let lb = self.cluster(&cluster.name);
+        if cluster.discovery == DiscoveryType::OriginalDst {
+            return Some(lb.track(UpstreamAddr::Socket(original_dst)));
+        }
+        let all = cluster_endpoints(snap, cluster);
+        let priority = all.iter().filter(|e| e.healthy).map(|e| e.priority).min()?;
+        let candidates = || all.iter().filter(move |e| e.healthy && e.priority == priority);
+        let n = candidates().count();
+        let nth = |i: usize| candidates().nth(i).map(address);
+        let mut chosen = self.choose(&lb, cluster.lb_policy, n, &nth)?;
+        // A retry prefers another endpoint (Istio configures Envoy's
+        // previous_hosts predicate); a few tries are enough with random picks.
+        for _ in 0..3 {
+            if n < 2 || avoid != Some(&chosen) {
+                break;
+            }
+            chosen = self.choose(&lb, cluster.lb_policy, n, &nth)?;
+        }
+        Some(lb.track(chosen))
+    }
+
+    fn choose(
+        &self,
+        lb: &ClusterLb,
+        policy: LbPolicy,
+        n: usize,
+        nth: &dyn Fn(usize) -> Option<UpstreamAddr>,
+    ) -> Option<UpstreamAddr> {
+        if n == 0 {
+            return None;
+        }
+        match policy {
+            LbPolicy::RoundRobin | LbPolicy::ClusterProvided => nth(lb.next.fetch_add(1, Ordering::Relaxed) % n),
+            LbPolicy::Random => nth(fastrand::usize(0..n)),
+            LbPolicy::LeastRequest => {
+                let a = nth(fastrand::usize(0..n))?;
+                if n == 1 {
+                    return Some(a);
+                }
+                let b = nth(fastrand::usize(0..n))?;
+                Some(if lb.active_count(&b) < lb.active_count(&a) { b } else { a })
+            }
+        }
+    }
+
+    fn cluster(&self, name: &str) -> Arc<ClusterLb> {
+        if let Some(lb) = self.clusters.read().ok().and_then(|m| m.get(name).cloned()) {
+            return lb;
+        }
+        match self.clusters.write() {
+            Ok(mut m) => m.entry(name.to_string()).or_default().clone(),
+            // A poisoned lock only loses balancing state; serve with a fresh one.
+            Err(_) => Arc::default(),
+        }
+    }
+}
+
+impl ClusterLb {
+    fn active_count(&self, addr: &UpstreamAddr) -> u32 {
+        self.active.read().ok().and_then(|m| m.get(addr).map(|c| c.load(Ordering::Relaxed))).unwrap_or(0)
+    }
+
+    fn track(&self, address: UpstreamAddr) -> Pick {
+        let existing = self.active.read().ok().and_then(|m| m.get(&address).cloned());
+        let active = match existing {
+            Some(c) => c,
+            None => match self.active.write() {
+                Ok(mut m) => m.entry(address.clone()).or_default().clone(),
+                Err(_) => Arc::default(),
+            },
+        };
+        active.fetch_add(1, Ordering::Relaxed);
+        Pick { address, active }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{CircuitBreakers, ClusterEndpoints, TlsMode, UpstreamProtocol, UpstreamTransport};
+    use std::time::Duration;
+
+    fn ep(port: u16, healthy: bool, priority: u32) -> Endpoint {
+        Endpoint {
+            address: EndpointAddress::Socket(SocketAddr::from(([127, 0, 0, 1], port))),
+            tls_mode: TlsMode::Disabled,
+            weight: 1,
+            healthy,
+            priority,
+        }
+    }
+
+    fn cluster(policy: LbPolicy, eps: Vec<Endpoint>) -> Cluster {
+        Cluster {
+            name: "c".into(),
+            discovery: DiscoveryType::Static,
+            eds_service_name: None,
+            lb_policy: policy,
+            connect_timeout: Duration::from_secs(1),
+            circuit_breakers: CircuitBreakers::default(),
+            outlier_detection: None,
+            transport: UpstreamTransport::Plain,
+            protocol: UpstreamProtocol::Http1,
+            load_assignment: Some(ClusterEndpoints { cluster_name: "c".into(), endpoints: eps }),
+        }
+    }
+
+    const DST: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
+
+    fn port(p: &Pick) -> u16 {
+        p.address.socket().map_or(0, |a| a.port())
+    }
+
+    #[test]
+    fn round_robin_cycles_over_healthy_best_priority() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        let c = cluster(LbPolicy::RoundRobin, vec![ep(1, true, 0), ep(2, false, 0), ep(3, true, 0), ep(4, true, 1)]);
+        let ports: Vec<u16> = (0..4).map(|_| port(&lbs.pick(&snap, &c, DST, None).unwrap())).collect();
+        assert_eq!(ports, [1, 3, 1, 3]);
+        // Priority 1 is used when priority 0 has nothing healthy.
+        let c = cluster(LbPolicy::RoundRobin, vec![ep(1, false, 0), ep(4, true, 1)]);
+        assert_eq!(port(&lbs.pick(&snap, &c, DST, None).unwrap()), 4);
+    }
+
+    #[test]
+    fn no_healthy_endpoint_is_none() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        for policy in [LbPolicy::RoundRobin, LbPolicy::Random, LbPolicy::LeastRequest] {
+            assert!(lbs.pick(&snap, &cluster(policy, vec![]), DST, None).is_none());
+            assert!(lbs.pick(&snap, &cluster(policy, vec![ep(1, false, 0)]), DST, None).is_none());
+        }
+    }
+
+    #[test]
+    fn least_request_avoids_the_busy_endpoint() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        let c = cluster(LbPolicy::LeastRequest, vec![ep(1, true, 0), ep(2, true, 0)]);
+        // Hold many requests on whichever endpoint comes first, then the other wins every comparison it is in.
+        let first = lbs.pick(&snap, &c, DST, None).unwrap();
+        let busy = port(&first);
+        let held: Vec<Pick> =
+            (0..50).filter_map(|_| lbs.pick(&snap, &c, DST, None)).filter(|p| port(p) == busy).collect();
+        let to_busy = (0..200).filter(|_| lbs.pick(&snap, &c, DST, None).is_some_and(|p| port(&p) == busy)).count();
+        // P2C picks the busy one only when both choices are it: about 1 in 4.
+        assert!(to_busy < 100, "busy endpoint got {to_busy} of 200");
+        drop(held);
+    }
+
+    #[test]
+    fn retries_avoid_the_previous_endpoint() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        let c = cluster(LbPolicy::Random, vec![ep(1, true, 0), ep(2, true, 0)]);
+        let avoid = UpstreamAddr::Socket(SocketAddr::from(([127, 0, 0, 1], 1)));
+        let hits = (0..100).filter(|_| lbs.pick(&snap, &c, DST, Some(&avoid)).is_some_and(|p| port(&p) == 1)).count();
+        assert!(hits < 10, "{hits}");
+    }
+
+    #[test]
+    fn original_dst_goes_where_the_client_was_going() {
+        let lbs = LoadBalancers::default();
+        let mut c = cluster(LbPolicy::ClusterProvided, vec![]);
+        c.discovery = DiscoveryType::OriginalDst;
+        assert_eq!(lbs.pick(&Snapshot::default(), &c, DST, None).unwrap().address, UpstreamAddr::Socket(DST));
+    }
+}

@@ -1,0 +1,259 @@
+//! Accepting connections and choosing the filter chain that serves each one.
+//!
+//! With iptables the proxy binds 15001 (outbound) and 15006 (inbound) and
+//! reads each connection's original destination from the socket; with
+//! explicit `--listen` bindings it binds the given addresses and treats each
+//! connection as if it had been redirected to the named xDS listener with the
+//! given destination port. Outbound connections are dispatched by
+//! destination port to the per-port listener (`0.0.0.0_PORT`), falling back to
+//! virtualOutbound's own chain (passthrough or blackhole).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use super::http::{HttpConn, Routes};
+use super::tcp::TcpConn;
+use super::{ProxyError, Reporter, SecurityPolicy, Shared};
+use crate::config::{CaptureMode, Config};
+use crate::state::{
+    FilterChain, Handler, Listener, ListenerKind, RouteSource, Snapshot, TrafficDirection, TransportProtocol,
+};
+
+const OUTBOUND_CAPTURE_PORT: u16 = 15001;
+const INBOUND_CAPTURE_PORT: u16 = 15006;
+/// How long the TLS detection waits for a client's first byte before taking
+/// the connection as plain text (a server-first protocol sends nothing).
+const TLS_DETECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Which xDS listener serves a bound socket.
+#[derive(Debug, Clone)]
+pub enum ListenerTarget {
+    /// A capture listener: the one of this kind in the config; the original
+    /// destination comes from SO_ORIGINAL_DST.
+    Capture(ListenerKind),
+    /// An explicit binding: the listener by name, and the destination port to
+    /// assume (None: the listener's own port).
+    Named { name: String, dest_port: Option<u16> },
+}
+
+/// A bound socket and the listener that serves it.
+pub struct BoundListener {
+    socket: TcpListener,
+    target: ListenerTarget,
+}
+
+impl BoundListener {
+    pub fn new(socket: TcpListener, target: ListenerTarget) -> BoundListener {
+        BoundListener { socket, target }
+    }
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+}
+
+async fn bind(address: SocketAddr, target: ListenerTarget) -> Result<BoundListener, ProxyError> {
+    let socket = TcpListener::bind(address).await.map_err(|source| ProxyError::Bind { address, source })?;
+    Ok(BoundListener { socket, target })
+}
+
+pub(crate) async fn bind_all(config: &Config) -> Result<Vec<BoundListener>, ProxyError> {
+    match config.capture_mode {
+        CaptureMode::Iptables => {
+            let any = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+            Ok(vec![
+                bind(
+                    SocketAddr::new(any, OUTBOUND_CAPTURE_PORT),
+                    ListenerTarget::Capture(ListenerKind::VirtualOutbound),
+                )
+                .await?,
+                bind(SocketAddr::new(any, INBOUND_CAPTURE_PORT), ListenerTarget::Capture(ListenerKind::VirtualInbound))
+                    .await?,
+            ])
+        }
+        CaptureMode::None => {
+            let mut out = Vec::new();
+            for b in &config.listen {
+                let target = ListenerTarget::Named { name: b.listener.clone(), dest_port: b.dest_port };
+                out.push(bind(b.local, target).await?);
+            }
+            Ok(out)
+        }
+    }
+}
+
+pub(crate) async fn serve_all(shared: Arc<Shared>, listeners: Vec<BoundListener>, mut shutdown: watch::Receiver<bool>) {
+    let loops: Vec<_> = listeners.into_iter().map(|l| tokio::spawn(accept_loop(shared.clone(), l))).collect();
+    // Err: the sender is gone, which also means stop.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+    for l in loops {
+        l.abort();
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, l: BoundListener) {
+    let target = Arc::new(l.target);
+    loop {
+        match l.socket.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let (shared, target) = (shared.clone(), target.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = handle(shared, &target, stream, peer).await {
+                        tracing::debug!(%peer, error = %e, "connection closed");
+                    }
+                });
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// What the chain selection decided, copied out of the snapshot.
+enum Serve {
+    Http { listener: String, routes: Routes, fault_filter: bool },
+    Tcp { listener: String, target: crate::state::ClusterTarget },
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    target: &ListenerTarget,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Result<(), ProxyError> {
+    let snap = shared.state.snapshot();
+    let (listener, original_dst) = match target {
+        ListenerTarget::Capture(kind) => {
+            let dst = super::original_dst::original_dst(&stream).map_err(ProxyError::OriginalDst)?;
+            let l = snap.listeners.values().find(|l| l.kind == *kind).cloned();
+            (l.ok_or_else(|| ProxyError::UnknownListener(format!("{kind:?}")))?, dst)
+        }
+        ListenerTarget::Named { name, dest_port } => {
+            let l = snap.listeners.get(name).cloned().ok_or_else(|| ProxyError::UnknownListener(name.clone()))?;
+            let dst = explicit_dst(&shared.config, &l, *dest_port);
+            (l, dst)
+        }
+    };
+    let transport = if listener.tls_inspector { detect_transport(&stream).await } else { TransportProtocol::RawBuffer };
+    let reporter = match listener.kind {
+        ListenerKind::VirtualInbound => Reporter::Destination,
+        ListenerKind::Bound if listener.direction == TrafficDirection::Inbound => Reporter::Destination,
+        _ => Reporter::Source,
+    };
+    let serve = select(&snap, &listener, original_dst, transport)?;
+    drop(snap);
+    match serve {
+        Serve::Http { listener, routes, fault_filter } => {
+            let conn = HttpConn {
+                shared,
+                reporter,
+                listener,
+                routes,
+                fault_filter,
+                peer,
+                original_dst,
+                security: SecurityPolicy::None,
+                peer_principal: None,
+            };
+            super::http::serve(Arc::new(conn), stream).await;
+        }
+        Serve::Tcp { listener, target } => {
+            let conn = TcpConn {
+                shared,
+                reporter,
+                listener,
+                peer,
+                original_dst,
+                security: SecurityPolicy::None,
+                peer_principal: None,
+            };
+            super::tcp::proxy(conn, &target, stream).await;
+        }
+    }
+    Ok(())
+}
+
+/// The original destination an explicit binding stands for: the listener's
+/// own IP when it has one, the instance IP for inbound, loopback otherwise.
+fn explicit_dst(config: &Config, l: &Listener, dest_port: Option<u16>) -> SocketAddr {
+    let port = dest_port.unwrap_or(l.address.port());
+    let ip = if !l.address.ip().is_unspecified() && l.kind == ListenerKind::Outbound {
+        l.address.ip()
+    } else if l.kind == ListenerKind::VirtualInbound || l.direction == TrafficDirection::Inbound {
+        config.node.instance_ips.first().copied().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    } else {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    };
+    SocketAddr::new(ip, port)
+}
+
+/// TLS starts with a handshake record (0x16); anything else is plain text.
+async fn detect_transport(stream: &TcpStream) -> TransportProtocol {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(TLS_DETECT_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == 0x16 => TransportProtocol::Tls,
+        _ => TransportProtocol::RawBuffer,
+    }
+}
+
+fn select(
+    snap: &Snapshot,
+    listener: &Listener,
+    dst: SocketAddr,
+    transport: TransportProtocol,
+) -> Result<Serve, ProxyError> {
+    fn chain_of(l: &Listener, dst: SocketAddr, t: TransportProtocol) -> Option<(String, &FilterChain)> {
+        l.select_chain(dst.port(), None, t, &[]).map(|c| (l.name.clone(), c))
+    }
+    let chosen = match listener.kind {
+        ListenerKind::VirtualOutbound => outbound_listener(snap, dst)
+            .and_then(|l| chain_of(l, dst, transport))
+            .or_else(|| chain_of(listener, dst, transport)),
+        ListenerKind::Outbound => chain_of(listener, dst, transport).or_else(|| {
+            snap.listeners
+                .values()
+                .find(|l| l.kind == ListenerKind::VirtualOutbound)
+                .and_then(|l| chain_of(l, dst, transport))
+        }),
+        ListenerKind::VirtualInbound | ListenerKind::Bound => chain_of(listener, dst, transport),
+    };
+    let Some((name, chain)) = chosen else {
+        return Err(ProxyError::NoFilterChain { listener: listener.name.clone(), port: dst.port() });
+    };
+    serve_for(name, chain)
+}
+
+fn serve_for(listener: String, chain: &FilterChain) -> Result<Serve, ProxyError> {
+    if chain.tls.is_some() {
+        return Err(ProxyError::TlsNotSupported { chain: chain.name.clone() });
+    }
+    Ok(match &chain.handler {
+        Handler::Http(h) => Serve::Http {
+            listener,
+            routes: match &h.routes {
+                RouteSource::Rds(name) => Routes::Rds(name.clone()),
+                RouteSource::Inline(rc) => Routes::Inline(rc.clone()),
+            },
+            fault_filter: h.fault_filter,
+        },
+        Handler::Tcp(t) => Serve::Tcp { listener, target: t.target.clone() },
+    })
+}
+
+/// The per-port outbound listener for a destination: one bound to the
+/// destination IP itself (TCP services with a VIP) before `0.0.0.0_PORT`.
+fn outbound_listener(snap: &Snapshot, dst: SocketAddr) -> Option<&Listener> {
+    let per_port =
+        || snap.listeners.values().filter(|l| l.kind == ListenerKind::Outbound && l.address.port() == dst.port());
+    per_port()
+        .find(|l| l.address.ip() == dst.ip())
+        .or_else(|| per_port().find(|l| l.address.ip().is_unspecified()))
+        .map(|l| l.as_ref())
+}

@@ -1,0 +1,215 @@
+//! The data path: listeners that accept connections, choose the xDS filter
+//! chain that serves each one, and either proxy TCP or run an HTTP server that
+//! routes each request to a cluster endpoint.
+//!
+//! Config is read only through [`State`]: each connection (and each request,
+//! and each retry) takes the current snapshot, copies out the few `Arc`s it
+//! needs and lets the snapshot go, so a config push never waits on traffic and
+//! traffic always sees a consistent set of resources. Telemetry is a seam
+//! ([`RequestObserver`]) that the metrics module implements; the data path
+//! calls it once a response or a TCP connection is finished.
+
+mod body;
+mod forward;
+mod http;
+mod lb;
+mod listener;
+mod original_dst;
+pub mod route;
+mod tcp;
+mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::state::State;
+
+pub use lb::LoadBalancers;
+pub use listener::{BoundListener, ListenerTarget};
+
+/// What can stop the proxy or one of its connections.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot bind {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the original destination of a redirected connection: {0}")]
+    OriginalDst(#[source] std::io::Error),
+    #[error("listener {0:?} is not in the active config")]
+    UnknownListener(String),
+    #[error("listener {listener:?} has no filter chain for port {port}")]
+    NoFilterChain { listener: String, port: u16 },
+    /// The chain terminates TLS; the TLS module is not wired in yet, so the
+    /// connection is closed.
+    #[error("filter chain {chain:?} wants TLS, which this build does not terminate yet")]
+    TlsNotSupported { chain: String },
+    #[error("route config {0:?} is not in the active config")]
+    UnknownRoutes(String),
+    #[error("cluster {0:?} is not in the active config")]
+    UnknownCluster(String),
+    #[error("no healthy endpoint in cluster {0:?}")]
+    NoHealthyUpstream(String),
+    #[error("cannot connect to {address} (cluster {cluster:?}): {source}")]
+    Connect {
+        cluster: String,
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connection to {0} timed out")]
+    ConnectTimeout(String),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Which side of the workload the proxy was on for a request, Istio's
+/// `reporter` label: `source` (outbound, client side) or `destination`
+/// (inbound, server side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reporter {
+    Source,
+    Destination,
+}
+
+/// Istio's `connection_security_policy` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityPolicy {
+    None,
+    MutualTls,
+}
+
+/// Istio's `request_protocol` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestProtocol {
+    Http,
+    Http2,
+    Tcp,
+}
+
+/// One finished HTTP request, as the telemetry module needs it. The local
+/// workload (source when outbound, destination when inbound) is the proxy's
+/// own node identity from [`Config`]; the other side is what the data path
+/// knows: the cluster (whose Istio name carries the destination service) and,
+/// with mTLS, the peer's principal.
+#[derive(Debug, Clone)]
+pub struct RequestInfo {
+    pub reporter: Reporter,
+    pub listener: String,
+    /// The cluster the request was sent to; None when it was not routed.
+    pub cluster: Option<String>,
+    /// The destination service host, from an Istio cluster name
+    /// (`outbound|PORT|SUBSET|HOST`), when there is one.
+    pub destination_service: Option<String>,
+    pub upstream: Option<SocketAddr>,
+    pub downstream_peer: SocketAddr,
+    pub original_dst: SocketAddr,
+    pub protocol: RequestProtocol,
+    pub method: String,
+    pub authority: String,
+    pub response_code: u16,
+    /// Envoy's short flags (`UF`, `UH`, `UT`, `NR`, `FI`, `DI`, `UC`, `UPE`), comma
+    /// separated; empty when none (Istio shows `-`).
+    pub response_flags: String,
+    pub duration: Duration,
+    /// Body bytes received from the client and sent back to it.
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    pub security_policy: SecurityPolicy,
+    /// The peer's SPIFFE identity when the connection was mTLS.
+    pub peer_principal: Option<String>,
+}
+
+/// One finished TCP-proxied connection.
+#[derive(Debug, Clone)]
+pub struct TcpInfo {
+    pub reporter: Reporter,
+    pub listener: String,
+    pub cluster: String,
+    pub destination_service: Option<String>,
+    pub upstream: Option<SocketAddr>,
+    pub downstream_peer: SocketAddr,
+    pub original_dst: SocketAddr,
+    /// Bytes from the client to the upstream, and back.
+    pub received_bytes: u64,
+    pub sent_bytes: u64,
+    pub duration: Duration,
+    pub response_flags: String,
+    pub security_policy: SecurityPolicy,
+    pub peer_principal: Option<String>,
+}
+
+/// The telemetry seam: called on the worker thread once a response has been
+/// sent (or the client went away) and once a TCP connection closes. Keep
+/// implementations cheap; push heavy work elsewhere.
+pub trait RequestObserver: Send + Sync + 'static {
+    fn on_request(&self, info: RequestInfo);
+    fn on_tcp_open(&self, _reporter: Reporter, _cluster: &str) {}
+    fn on_tcp_close(&self, info: TcpInfo);
+}
+
+/// What every connection task shares.
+pub(crate) struct Shared {
+    pub config: Arc<Config>,
+    pub state: Arc<State>,
+    pub observer: Option<Arc<dyn RequestObserver>>,
+    pub lb: LoadBalancers,
+    pub upstreams: upstream::Pools,
+}
+
+/// The proxy's data path: bind with [`Proxy::bind`], then [`Proxy::serve`].
+#[derive(Clone)]
+pub struct Proxy {
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    pub fn new(config: Arc<Config>, state: Arc<State>, observer: Option<Arc<dyn RequestObserver>>) -> Proxy {
+        Proxy {
+            shared: Arc::new(Shared {
+                config,
+                state,
+                observer,
+                lb: LoadBalancers::default(),
+                upstreams: upstream::Pools::default(),
+            }),
+        }
+    }
+
+    /// Binds the listeners of the config's capture mode: 15001 and 15006 with
+    /// iptables, the `--listen` bindings without.
+    pub async fn bind(&self) -> Result<Vec<BoundListener>, ProxyError> {
+        listener::bind_all(&self.shared.config).await
+    }
+
+    /// Serves the listeners until `shutdown` turns true (or its sender is
+    /// dropped). Connections already accepted finish on their own tasks.
+    pub async fn serve(&self, listeners: Vec<BoundListener>, shutdown: tokio::sync::watch::Receiver<bool>) {
+        listener::serve_all(self.shared.clone(), listeners, shutdown).await;
+    }
+}
+
+/// Binds and serves the config's listeners until `shutdown` turns true. Call
+/// it on the traffic runtime.
+pub async fn run(
+    config: Arc<Config>,
+    state: Arc<State>,
+    observer: Option<Arc<dyn RequestObserver>>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ProxyError> {
+    let proxy = Proxy::new(config, state, observer);
+    let listeners = proxy.bind().await?;
+    proxy.serve(listeners, shutdown).await;
+    Ok(())
+}
+
+/// The service host of an Istio cluster name, `outbound|9080|v1|reviews.ns.svc.cluster.local`.
+pub(crate) fn destination_service(cluster: &str) -> Option<String> {
+    let mut parts = cluster.split('|');
+    let (_dir, _port, _subset, host) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    (!host.is_empty()).then(|| host.to_string())
+}

@@ -1,0 +1,85 @@
+//! TCP proxying: a filter chain's tcp_proxy connects to an endpoint of its
+//! cluster within the cluster's connect timeout and copies both ways, passing
+//! a half-close on to the other side.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::route::pick_cluster;
+use super::upstream::connect_tcp;
+use super::{Reporter, SecurityPolicy, Shared, TcpInfo};
+use crate::state::ClusterTarget;
+
+pub(crate) struct TcpConn {
+    pub shared: Arc<Shared>,
+    pub reporter: Reporter,
+    pub listener: String,
+    pub peer: SocketAddr,
+    pub original_dst: SocketAddr,
+    pub security: SecurityPolicy,
+    pub peer_principal: Option<String>,
+}
+
+pub(crate) async fn proxy<IO>(conn: TcpConn, target: &ClusterTarget, mut downstream: IO)
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let start = Instant::now();
+    let cluster_name = pick_cluster(target).to_string();
+    let mut info = TcpInfo {
+        reporter: conn.reporter,
+        listener: conn.listener,
+        destination_service: super::destination_service(&cluster_name),
+        cluster: cluster_name,
+        upstream: None,
+        downstream_peer: conn.peer,
+        original_dst: conn.original_dst,
+        received_bytes: 0,
+        sent_bytes: 0,
+        duration: std::time::Duration::ZERO,
+        response_flags: String::new(),
+        security_policy: conn.security,
+        peer_principal: conn.peer_principal,
+    };
+    let shared = conn.shared;
+    let picked = {
+        let snap = shared.state.snapshot();
+        snap.clusters.get(&info.cluster).map(|c| (c.connect_timeout, shared.lb.pick(&snap, c, info.original_dst, None)))
+    };
+    let result = match picked {
+        None => Err("NC"),
+        // BlackHoleCluster has no endpoints: the connection is closed here.
+        Some((_, None)) => Err("UH"),
+        Some((timeout, Some(pick))) => match connect_tcp(&info.cluster, &pick.address, timeout).await {
+            Err(e) => {
+                tracing::debug!(error = %e, "tcp upstream connect failed");
+                Err("UF")
+            }
+            Ok(mut upstream) => {
+                info.upstream = pick.address.socket();
+                if let Some(o) = &shared.observer {
+                    o.on_tcp_open(info.reporter, &info.cluster);
+                }
+                match tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await {
+                    Ok((received, sent)) => {
+                        info.received_bytes = received;
+                        info.sent_bytes = sent;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "tcp proxy ended with an error"),
+                }
+                Ok(())
+            }
+        },
+    };
+    if let Err(flag) = result {
+        info.response_flags = flag.to_string();
+        tracing::debug!(cluster = %info.cluster, flag, "tcp connection closed without an upstream");
+    }
+    info.duration = start.elapsed();
+    if let Some(o) = &shared.observer {
+        o.on_tcp_close(info);
+    }
+}
