@@ -54,14 +54,23 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	// Binding the addresses again proves the listeners are gone. (Dialing them
 	// would not: on loopback a dial to a free port in the ephemeral range can
-	// connect to itself.)
+	// connect to itself.) Our own connection is closed first: until it is, the
+	// server's side of it holds the TCP echo port in FIN_WAIT_2, which blocks a
+	// bind; once closed it moves to TIME_WAIT, which does not.
+	conn.Close()
 	for _, a := range addrs {
-		ln, err := net.Listen("tcp", a)
+		var err error
+		for try := 0; try < 50; try++ {
+			var ln net.Listener
+			if ln, err = net.Listen("tcp", a); err == nil {
+				ln.Close()
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if err != nil {
 			t.Errorf("%s is still taken after Close: %v", a, err)
-			continue
 		}
-		ln.Close()
 	}
 }
 
