@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/pilot/api"
@@ -145,7 +143,7 @@ func runDelete(ctx context.Context, env pilotEnv, args []string, stdout, stderr 
 func readKeys(paths []string, stdin io.Reader) ([]config.Key, error) {
 	var keys []config.Key
 	for _, p := range paths {
-		files, err := expandConfigPath(p)
+		files, err := config.ExpandPath(p)
 		if err != nil {
 			return nil, err
 		}
@@ -170,37 +168,6 @@ func readKeys(paths []string, stdin io.Reader) ([]config.Key, error) {
 		}
 	}
 	return keys, nil
-}
-
-// expandConfigPath lists the files a path stands for: itself, "-", or a
-// directory's *.yaml, *.yml and *.json files in name order (not recursing),
-// the same rule as config.ReadPaths.
-func expandConfigPath(p string) ([]string, error) {
-	if p == "-" {
-		return []string{p}, nil
-	}
-	info, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		return []string{p}, nil
-	}
-	entries, err := os.ReadDir(p)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		switch strings.ToLower(filepath.Ext(e.Name())) {
-		case ".yaml", ".yml", ".json":
-			if !e.IsDir() {
-				files = append(files, filepath.Join(p, e.Name()))
-			}
-		}
-	}
-	sort.Strings(files)
-	return files, nil
 }
 
 // identityDocuments is a delete request: one JSON document per key holding

@@ -15,7 +15,7 @@ import (
 func ReadPaths(paths []string, stdin io.Reader) ([]*Resource, error) {
 	var out []*Resource
 	for _, p := range paths {
-		files, err := expandPath(p)
+		files, err := ExpandPath(p)
 		if err != nil {
 			return nil, err
 		}
@@ -30,7 +30,11 @@ func ReadPaths(paths []string, stdin io.Reader) ([]*Resource, error) {
 	return out, nil
 }
 
-func expandPath(p string) ([]string, error) {
+// ExpandPath lists the files a path stands for: itself, "-" (standard input),
+// or a directory's *.yaml, *.yml and *.json files in name order, not
+// recursing. ReadPaths reads what it lists; other readers of config files (a
+// delete that needs only identities) use it to follow the same rule.
+func ExpandPath(p string) ([]string, error) {
 	if p == "-" {
 		return []string{p}, nil
 	}
