@@ -150,7 +150,9 @@ func InboundListener(ports []InboundPort) (*listenerv3.Listener, error) {
 		UseOriginalDst:   wrapperspb.Bool(true),
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	}
-	if slices.ContainsFunc(ports, func(p InboundPort) bool { return p.MTLS == MTLSPermissive }) {
+	// Every chain but DISABLE's matches on the TLS transport, which takes TLS
+	// detection (Envoy would inject the inspector itself, with a warning).
+	if slices.ContainsFunc(ports, func(p InboundPort) bool { return p.MTLS != MTLSDisable }) {
 		inspector, err := anypb.New(&tlsinspectorv3.TlsInspector{})
 		if err != nil {
 			return nil, err
