@@ -30,6 +30,9 @@ pub enum AdminError {
     },
 }
 
+/// Envoy-named counters and gauges, `(cluster.NAME.STAT, value)`.
+pub type ClusterStats = Arc<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
+
 /// What the admin endpoint reads and controls.
 #[derive(Clone)]
 pub struct Admin {
@@ -41,6 +44,9 @@ pub struct Admin {
     /// xDS client's counters.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     pub log: Option<LogControl>,
+    /// The data path's per-cluster counters in Envoy's names (circuit
+    /// breaker overflows, outlier ejections); read off the worker threads.
+    pub cluster_stats: Option<ClusterStats>,
     /// Set to true by /quitquitquit; main shuts down on it.
     pub shutdown: watch::Sender<bool>,
 }
@@ -120,13 +126,14 @@ impl Admin {
             }
             "/healthz" => text(StatusCode::OK, "OK\n"),
             "/config_dump" => self.config_dump(),
-            "/stats/prometheus" | "/stats" => {
+            "/stats/prometheus" => text(StatusCode::OK, self.prometheus()),
+            // Envoy's plain form first (`name: value`), then Istio's metrics.
+            "/stats" => {
                 let mut out = String::new();
-                match &self.telemetry {
-                    // Telemetry's registry carries the xDS counters too.
-                    Some(t) => t.encode(&mut out),
-                    None => self.xds_metrics.render(&mut out),
+                for (name, value) in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
+                    out.push_str(&format!("{name}: {value}\n"));
                 }
+                out.push_str(&self.prometheus());
                 text(StatusCode::OK, out)
             }
             "/access_log" if post => match (&self.telemetry, query_param(req.uri().query(), "enabled")) {
@@ -156,6 +163,35 @@ impl Admin {
             ),
             _ => text(StatusCode::NOT_FOUND, "not found; see /\n"),
         }
+    }
+
+    /// Istio's metrics (with the xDS client's counters), then the cluster
+    /// stats as Envoy's Prometheus exporter names them:
+    /// `envoy_cluster_upstream_cx_overflow{cluster_name="..."}`.
+    fn prometheus(&self) -> String {
+        let mut out = String::new();
+        match &self.telemetry {
+            // Telemetry's registry carries the xDS counters too.
+            Some(t) => t.encode(&mut out),
+            None => self.xds_metrics.render(&mut out),
+        }
+        // The exposition format wants each family's samples together.
+        let mut families: std::collections::BTreeMap<String, String> = Default::default();
+        for (name, value) in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
+            let Some((cluster, stat)) = split_cluster_stat(&name) else { continue };
+            let samples = families.entry(format!("envoy_cluster_{}", stat.replace('.', "_"))).or_default();
+            let cluster = cluster.replace('\\', "\\\\").replace('"', "\\\"");
+            samples.push_str(&format!("{{cluster_name=\"{cluster}\"}} {value}\n"));
+        }
+        for (metric, samples) in families {
+            out.push_str(&format!("# TYPE {metric} gauge\n"));
+            for sample in samples.lines() {
+                out.push_str(&metric);
+                out.push_str(sample);
+                out.push('\n');
+            }
+        }
+        out
     }
 
     fn config_dump(&self) -> Response<Full<Bytes>> {
@@ -191,4 +227,15 @@ impl Admin {
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         }
     }
+}
+
+/// `cluster.NAME.STAT` into NAME and STAT. Cluster names have dots of their
+/// own (`outbound|80||catalog.shop.svc.cluster.local`), so the stat is the
+/// last segment, or the last two under `outlier_detection`.
+fn split_cluster_stat(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("cluster.")?;
+    if let Some(i) = rest.rfind(".outlier_detection.") {
+        return Some((&rest[..i], &rest[i + 1..]));
+    }
+    rest.rsplit_once('.')
 }

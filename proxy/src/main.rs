@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use clap::error::ErrorKind;
-use meshperf_proxy::admin::{Admin, AdminServer};
+use meshperf_proxy::admin::{Admin, AdminServer, ClusterStats};
 use meshperf_proxy::config::{Cli, Config};
 use meshperf_proxy::logging;
 use meshperf_proxy::proxy::Proxy;
@@ -81,6 +81,10 @@ fn run(config: Config) -> anyhow::Result<()> {
     // Listeners are bound before anything runs, so a bad or busy address fails
     // the start instead of a background task.
     let listeners = traffic.block_on(proxy.bind()).context("binding the proxy's listeners")?;
+    let cluster_stats: ClusterStats = {
+        let proxy = proxy.clone();
+        Arc::new(move || proxy.cluster_stats())
+    };
     let serving = traffic.spawn({
         let shutdown_rx = shutdown_rx.clone();
         async move { proxy.serve(listeners, shutdown_rx).await }
@@ -92,6 +96,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         xds_metrics: client.metrics(),
         telemetry: Some(telemetry),
         log: Some(log),
+        cluster_stats: Some(cluster_stats),
         shutdown: shutdown.clone(),
     };
 

@@ -31,6 +31,13 @@ async fn ready_dump_stats_and_quit() {
         xds_metrics: client.metrics(),
         telemetry: None,
         log: None,
+        cluster_stats: Some(Arc::new(|| {
+            vec![
+                ("cluster.outbound|80||web.ns.svc.cluster.local.upstream_cx_overflow".into(), 3),
+                ("cluster.outbound|80||web.ns.svc.cluster.local.outlier_detection.ejections_active".into(), 1),
+                ("cluster.inbound|8080||.upstream_cx_overflow".into(), 0),
+            ]
+        })),
         shutdown: shutdown.clone(),
     };
     let server = AdminServer::bind(config.admin_address, admin).await.unwrap();
@@ -60,6 +67,16 @@ async fn ready_dump_stats_and_quit() {
     let (_, stats) = http(addr, "GET", "/stats/prometheus").await;
     assert!(stats.contains("meshperf_proxy_xds_acks_total{type=\"cds\"} 1"), "{stats}");
     assert!(stats.contains("meshperf_proxy_xds_connected 1"), "{stats}");
+    // The data path's cluster stats, as Envoy's Prometheus exporter names them, one family each.
+    let overflow = "# TYPE envoy_cluster_upstream_cx_overflow gauge\n\
+        envoy_cluster_upstream_cx_overflow{cluster_name=\"outbound|80||web.ns.svc.cluster.local\"} 3\n\
+        envoy_cluster_upstream_cx_overflow{cluster_name=\"inbound|8080||\"} 0\n";
+    assert!(stats.contains(overflow), "{stats}");
+    assert!(stats.contains(
+        "envoy_cluster_outlier_detection_ejections_active{cluster_name=\"outbound|80||web.ns.svc.cluster.local\"} 1"
+    ));
+    let (_, plain) = http(addr, "GET", "/stats").await;
+    assert!(plain.starts_with("cluster.outbound|80||web.ns.svc.cluster.local.upstream_cx_overflow: 3\n"), "{plain}");
 
     assert_eq!(http(addr, "GET", "/quitquitquit").await.0, 405, "mutations need POST");
     assert_eq!(http(addr, "POST", "/logging?level=debug").await.0, 400, "no log control in this process");

@@ -1,6 +1,8 @@
 //! Forwarding a routed request: pick the cluster and an endpoint, rewrite the
 //! request for the upstream, send it through the cluster's pooled client, and
-//! retry as the route's policy says, all within the route's timeout.
+//! retry as the route's policy says, all within the route's timeout. Each
+//! try holds the cluster's circuit-breaker slots (see `circuit`) until its
+//! response body ends, and reports its result to outlier detection.
 //!
 //! Retries need the request body again, so only requests whose body is empty
 //! or at most [`MAX_RETRY_BODY`] bytes with a known length are buffered and
@@ -16,6 +18,7 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode, Uri, Version};
 
 use super::body::Counted;
+use super::circuit::{Guarded, Slot};
 use super::http::{Handled, HttpConn};
 use super::lb::UpstreamAddr;
 use super::route::{matched_prefix_len, pick_cluster};
@@ -77,10 +80,23 @@ pub(crate) async fn forward(
     let retry = fwd.retry.as_ref().filter(|_| replayable);
     let tries = 1 + retry.map_or(0, |r| r.num_retries);
     let client = conn.shared.upstreams.client(&cluster, h2);
+    let circuit = conn.shared.circuits.cluster(&cluster.name);
+    let limits = &cluster.circuit_breakers;
 
     let attempts = async {
         let mut last: Option<UpstreamAddr> = None;
+        let mut retry_slot: Option<Slot> = None;
+        let mut retry_overflow = false;
         for attempt in 0..tries {
+            let Some(request_slot) = circuit.request(limits) else { return overflow() };
+            // HTTP/1.1: one request in flight is one upstream connection in use.
+            let connection_slot = match h2 {
+                true => None,
+                false => match circuit.connection_or_wait(limits).await {
+                    Some(s) => Some(s),
+                    None => return overflow(),
+                },
+            };
             let pick = {
                 let snap = conn.shared.state.snapshot();
                 conn.shared.lb.pick(&snap, &cluster, conn.original_dst, last.as_ref())
@@ -108,20 +124,29 @@ pub(crate) async fn forward(
                 None => classify(sent.await),
             };
             let upstream = pick.address.socket();
+            pick.report(cluster.outlier_detection.as_ref(), failed(&outcome));
             let last_try = attempt + 1 == tries;
             if !last_try && retry.is_some_and(|r| should_retry(r, &outcome)) {
-                last = Some(pick.address.clone());
-                drop(pick);
-                tokio::time::sleep(backoff(attempt)).await;
-                continue;
+                drop(retry_slot.take()); // the retry that just ended gives its slot back first
+                retry_slot = circuit.retry(limits);
+                if retry_slot.is_some() {
+                    last = Some(pick.address.clone());
+                    drop((pick, request_slot, connection_slot));
+                    tokio::time::sleep(backoff(attempt)).await;
+                    continue;
+                }
+                // Over max_retries: Envoy does not retry and flags UO on the response it has.
+                retry_overflow = true;
             }
             let mut handled = match outcome {
                 Try::Response(resp) => {
                     let (mut rparts, rbody) = resp.into_parts();
                     strip_hop_by_hop(&mut rparts.headers);
                     rparts.version = Version::HTTP_11; // hyper's server writes its own version
+                    // The slots and the pick are held until the body is done.
+                    let held = Box::new((request_slot, connection_slot, retry_slot, pick));
                     Handled {
-                        response: Response::from_parts(rparts, rbody.boxed()),
+                        response: Response::from_parts(rparts, Guarded::boxed(rbody.boxed(), held)),
                         cluster: None,
                         upstream: None,
                         flags: "",
@@ -141,6 +166,9 @@ pub(crate) async fn forward(
                 Try::Timeout => Handled::local(StatusCode::GATEWAY_TIMEOUT, "upstream request timeout", "UT"),
             };
             handled.upstream = upstream;
+            if retry_overflow {
+                handled.flags = with_overflow(handled.flags);
+            }
             return handled;
         }
         Handled::local(StatusCode::SERVICE_UNAVAILABLE, "no healthy upstream", "UH")
@@ -153,6 +181,37 @@ pub(crate) async fn forward(
         None => attempts.await,
     };
     with_cluster(handled, &cluster_name)
+}
+
+/// Envoy's answer to a circuit-breaker overflow.
+fn overflow() -> Handled {
+    let mut h = Handled::local(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "upstream connect error or disconnect/reset before headers. reset reason: overflow",
+        "UO",
+    );
+    h.response.headers_mut().insert(HeaderName::from_static("x-envoy-overloaded"), HeaderValue::from_static("true"));
+    h
+}
+
+/// Adds `UO` to a try's flags (Envoy's order puts it after these).
+fn with_overflow(flags: &'static str) -> &'static str {
+    match flags {
+        "" => "UO",
+        "UF" => "UF,UO",
+        "UC" => "UC,UO",
+        "UT" => "UT,UO",
+        "UPE" => "UO,UPE",
+        other => other,
+    }
+}
+
+/// Outlier detection's view of a try: non-split mode counts local failures as 5xx.
+fn failed(t: &Try) -> bool {
+    match t {
+        Try::Response(r) => r.status().is_server_error(),
+        Try::ConnectFailure | Try::Reset | Try::ProtocolError | Try::Timeout => true,
+    }
 }
 
 fn with_cluster(mut h: Handled, cluster: &str) -> Handled {

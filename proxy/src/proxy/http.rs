@@ -20,6 +20,7 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::Observed;
+use super::connector::UpstreamPeer;
 use super::route::{RequestHead, select_route};
 use super::upstream::ProxyBody;
 use super::{Reporter, RequestInfo, RequestProtocol, SecurityPolicy, Shared};
@@ -104,6 +105,12 @@ impl HttpConn {
         let request_bytes = Arc::new(AtomicU64::new(0));
         let handled = self.route(req, &request_bytes).await;
         let Some(observer) = self.shared.observer.clone() else { return handled.response };
+        // The other side's identity: the client's from this connection's mTLS
+        // inbound, the server's from the upstream connection's outbound.
+        let peer_principal = match self.reporter {
+            Reporter::Destination => self.peer_principal.clone(),
+            Reporter::Source => handled.response.extensions().get::<UpstreamPeer>().and_then(|p| p.0.clone()),
+        };
         let info = RequestInfo {
             reporter: self.reporter,
             listener: self.listener.clone(),
@@ -121,7 +128,7 @@ impl HttpConn {
             request_bytes: 0,
             response_bytes: 0,
             security_policy: self.security,
-            peer_principal: self.peer_principal.clone(),
+            peer_principal,
         };
         let (parts, body) = handled.response.into_parts();
         Response::from_parts(parts, Observed::boxed(body, observer, info, request_bytes, start))

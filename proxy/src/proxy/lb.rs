@@ -2,17 +2,28 @@
 //! (power of two choices) and random, as the cluster's lb_policy says.
 //!
 //! Only healthy endpoints of the best (lowest) priority that has any are
-//! candidates; none at all is Envoy's 503 with flag UH. Endpoint weights are
-//! not applied yet, and there is no outlier ejection yet. The per-cluster
-//! counters live here, outside the config snapshot, so a config push keeps
-//! the round-robin position and the in-flight counts.
+//! candidates; none at all is Envoy's 503 with flag UH. Hosts that outlier
+//! detection ejected (see `outlier`) are skipped too, unless too few remain:
+//! when under [`PANIC_THRESHOLD_PERCENT`] of the candidates are not ejected,
+//! Envoy's panic mode balances across all of them, ejected or not (Envoy's
+//! default healthy_panic_threshold is 50%; the state model does not carry the
+//! field yet, and meshperf pilot does not set it). Panic here concerns ejection
+//! only: EDS-unhealthy endpoints are never used, as before. Endpoint weights
+//! are not applied yet. The per-cluster state lives here, outside the config
+//! snapshot, so a config push keeps the round-robin position, the in-flight
+//! counts and the ejections.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
-use crate::state::{Cluster, DiscoveryType, Endpoint, EndpointAddress, LbPolicy, Snapshot};
+use super::outlier::{ClusterOutliers, HostOutlier};
+use crate::state::{Cluster, DiscoveryType, Endpoint, EndpointAddress, LbPolicy, OutlierDetection, Snapshot};
+
+/// Envoy's default healthy_panic_threshold.
+pub const PANIC_THRESHOLD_PERCENT: usize = 50;
 
 /// Where to send one request or connection.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,23 +51,49 @@ impl UpstreamAddr {
     }
 }
 
+/// What the balancer keeps per endpoint.
+#[derive(Default)]
+struct Host {
+    active: AtomicU32,
+    outlier: HostOutlier,
+}
+
 /// A chosen endpoint; it counts as an active request until dropped.
-#[derive(Debug)]
 pub struct Pick {
     pub address: UpstreamAddr,
-    active: Arc<AtomicU32>,
+    host: Arc<Host>,
+    cluster: Arc<ClusterLb>,
+    /// The cluster's host count when picked, for max_ejection_percent.
+    hosts: usize,
+}
+
+impl std::fmt::Debug for Pick {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pick").field("address", &self.address).finish()
+    }
+}
+
+impl Pick {
+    /// Feeds outlier detection with one try's result: `failed` is a 5xx, a
+    /// connect failure, a reset or a timeout. True when it ejected the host.
+    pub fn report(&self, cfg: Option<&OutlierDetection>, failed: bool) -> bool {
+        let Some(cfg) = cfg else { return false };
+        let now = Instant::now();
+        self.host.outlier.record(&self.cluster.outliers, cfg, failed, self.hosts, now, || self.cluster.sweep(now))
+    }
 }
 
 impl Drop for Pick {
     fn drop(&mut self) {
-        self.active.fetch_sub(1, Ordering::Relaxed);
+        self.host.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 #[derive(Default)]
 struct ClusterLb {
     next: AtomicUsize,
-    active: RwLock<HashMap<UpstreamAddr, Arc<AtomicU32>>>,
+    hosts: RwLock<HashMap<UpstreamAddr, Arc<Host>>>,
+    outliers: ClusterOutliers,
 }
 
 /// Balancer state for every cluster, created on first use.
@@ -97,29 +134,49 @@ impl LoadBalancers {
     ) -> Option<Pick> {
         let lb = self.cluster(&cluster.name);
         if cluster.discovery == DiscoveryType::OriginalDst {
-            return Some(lb.track(UpstreamAddr::Socket(original_dst)));
+            return Some(lb.track(UpstreamAddr::Socket(original_dst), 1));
         }
         let all = cluster_endpoints(snap, cluster);
         let priority = all.iter().filter(|e| e.healthy).map(|e| e.priority).min()?;
         let candidates = || all.iter().filter(move |e| e.healthy && e.priority == priority);
-        let n = candidates().count();
-        let nth = |i: usize| candidates().nth(i).map(address);
-        let mut chosen = self.choose(&lb, cluster.lb_policy, n, &nth)?;
+        let policy = cluster.lb_policy;
+        if lb.outliers.active() == 0 {
+            // The common case: no ejection, no allocation.
+            let n = candidates().count();
+            return self.pick_among(&lb, policy, n, &|i| candidates().nth(i).map(address), avoid, all.len());
+        }
+        let now = Instant::now();
+        let every: Vec<UpstreamAddr> = candidates().map(address).collect();
+        let kept: Vec<UpstreamAddr> = every.iter().filter(|a| !lb.is_ejected(a, now)).cloned().collect();
+        let set = if kept.len() * 100 < every.len() * PANIC_THRESHOLD_PERCENT { &every } else { &kept };
+        self.pick_among(&lb, policy, set.len(), &|i| set.get(i).cloned(), avoid, all.len())
+    }
+
+    fn pick_among(
+        &self,
+        lb: &Arc<ClusterLb>,
+        policy: LbPolicy,
+        n: usize,
+        nth: &dyn Fn(usize) -> Option<UpstreamAddr>,
+        avoid: Option<&UpstreamAddr>,
+        hosts: usize,
+    ) -> Option<Pick> {
+        let mut chosen = self.choose(lb, policy, n, nth)?;
         // A retry prefers another endpoint (Istio configures Envoy's
         // previous_hosts predicate); a few tries are enough with random picks.
         for _ in 0..3 {
             if n < 2 || avoid != Some(&chosen) {
                 break;
             }
-            chosen = self.choose(&lb, cluster.lb_policy, n, &nth)?;
+            chosen = self.choose(lb, policy, n, nth)?;
         }
         if n >= 2 && avoid == Some(&chosen) {
             // The policy kept landing there: take any other endpoint.
-            if let Some(other) = candidates().map(address).find(|a| Some(a) != avoid) {
+            if let Some(other) = (0..n).filter_map(nth).find(|a| Some(a) != avoid) {
                 chosen = other;
             }
         }
-        Some(lb.track(chosen))
+        Some(lb.track(chosen, hosts))
     }
 
     fn choose(
@@ -156,24 +213,59 @@ impl LoadBalancers {
             Err(_) => Arc::default(),
         }
     }
+
+    /// Envoy's outlier stats per cluster: `ejections_active` and
+    /// `ejections_enforced_total`, sorted.
+    pub fn outlier_stats(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let Ok(m) = self.clusters.read() else { return out };
+        for (name, lb) in m.iter() {
+            // Expired ejections count until a pick or an ejection looks: look now.
+            lb.sweep(Instant::now());
+            let prefix = format!("cluster.{name}.outlier_detection");
+            out.push((format!("{prefix}.ejections_active"), u64::from(lb.outliers.active())));
+            out.push((format!("{prefix}.ejections_enforced_total"), lb.outliers.enforced_total()));
+        }
+        out.sort();
+        out
+    }
 }
 
 impl ClusterLb {
-    fn active_count(&self, addr: &UpstreamAddr) -> u32 {
-        self.active.read().ok().and_then(|m| m.get(addr).map(|c| c.load(Ordering::Relaxed))).unwrap_or(0)
+    fn host(&self, addr: &UpstreamAddr) -> Option<Arc<Host>> {
+        self.hosts.read().ok().and_then(|m| m.get(addr).cloned())
     }
 
-    fn track(&self, address: UpstreamAddr) -> Pick {
-        let existing = self.active.read().ok().and_then(|m| m.get(&address).cloned());
-        let active = match existing {
-            Some(c) => c,
-            None => match self.active.write() {
+    fn active_count(&self, addr: &UpstreamAddr) -> u32 {
+        self.host(addr).map_or(0, |h| h.active.load(Ordering::Relaxed))
+    }
+
+    fn is_ejected(&self, addr: &UpstreamAddr, now: Instant) -> bool {
+        self.host(addr).is_some_and(|h| h.outlier.is_ejected(&self.outliers, now))
+    }
+
+    /// Returns every host whose ejection has expired to service, also those
+    /// no longer in the config (which no pick would look at).
+    fn sweep(&self, now: Instant) {
+        if self.outliers.active() == 0 {
+            return;
+        }
+        let hosts: Vec<Arc<Host>> = self.hosts.read().map(|m| m.values().cloned().collect()).unwrap_or_default();
+        for h in hosts {
+            h.outlier.is_ejected(&self.outliers, now);
+        }
+    }
+
+    fn track(self: &Arc<Self>, address: UpstreamAddr, hosts: usize) -> Pick {
+        let host = match self.host(&address) {
+            Some(h) => h,
+            None => match self.hosts.write() {
                 Ok(mut m) => m.entry(address.clone()).or_default().clone(),
                 Err(_) => Arc::default(),
             },
         };
-        active.fetch_add(1, Ordering::Relaxed);
-        Pick { address, active }
+        host.active.fetch_add(1, Ordering::Relaxed);
+        Pick { address, host, cluster: self.clone(), hosts }
     }
 }
 
@@ -268,5 +360,51 @@ mod tests {
         let mut c = cluster(LbPolicy::ClusterProvided, vec![]);
         c.discovery = DiscoveryType::OriginalDst;
         assert_eq!(lbs.pick(&Snapshot::default(), &c, DST, None).unwrap().address, UpstreamAddr::Socket(DST));
+    }
+
+    fn outliers(percent: u32) -> OutlierDetection {
+        OutlierDetection {
+            consecutive_5xx: 1,
+            consecutive_gateway_failure: None,
+            interval: Duration::from_secs(10),
+            base_ejection_time: Duration::from_secs(30),
+            max_ejection_time: Duration::from_secs(300),
+            max_ejection_percent: percent,
+            enforcing_consecutive_5xx: 100,
+        }
+    }
+
+    #[test]
+    fn ejected_endpoints_are_skipped_until_too_few_remain() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        let c = cluster(LbPolicy::RoundRobin, vec![ep(1, true, 0), ep(2, true, 0)]);
+        let od = outliers(100);
+        let bad = lbs.pick(&snap, &c, DST, None).unwrap();
+        let bad_port = port(&bad);
+        assert!(bad.report(Some(&od), true), "one 5xx ejects with consecutive_5xx 1");
+        drop(bad);
+        assert!((0..10).all(|_| port(&lbs.pick(&snap, &c, DST, None).unwrap()) != bad_port));
+        assert_eq!(lbs.outlier_stats()[0], ("cluster.c.outlier_detection.ejections_active".into(), 1));
+        // Eject the other too: none left is below the 50% panic threshold, so both serve again.
+        let other = lbs.pick(&snap, &c, DST, None).unwrap();
+        assert!(other.report(Some(&od), true));
+        drop(other);
+        let mut seen: Vec<u16> = (0..10).map(|_| port(&lbs.pick(&snap, &c, DST, None).unwrap())).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, [1, 2]);
+        assert_eq!(lbs.outlier_stats()[1], ("cluster.c.outlier_detection.ejections_enforced_total".into(), 2));
+    }
+
+    #[test]
+    fn without_outlier_detection_failures_eject_nobody() {
+        let lbs = LoadBalancers::default();
+        let snap = Snapshot::default();
+        let c = cluster(LbPolicy::RoundRobin, vec![ep(1, true, 0), ep(2, true, 0)]);
+        let p = lbs.pick(&snap, &c, DST, None).unwrap();
+        assert!(!p.report(None, true));
+        // Envoy's default 10% cannot take one of two hosts out.
+        assert!((0..5).all(|_| !p.report(Some(&outliers(10)), true)));
     }
 }

@@ -12,6 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -20,14 +21,16 @@ use super::tcp::TcpConn;
 use super::{ProxyError, Reporter, SecurityPolicy, Shared};
 use crate::config::{CaptureMode, Config};
 use crate::state::{
-    FilterChain, Handler, Listener, ListenerKind, RouteSource, Snapshot, TrafficDirection, TransportProtocol,
+    DownstreamTls, FilterChain, Handler, Listener, ListenerKind, RouteSource, Snapshot, TrafficDirection,
+    TransportProtocol,
 };
+use crate::tls::{self, Detected};
 
 const OUTBOUND_CAPTURE_PORT: u16 = 15001;
 const INBOUND_CAPTURE_PORT: u16 = 15006;
-/// How long the TLS detection waits for a client's first byte before taking
-/// the connection as plain text (a server-first protocol sends nothing).
-const TLS_DETECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// A client that has not finished its TLS handshake in this long is dropped
+/// (Envoy's default transport_socket_connect_timeout is 10 s on listeners).
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Which xDS listener serves a bound socket.
 #[derive(Debug, Clone)]
@@ -122,6 +125,12 @@ enum Serve {
     Tcp { listener: String, target: crate::state::ClusterTarget },
 }
 
+/// Who is on the other end of a downstream connection, once TLS (if any) is done.
+struct Downstream {
+    security: SecurityPolicy,
+    peer_principal: Option<String>,
+}
+
 async fn handle(
     shared: Arc<Shared>,
     target: &ListenerTarget,
@@ -141,14 +150,58 @@ async fn handle(
             (l, dst)
         }
     };
-    let transport = if listener.tls_inspector { detect_transport(&stream).await } else { TransportProtocol::RawBuffer };
+    let transport = if listener.tls_inspector {
+        match tls::detect(&stream, tls::DETECT_TIMEOUT).await? {
+            Detected::Tls => TransportProtocol::Tls,
+            Detected::Plaintext => TransportProtocol::RawBuffer,
+            Detected::Closed => return Ok(()),
+        }
+    } else {
+        TransportProtocol::RawBuffer
+    };
     let reporter = match listener.kind {
         ListenerKind::VirtualInbound => Reporter::Destination,
         ListenerKind::Bound if listener.direction == TrafficDirection::Inbound => Reporter::Destination,
         _ => Reporter::Source,
     };
-    let serve = select(&snap, &listener, original_dst, transport)?;
+    let (chain_name, serve, tls) = select(&snap, &listener, original_dst, transport)?;
+    let server_tls = tls
+        .map(|t| shared.tls.for_snapshot(&snap).server_for(&t))
+        .transpose()
+        .map_err(|source| ProxyError::TlsConfig { chain: chain_name, source })?;
     drop(snap);
+    let Some(server_tls) = server_tls else {
+        let plain = Downstream { security: SecurityPolicy::None, peer_principal: None };
+        serve_conn(shared, serve, reporter, peer, original_dst, plain, stream).await;
+        return Ok(());
+    };
+    let accept = tokio_rustls::TlsAcceptor::from(server_tls).accept(stream);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(source)) => return Err(ProxyError::TlsHandshake { peer, source }),
+        Err(_) => {
+            let source = std::io::Error::new(std::io::ErrorKind::TimedOut, "no complete handshake in time");
+            return Err(ProxyError::TlsHandshake { peer, source });
+        }
+    };
+    let peer_principal = tls::peer_identity(&stream);
+    let security = if peer_principal.is_some() { SecurityPolicy::MutualTls } else { SecurityPolicy::None };
+    serve_conn(shared, serve, reporter, peer, original_dst, Downstream { security, peer_principal }, stream).await;
+    Ok(())
+}
+
+async fn serve_conn<IO>(
+    shared: Arc<Shared>,
+    serve: Serve,
+    reporter: Reporter,
+    peer: SocketAddr,
+    original_dst: SocketAddr,
+    downstream: Downstream,
+    io: IO,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Downstream { security, peer_principal } = downstream;
     match serve {
         Serve::Http { listener, routes, fault_filter } => {
             let conn = HttpConn {
@@ -159,25 +212,16 @@ async fn handle(
                 fault_filter,
                 peer,
                 original_dst,
-                security: SecurityPolicy::None,
-                peer_principal: None,
+                security,
+                peer_principal,
             };
-            super::http::serve(Arc::new(conn), stream).await;
+            super::http::serve(Arc::new(conn), io).await;
         }
         Serve::Tcp { listener, target } => {
-            let conn = TcpConn {
-                shared,
-                reporter,
-                listener,
-                peer,
-                original_dst,
-                security: SecurityPolicy::None,
-                peer_principal: None,
-            };
-            super::tcp::proxy(conn, &target, stream).await;
+            let conn = TcpConn { shared, reporter, listener, peer, original_dst, security, peer_principal };
+            super::tcp::proxy(conn, &target, io).await;
         }
     }
-    Ok(())
 }
 
 /// The original destination an explicit binding stands for: the listener's
@@ -194,21 +238,14 @@ fn explicit_dst(config: &Config, l: &Listener, dest_port: Option<u16>) -> Socket
     SocketAddr::new(ip, port)
 }
 
-/// TLS starts with a handshake record (0x16); anything else is plain text.
-async fn detect_transport(stream: &TcpStream) -> TransportProtocol {
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(TLS_DETECT_TIMEOUT, stream.peek(&mut first)).await {
-        Ok(Ok(1)) if first[0] == 0x16 => TransportProtocol::Tls,
-        _ => TransportProtocol::RawBuffer,
-    }
-}
-
+/// The chain that serves a connection: its name, what it does, and the TLS it
+/// terminates first, if any.
 fn select(
     snap: &Snapshot,
     listener: &Listener,
     dst: SocketAddr,
     transport: TransportProtocol,
-) -> Result<Serve, ProxyError> {
+) -> Result<(String, Serve, Option<DownstreamTls>), ProxyError> {
     fn chain_of(l: &Listener, dst: SocketAddr, t: TransportProtocol) -> Option<(String, &FilterChain)> {
         l.select_chain(dst.port(), None, t, &[]).map(|c| (l.name.clone(), c))
     }
@@ -227,14 +264,11 @@ fn select(
     let Some((name, chain)) = chosen else {
         return Err(ProxyError::NoFilterChain { listener: listener.name.clone(), port: dst.port() });
     };
-    serve_for(name, chain)
+    Ok((chain.name.clone(), serve_for(name, chain), chain.tls.clone()))
 }
 
-fn serve_for(listener: String, chain: &FilterChain) -> Result<Serve, ProxyError> {
-    if chain.tls.is_some() {
-        return Err(ProxyError::TlsNotSupported { chain: chain.name.clone() });
-    }
-    Ok(match &chain.handler {
+fn serve_for(listener: String, chain: &FilterChain) -> Serve {
+    match &chain.handler {
         Handler::Http(h) => Serve::Http {
             listener,
             routes: match &h.routes {
@@ -244,7 +278,7 @@ fn serve_for(listener: String, chain: &FilterChain) -> Result<Serve, ProxyError>
             fault_filter: h.fault_filter,
         },
         Handler::Tcp(t) => Serve::Tcp { listener, target: t.target.clone() },
-    })
+    }
 }
 
 /// The per-port outbound listener for a destination: one bound to the

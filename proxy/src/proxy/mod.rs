@@ -10,11 +10,14 @@
 //! calls it once a response or a TCP connection is finished.
 
 mod body;
+mod circuit;
+mod connector;
 mod forward;
 mod http;
 mod lb;
 mod listener;
 mod original_dst;
+mod outlier;
 pub mod route;
 mod tcp;
 mod upstream;
@@ -25,6 +28,7 @@ use std::time::Duration;
 
 use crate::config::Config;
 use crate::state::State;
+use crate::tls::TlsConfigStore;
 
 pub use lb::LoadBalancers;
 pub use listener::{BoundListener, ListenerTarget};
@@ -44,10 +48,20 @@ pub enum ProxyError {
     UnknownListener(String),
     #[error("listener {listener:?} has no filter chain for port {port}")]
     NoFilterChain { listener: String, port: u16 },
-    /// The chain terminates TLS; the TLS module is not wired in yet, so the
-    /// connection is closed.
-    #[error("filter chain {chain:?} wants TLS, which this build does not terminate yet")]
-    TlsNotSupported { chain: String },
+    /// The chain terminates TLS but its certificates are unusable (not yet
+    /// delivered by SDS, say): the connection is closed.
+    #[error("filter chain {chain:?} cannot terminate TLS: {source}")]
+    TlsConfig {
+        chain: String,
+        #[source]
+        source: crate::tls::TlsError,
+    },
+    #[error("TLS handshake with {peer} failed: {source}")]
+    TlsHandshake {
+        peer: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("route config {0:?} is not in the active config")]
     UnknownRoutes(String),
     #[error("cluster {0:?} is not in the active config")]
@@ -158,7 +172,11 @@ pub(crate) struct Shared {
     pub state: Arc<State>,
     pub observer: Option<Arc<dyn RequestObserver>>,
     pub lb: LoadBalancers,
+    /// Circuit-breaker counters per cluster (see `circuit`).
+    pub circuits: circuit::CircuitBreakers,
     pub upstreams: upstream::Pools,
+    /// TLS configs for the current SDS secrets, shared with the upstream connectors.
+    pub tls: Arc<TlsConfigStore>,
 }
 
 /// The proxy's data path: bind with [`Proxy::bind`], then [`Proxy::serve`].
@@ -169,13 +187,16 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn new(config: Arc<Config>, state: Arc<State>, observer: Option<Arc<dyn RequestObserver>>) -> Proxy {
+        let tls = Arc::new(TlsConfigStore::new());
         Proxy {
             shared: Arc::new(Shared {
                 config,
+                upstreams: upstream::Pools::new(state.clone(), tls.clone()),
                 state,
                 observer,
                 lb: LoadBalancers::default(),
-                upstreams: upstream::Pools::default(),
+                circuits: circuit::CircuitBreakers::default(),
+                tls,
             }),
         }
     }
@@ -184,6 +205,15 @@ impl Proxy {
     /// iptables, the `--listen` bindings without.
     pub async fn bind(&self) -> Result<Vec<BoundListener>, ProxyError> {
         listener::bind_all(&self.shared.config).await
+    }
+
+    /// The per-cluster counters in Envoy's names, for the admin endpoint:
+    /// circuit-breaker overflows and outlier ejections.
+    pub fn cluster_stats(&self) -> Vec<(String, u64)> {
+        let mut stats = self.shared.circuits.stats();
+        stats.extend(self.shared.lb.outlier_stats());
+        stats.sort();
+        stats
     }
 
     /// Serves the listeners until `shutdown` turns true (or its sender is

@@ -1,6 +1,7 @@
 //! TCP proxying: a filter chain's tcp_proxy connects to an endpoint of its
-//! cluster within the cluster's connect timeout and copies both ways, passing
-//! a half-close on to the other side.
+//! cluster within the cluster's connect timeout (with mesh mTLS where the
+//! cluster wants it) and copies both ways, passing a half-close on to the
+//! other side.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,10 +9,12 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::connector::{UpstreamIo, tls_tcp};
+use super::lb::UpstreamAddr;
 use super::route::pick_cluster;
 use super::upstream::connect_tcp;
 use super::{Reporter, SecurityPolicy, Shared, TcpInfo};
-use crate::state::ClusterTarget;
+use crate::state::{Cluster, ClusterTarget};
 
 pub(crate) struct TcpConn {
     pub shared: Arc<Shared>,
@@ -47,23 +50,37 @@ where
     let shared = conn.shared;
     let picked = {
         let snap = shared.state.snapshot();
-        snap.clusters.get(&info.cluster).map(|c| (c.connect_timeout, shared.lb.pick(&snap, c, info.original_dst, None)))
+        snap.clusters.get(&info.cluster).map(|c| {
+            // The slot is held for the whole connection: max_connections counts it.
+            let slot = shared.circuits.tcp_connection(c);
+            (c.clone(), slot, shared.lb.pick(&snap, c, info.original_dst, None))
+        })
     };
     let result = match picked {
         None => Err("NC"),
+        Some((_, None, _)) => Err("UO"),
         // BlackHoleCluster has no endpoints: the connection is closed here.
-        Some((_, None)) => Err("UH"),
-        Some((timeout, Some(pick))) => match connect_tcp(&info.cluster, &pick.address, timeout).await {
+        Some((_, _, None)) => Err("UH"),
+        Some((cluster, Some(_slot), Some(pick))) => match connect(&shared, &cluster, &pick.address).await {
             Err(e) => {
+                pick.report(cluster.outlier_detection.as_ref(), true);
                 tracing::debug!(error = %e, "tcp upstream connect failed");
                 Err("UF")
             }
-            Ok(mut upstream) => {
+            Ok((upstream, identity)) => {
+                pick.report(cluster.outlier_detection.as_ref(), false);
                 info.upstream = pick.address.socket();
+                if info.reporter == Reporter::Source {
+                    info.peer_principal = identity;
+                }
                 if let Some(o) = &shared.observer {
                     o.on_tcp_open(info.reporter, &info.cluster);
                 }
-                match tokio::io::copy_bidirectional(&mut downstream, &mut upstream).await {
+                let copied = match upstream {
+                    UpstreamIo::Plain(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut s).await,
+                    UpstreamIo::Tls(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut *s).await,
+                };
+                match copied {
                     Ok((received, sent)) => {
                         info.received_bytes = received;
                         info.sent_bytes = sent;
@@ -82,4 +99,14 @@ where
     if let Some(o) = &shared.observer {
         o.on_tcp_close(info);
     }
+}
+
+/// Connects to the endpoint, with mesh mTLS when the cluster wants it there.
+async fn connect(
+    shared: &Shared,
+    cluster: &Cluster,
+    addr: &UpstreamAddr,
+) -> Result<(UpstreamIo, Option<String>), Box<dyn std::error::Error + Send + Sync>> {
+    let stream = connect_tcp(&cluster.name, addr, cluster.connect_timeout).await?;
+    tls_tcp(&shared.state, &shared.tls, cluster, stream).await
 }

@@ -1,9 +1,10 @@
 //! Connections to upstream endpoints: a pooled hyper client per cluster and
-//! upstream protocol (the pool inside is keyed by endpoint address), and plain
+//! upstream protocol (the pool inside is keyed by endpoint address; its
+//! connector adds mesh mTLS where the cluster wants it, see `connector`), and
 //! TCP connects with the cluster's connect timeout.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,12 +15,14 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpStream;
 
 use super::ProxyError;
+use super::connector::MeshConnector;
 use super::lb::UpstreamAddr;
-use crate::state::Cluster;
+use crate::state::{Cluster, State};
+use crate::tls::{AppProtocol, TlsConfigStore};
 
 /// Every body the data path moves: the client's, the upstream's, or one it made.
 pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
-pub type HttpClient = Client<HttpConnector, ProxyBody>;
+pub type HttpClient = Client<MeshConnector, ProxyBody>;
 
 /// Idle upstream connections are closed after this long (Envoy's default
 /// idle timeout is 1 h; hyper's pool default is 90 s, which frees memory sooner).
@@ -33,12 +36,17 @@ struct ClusterClients {
 
 /// The clients of every cluster used so far. A cluster that disappears from
 /// the config keeps its (idle, soon empty) pool until the process ends.
-#[derive(Default)]
 pub struct Pools {
     clusters: RwLock<HashMap<String, ClusterClients>>,
+    state: Arc<State>,
+    tls: Arc<TlsConfigStore>,
 }
 
 impl Pools {
+    pub fn new(state: Arc<State>, tls: Arc<TlsConfigStore>) -> Pools {
+        Pools { clusters: RwLock::default(), state, tls }
+    }
+
     pub fn client(&self, cluster: &Cluster, h2: bool) -> HttpClient {
         let slot = usize::from(h2);
         let found = self.clusters.read().ok().and_then(|m| {
@@ -49,7 +57,7 @@ impl Pools {
         if let Some(c) = found {
             return c;
         }
-        let client = build_client(cluster.connect_timeout, h2);
+        let client = self.build_client(cluster, h2);
         if let Ok(mut m) = self.clusters.write() {
             let entry = m
                 .entry(cluster.name.clone())
@@ -61,20 +69,22 @@ impl Pools {
         }
         client
     }
-}
 
-fn build_client(connect_timeout: Duration, h2: bool) -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(POOL_IDLE)
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        // The Host header is the client's (or the route's rewrite), never the endpoint's address.
-        .set_host(false)
-        .http2_only(h2)
-        .build(connector)
+    fn build_client(&self, cluster: &Cluster, h2: bool) -> HttpClient {
+        let mut tcp = HttpConnector::new();
+        tcp.set_connect_timeout(Some(cluster.connect_timeout));
+        tcp.set_nodelay(true);
+        let app = if h2 { AppProtocol::Http2 } else { AppProtocol::Http1 };
+        let connector = MeshConnector::new(tcp, &cluster.name, app, self.state.clone(), self.tls.clone());
+        Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            // The Host header is the client's (or the route's rewrite), never the endpoint's address.
+            .set_host(false)
+            .http2_only(h2)
+            .build(connector)
+    }
 }
 
 /// A TCP connection to an endpoint within the cluster's connect timeout.

@@ -94,7 +94,7 @@ pub enum TransportProtocol {
     RawBuffer,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DownstreamTls {
     /// SDS name of the certificate to present (`default` for a sidecar).
     pub certificate_secret: String,
@@ -259,6 +259,11 @@ fn convert(l: &lv3::Listener) -> Result<Listener, Bad> {
     if filter_chains.is_empty() && default_filter_chain.is_none() {
         return Err(Bad::new("no filter chains"));
     }
+    // As Envoy does: a chain that matches on TLS or SNI needs TLS detection,
+    // so the inspector is implied even when the listener does not list it.
+    tls_inspector |= filter_chains
+        .iter()
+        .any(|c| c.matcher.transport_protocol == Some(TransportProtocol::Tls) || !c.matcher.server_names.is_empty());
     Ok(Listener {
         name: l.name.clone(),
         address,
