@@ -1,0 +1,98 @@
+package pod
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary act as a small server process started in a
+// pod, so that tests can check what a real child process can do there.
+const helperEnv = "MESHPERF_POD_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if addrs := os.Getenv(helperEnv); addrs != "" {
+		os.Exit(serveHelper(strings.Split(addrs, ",")))
+	}
+	os.Exit(m.Run())
+}
+
+// serveHelper listens on every address, says "ready", and answers each
+// connection with the address it was accepted on, for 20 seconds at most.
+func serveHelper(addrs []string) int {
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			fmt.Println("listen:", err)
+			return 1
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "%s", c.LocalAddr())
+				c.Close()
+			}
+		}()
+	}
+	fmt.Println("ready")
+	time.Sleep(20 * time.Second)
+	return 0
+}
+
+func waitForLog(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not say %q after 10s; it has:\n%s", path, want, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces, veths, a bridge and iptables rules")
+	}
+}
+
+// newTestNetwork creates a bridge network that is closed when the test ends;
+// a Close error fails the test.
+func newTestNetwork(t *testing.T) *BridgeNetwork {
+	t.Helper()
+	requireRoot(t)
+	n, err := NewBridgeNetwork("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return n
+}
+
+func addPods(t *testing.T, n Network, names ...string) []*Pod {
+	t.Helper()
+	var pods []*Pod
+	for _, name := range names {
+		p, err := n.AddPod(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}

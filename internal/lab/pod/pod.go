@@ -1,0 +1,142 @@
+package pod
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"sync"
+
+	"github.com/vishvananda/netns"
+)
+
+// Pod is one workload: an address, the processes started in it, and for
+// KindNetns a network namespace of its own. Its methods are safe for
+// concurrent use.
+type Pod struct {
+	name string
+	ip   netip.Addr
+	kind Kind
+
+	// Set for KindNetns only.
+	nsName   string
+	ns       netns.NsHandle
+	hostVeth string
+
+	mu     sync.Mutex
+	cmds   []*Cmd
+	closed bool
+}
+
+// Name is the pod's name within its network.
+func (p *Pod) Name() string { return p.name }
+
+// IP is the pod's address: on the bridge for KindNetns, in 127.0.0.0/8 for
+// KindLoopback.
+func (p *Pod) IP() netip.Addr { return p.ip }
+
+// Kind is the kind of the network the pod belongs to.
+func (p *Pod) Kind() Kind { return p.kind }
+
+// Netns is the namespace's name under /run/netns (for `ip netns exec NAME`),
+// or "" for a loopback pod.
+func (p *Pod) Netns() string { return p.nsName }
+
+// Do runs fn with the calling goroutine's view of the network being the
+// pod's: sockets fn creates belong to the pod's namespace (they stay there
+// after fn returns). Goroutines fn starts do not inherit the namespace. On a
+// loopback pod fn simply runs.
+func (p *Pod) Do(fn func() error) error {
+	if p.kind != KindNetns {
+		return fn()
+	}
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	return inNetns(p.ns, fn)
+}
+
+// Command returns a process to run in the pod; set its fields, then Start.
+// name is resolved on PATH like exec.Command does.
+func (p *Pod) Command(name string, args ...string) *Cmd {
+	return &Cmd{
+		Path: name,
+		Args: append([]string{name}, args...),
+		pod:  p,
+		done: make(chan struct{}),
+	}
+}
+
+// Capture installs Istio's sidecar capture (see CaptureRules) in the pod's
+// namespace, atomically: either the whole nat table is replaced or nothing
+// changes. Calling it again replaces the rules.
+func (p *Pod) Capture(opts CaptureOptions) error {
+	if p.kind != KindNetns {
+		return fmt.Errorf("pod %s: %w", p.name, ErrCaptureNeedsNetns)
+	}
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	return applyCapture(p, CaptureRules(opts))
+}
+
+func (p *Pod) checkOpen() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("pod %s: already removed", p.name)
+	}
+	return nil
+}
+
+// register records a started command so that closing the pod stops it.
+func (p *Pod) register(c *Cmd) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("pod %s: already removed", p.name)
+	}
+	p.cmds = append(p.cmds, c)
+	return nil
+}
+
+// startIn starts ec inside the pod: in its namespace for KindNetns.
+func (p *Pod) startIn(ec *exec.Cmd) error {
+	if p.kind != KindNetns {
+		return ec.Start()
+	}
+	// The child is forked by the thread that inNetns has moved into the
+	// pod's namespace, and a child inherits its parent thread's network
+	// namespace. The alternative, `ip netns exec`, would add a dependency on
+	// iproute2 and remount /sys in the child, for nothing we need.
+	return inNetns(p.ns, ec.Start)
+}
+
+// stopProcesses stops every command started in the pod, concurrently so
+// that grace periods overlap rather than add up.
+func (p *Pod) stopProcesses() error {
+	p.mu.Lock()
+	cmds := append([]*Cmd(nil), p.cmds...)
+	p.mu.Unlock()
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Stop()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// markClosed reports whether the pod was open, and closes it for new
+// commands.
+func (p *Pod) markClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was := !p.closed
+	p.closed = true
+	return was
+}

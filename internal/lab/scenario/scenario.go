@@ -1,0 +1,207 @@
+// Package scenario says what the lab runs: a Scenario is a matrix of
+// connection counts, request rates and mesh modes in the spirit of Istio's
+// benchmark harness (perf/benchmark in istio/tools), read from a strict YAML
+// file or taken from the scenarios shipped with meshperf, checked before
+// anything starts, and expanded into the ordered list of runs (RunSpec) the
+// lab executes.
+//
+// A bad file is rejected with one line that names the field, for example
+//
+//	scenario latency.yaml: connections[2]: must be at least 1, got 0
+package scenario
+
+import (
+	"fmt"
+	"time"
+)
+
+// Protocol is what the load generator speaks to the echo server.
+type Protocol string
+
+// The protocols a scenario may use.
+const (
+	HTTP Protocol = "http" // HTTP/1.1, as Istio's published figures
+	H2   Protocol = "h2"   // cleartext HTTP/2 (h2c)
+	GRPC Protocol = "grpc" // gRPC ping with a payload
+	TCP  Protocol = "tcp"  // TCP echo round trips
+)
+
+// Protocols lists the protocols in the order help text shows them.
+var protocols = []Protocol{HTTP, H2, GRPC, TCP}
+
+// Mode says which pods get a sidecar.
+type Mode string
+
+// The mesh modes, Istio's four two-pod set-ups.
+const (
+	NoMesh        Mode = "no-mesh"        // neither pod has a sidecar: the baseline
+	ServerSidecar Mode = "server-sidecar" // only the server pod has one
+	ClientSidecar Mode = "client-sidecar" // only the client (load generator) pod has one
+	BothSidecars  Mode = "both-sidecars"  // both pods: the normal mesh
+)
+
+var modes = []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}
+
+// Sidecars says which pods of the mode run a sidecar.
+func (m Mode) Sidecars() (client, server bool) {
+	return m == ClientSidecar || m == BothSidecars, m == ServerSidecar || m == BothSidecars
+}
+
+// IstioLabel is the mode's suffix in Istio's run labels. Istio's runner
+// (perf/benchmark/runner/runner.py) ends each label with the sidecar mode it
+// ran: "baseline" for no sidecars (older graphs also match "base" and
+// "no_istio"), "serveronly", "clientonly" and "both". Using the same words keeps
+// Istio's graph and CSV scripts, which match on these suffixes, working on our
+// results.
+func (m Mode) IstioLabel() string {
+	switch m {
+	case NoMesh:
+		return "baseline"
+	case ServerSidecar:
+		return "serveronly"
+	case ClientSidecar:
+		return "clientonly"
+	case BothSidecars:
+		return "both"
+	}
+	return string(m)
+}
+
+// Scenario is one benchmark: every combination of Connections × QPS is run in
+// every mode, Repetitions times. Field comments give the YAML key and the
+// default used when the key is absent.
+type Scenario struct {
+	// Name (name) identifies the scenario in labels, file names and the
+	// results store: lower-case letters, digits, '.', '_' and '-'. Default: the
+	// file's base name without .yaml, or the shipped name.
+	Name string `json:"name"`
+	// Description (description) is one or two sentences shown by `lab list`
+	// and in the report. Optional.
+	Description string `json:"description,omitempty"`
+	// Connections (connections, required) are the load generator's -c values:
+	// each connection keeps one request in flight (Fortio's semantics, no
+	// per-worker division as Istio's Nighthawk runner did). 1..4096 each.
+	Connections []int `json:"connections"`
+	// QPS (qps, required) are the total request rates across all
+	// connections; 0 means as fast as possible. 0..1000000 each.
+	QPS []int `json:"qps"`
+	// Duration (duration) is how long each run's load lasts, warm-up included:
+	// a Go duration ("30s") or a number of seconds as in Istio's configs.
+	// Default 30s.
+	Duration Duration `json:"duration"`
+	// Warmup (warmup) is the first part of each run whose CPU and memory are
+	// not sampled, as Istio skips the first minute of Prometheus data; it must
+	// be shorter than Duration. Latency covers the whole run, as Fortio reports
+	// it. Default: a fifth of Duration, at most 10s.
+	Warmup Duration `json:"warmup"`
+	// Cooldown (cooldown) is an idle pause after each run so that one run's
+	// tail does not spill into the next one's CPU figures. Default 2s.
+	Cooldown Duration `json:"cooldown"`
+	// PayloadSize (payloadSize) is the echo server's response body in bytes
+	// (the ?size= query parameter; for tcp and grpc the echoed payload).
+	// 0..16777216. Default 1024, Istio's "1 kB".
+	PayloadSize int `json:"payloadSize"`
+	// Protocol (protocol) is http, h2, grpc or tcp. Default http.
+	Protocol Protocol `json:"protocol"`
+	// Modes (modes) are the set-ups to compare. Default: all four, no-mesh
+	// first so that the baseline exists before the mesh runs.
+	Modes []Mode `json:"modes"`
+	// MTLS (mtls) turns on mutual TLS between sidecars. Default true, as
+	// Istio's auto mTLS. It takes effect only in both-sidecars, the one mode
+	// with a sidecar at each end; with one sidecar the hop between pods is
+	// plaintext (Istio's PERMISSIVE behaviour), which RunSpec.MTLS records.
+	// Asking for it without both-sidecars is allowed; Notes says so.
+	MTLS bool `json:"mtls"`
+	// AccessLog (accessLog) turns on the sidecars' access log. Default false:
+	// Istio's benchmarks measure without it (its sizing guide doubles the CPU
+	// estimate with access logging).
+	AccessLog bool `json:"accessLog"`
+	// ProxyConcurrency (proxyConcurrency) is the sidecar's worker thread
+	// count, Istio's proxy concurrency. 1..64. Default 2, as Istio's runs.
+	ProxyConcurrency int `json:"proxyConcurrency"`
+	// Repetitions (repetitions) repeats the whole matrix; the summary takes
+	// the median across repetitions. 1..100. Default 1.
+	Repetitions int `json:"repetitions"`
+	// Jitter (jitter) and Uniform (uniform) are the load generator's -jitter
+	// and -uniform. Default false, as Istio runs Fortio with -jitter=False.
+	Jitter  bool `json:"jitter"`
+	Uniform bool `json:"uniform"`
+	// Timeout (timeout) is the load generator's per-request -timeout.
+	// Default 3s, Fortio's.
+	Timeout Duration `json:"timeout"`
+}
+
+// Defaults used for keys a file leaves out.
+const (
+	DefaultDuration         = 30 * time.Second
+	DefaultCooldown         = 2 * time.Second
+	DefaultPayloadSize      = 1024
+	DefaultProxyConcurrency = 2
+	DefaultTimeout          = 3 * time.Second
+	maxDefaultWarmup        = 10 * time.Second
+)
+
+// defaults returns a scenario with every default set except Warmup, which
+// depends on Duration and is filled in after decoding.
+func defaults() Scenario {
+	return Scenario{
+		Duration:         Duration(DefaultDuration),
+		Cooldown:         Duration(DefaultCooldown),
+		PayloadSize:      DefaultPayloadSize,
+		Protocol:         HTTP,
+		Modes:            append([]Mode(nil), modes...),
+		MTLS:             true,
+		ProxyConcurrency: DefaultProxyConcurrency,
+		Repetitions:      1,
+		Timeout:          Duration(DefaultTimeout),
+	}
+}
+
+// defaultWarmup is a fifth of the run, capped, so short runs stay valid.
+func defaultWarmup(d time.Duration) time.Duration {
+	return min(d/5, maxDefaultWarmup)
+}
+
+// Notes are remarks about a valid scenario that a person should see before
+// it runs (settings that will have no effect).
+func (s *Scenario) Notes() []string {
+	var notes []string
+	if s.MTLS && !s.hasMode(BothSidecars) {
+		notes = append(notes, "mtls: no effect without both-sidecars (mTLS needs a sidecar at each end); runs use plaintext between pods")
+	}
+	if s.AccessLog && !s.hasSidecarMode() {
+		notes = append(notes, "accessLog: no effect, no mode has a sidecar")
+	}
+	return notes
+}
+
+func (s *Scenario) hasMode(m Mode) bool {
+	for _, x := range s.Modes {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Scenario) hasSidecarMode() bool {
+	for _, m := range s.Modes {
+		if c, srv := m.Sidecars(); c || srv {
+			return true
+		}
+	}
+	return false
+}
+
+// FieldError is a problem with one field; Field is its path in the file, as
+// "connections[2]".
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}

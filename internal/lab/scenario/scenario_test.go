@@ -1,0 +1,162 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadFiles checks every testdata/*.bad.yaml is rejected with the one-line
+// error its first line announces ("# want: ..." exact, "# want-prefix: ...").
+func TestBadFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.bad.yaml")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("found %d bad files (%v)", len(files), err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			exact := true
+			want, ok := strings.CutPrefix(first, "# want: ")
+			if !ok {
+				exact = false
+				if want, ok = strings.CutPrefix(first, "# want-prefix: "); !ok {
+					t.Fatalf("first line %q does not say what error to expect", first)
+				}
+			}
+			_, err = Parse(filepath.Base(f), data)
+			if err == nil {
+				t.Fatalf("accepted; want %q", want)
+			}
+			got := err.Error()
+			if strings.Contains(got, "\n") {
+				t.Errorf("error spans lines: %q", got)
+			}
+			if exact && got != want || !exact && !strings.HasPrefix(got, want) {
+				t.Errorf("error\n got %q\nwant %q", got, want)
+			}
+			// Load reads the file by path and must say the same.
+			if _, lerr := Load(f); lerr == nil || lerr.Error() != strings.Replace(got, filepath.Base(f), f, 1) {
+				t.Errorf("Load(%s) = %v, want the same error as Parse", f, lerr)
+			}
+		})
+	}
+}
+
+func TestShippedScenariosParse(t *testing.T) {
+	list, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+		if s.Description == "" {
+			t.Errorf("%s has no description", s.Name)
+		}
+		if err := s.Validate(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+	want := []string{"quick", "cpu-mem", "istio-1.24", "latency"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("List() = %v, want %v (default first)", names, want)
+	}
+}
+
+func TestShippedScenarioContents(t *testing.T) {
+	quick := mustGet(t, "quick")
+	if d := quick.EstimatedDuration(); d < 90*time.Second || d > 2*time.Minute {
+		t.Errorf("quick runs %v of load, want about two minutes", d)
+	}
+	if len(quick.Modes) != 4 {
+		t.Errorf("quick modes %v, want all four", quick.Modes)
+	}
+	lat := mustGet(t, "latency")
+	if !reflect.DeepEqual(lat.Connections, []int{2, 4, 8, 16, 32, 64}) || !reflect.DeepEqual(lat.QPS, []int{1000}) {
+		t.Errorf("latency: conn %v qps %v", lat.Connections, lat.QPS)
+	}
+	cm := mustGet(t, "cpu-mem")
+	if !reflect.DeepEqual(cm.Connections, []int{16}) || cm.QPS[0] != 10 || cm.QPS[len(cm.QPS)-1] != 1000 {
+		t.Errorf("cpu-mem: conn %v qps %v", cm.Connections, cm.QPS)
+	}
+	ist := mustGet(t, "istio-1.24")
+	if !reflect.DeepEqual(ist.QPS, []int{500, 750, 1000, 1250, 1500}) || !reflect.DeepEqual(ist.Connections, []int{4}) ||
+		ist.PayloadSize != 1024 || ist.ProxyConcurrency != 2 || !ist.MTLS || ist.Protocol != HTTP ||
+		!reflect.DeepEqual(ist.Modes, []Mode{NoMesh, BothSidecars}) {
+		t.Errorf("istio-1.24 = %+v", ist)
+	}
+}
+
+func mustGet(t *testing.T, name string) *Scenario {
+	t.Helper()
+	s, err := Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse("dir/mine.yaml", []byte("connections: 8\nqps: [0]\nduration: 20\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Scenario{
+		Name: "mine", Connections: []int{8}, QPS: []int{0},
+		Duration: Duration(20 * time.Second), Warmup: Duration(4 * time.Second), Cooldown: Duration(2 * time.Second),
+		PayloadSize: 1024, Protocol: HTTP, Modes: []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars},
+		MTLS: true, ProxyConcurrency: 2, Repetitions: 1, Timeout: Duration(3 * time.Second),
+	}
+	if !reflect.DeepEqual(*s, want) {
+		t.Errorf("got  %+v\nwant %+v", *s, want)
+	}
+	long, err := Parse("long.yaml", []byte("connections: [1]\nqps: [1]\nduration: 5m\n"))
+	if err != nil || long.Warmup.D() != 10*time.Second {
+		t.Errorf("warm-up for 5m = %v (%v), want capped at 10s", long.Warmup.D(), err)
+	}
+}
+
+func TestLoadNames(t *testing.T) {
+	if s, err := Load(""); err != nil || s.Name != "quick" {
+		t.Errorf("Load(\"\") = %v, %v; want quick", s, err)
+	}
+	if s, err := Load("latency"); err != nil || s.Name != "latency" {
+		t.Errorf("Load(latency) = %v, %v", s, err)
+	}
+	_, err := Load("latncy")
+	if err == nil || !strings.Contains(err.Error(), "cpu-mem, istio-1.24, latency, quick") {
+		t.Errorf("Load(latncy) = %v, want the shipped names listed", err)
+	}
+	_, err = Load("missing.yaml")
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml does not exist") {
+		t.Errorf("Load(missing.yaml) = %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(path, []byte("connections: [3]\nqps: [30]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Load(path); err != nil || s.Name != "mine" || s.Connections[0] != 3 {
+		t.Errorf("Load(%s) = %+v, %v", path, s, err)
+	}
+}
+
+func TestNotes(t *testing.T) {
+	s, err := Parse("n.yaml", []byte("connections: [1]\nqps: [1]\nmodes: [no-mesh, server-sidecar]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Notes(); len(n) != 1 || !strings.HasPrefix(n[0], "mtls: no effect") {
+		t.Errorf("Notes() = %q", n)
+	}
+	if n := mustGet(t, "quick").Notes(); len(n) != 0 {
+		t.Errorf("quick has notes %q", n)
+	}
+}

@@ -1,0 +1,261 @@
+// Package results keeps what the lab measured: one Run per load run, built
+// from the load generator's Fortio-compatible JSON plus the runner's process
+// figures; Istio's benchmark CSV; a SQLite store that later tools (the
+// dashboard) read; the summary in the form of Istio's performance page
+// (added latency against no-mesh, vCPU per 1000 rps and MB per proxy); and a
+// single-file HTML report.
+//
+// Units: latencies in a Run are milliseconds (Istio's page speaks in ms);
+// the CSV writes microseconds because Istio's CSV does. MB means MiB (2^20
+// bytes), as Istio's mem_Mi columns; Istio's page writes "MB" for the same.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Process roles, as the lab names the processes of a two-pod run.
+const (
+	RoleClientSidecar = "client-sidecar"
+	RoleServerSidecar = "server-sidecar"
+	RoleClientApp     = "client-app" // the load generator
+	RoleServerApp     = "server-app" // the echo server
+)
+
+// Modes as the lab names them (scenario.Mode's values); kept as strings so
+// that this package, and readers of its store, do not depend on the lab.
+const (
+	ModeNoMesh = "no-mesh"
+)
+
+// MaxErrorPercent is Istio's cut: a run with more errors than this is kept
+// but left out of the summary.
+const MaxErrorPercent = 10
+
+// Process is one process's resource use over a run's steady window.
+type Process struct {
+	Role     string  `json:"role"`
+	PID      int     `json:"pid"`
+	VCPU     float64 `json:"vcpu"`       // CPU seconds (user+system) per second of the window
+	RSSMB    float64 `json:"rss_mb"`     // resident set, average over the window, MiB
+	PSSMB    float64 `json:"pss_mb"`     // proportional set, average, MiB (NaN if unknown)
+	MaxRSSMB float64 `json:"max_rss_mb"` // highest resident set seen, MiB
+}
+
+// Sidecar says whether the process is a proxy.
+func (p Process) Sidecar() bool {
+	return p.Role == RoleClientSidecar || p.Role == RoleServerSidecar
+}
+
+// Latency holds a run's latency figures in milliseconds; NaN when unknown.
+type Latency struct {
+	Min, Max, Avg                   float64
+	P50, P75, P90, P99, P999, P9999 float64
+}
+
+// Run is one run's record.
+type Run struct {
+	RunID        string  // the invocation's id, shared by all its runs
+	Label        string  // Istio's label, <runid>_qps_<q>_c_<c>_<size>_<mode>
+	Scenario     string  //
+	Mode         string  // no-mesh, server-sidecar, client-sidecar, both-sidecars
+	Protocol     string  // http, h2, grpc, tcp
+	Repetition   int     // from 1
+	Connections  int     //
+	RequestedQPS int     // 0: as fast as possible
+	ActualQPS    float64 //
+	Duration     time.Duration
+	PayloadSize  int       // configured response body, bytes
+	ResponseSize float64   // average response size incl. headers, bytes (Fortio's Sizes.Avg); 0 if unknown
+	MTLS         bool      //
+	StartTime    time.Time //
+	Network      string    // "netns" or "loopback", as the runner set the pods up
+	Latency      Latency   // ms
+	// Corrected says Latency is corrected for coordinated omission (meshperf's
+	// load generator at a set rate); false for Fortio's own results.
+	Corrected     bool
+	Calls         int64
+	Errors        int64
+	ErrorPercent  float64
+	Processes     []Process
+	Failed        bool
+	FailureReason string
+	FortioJSON    string // path of the run's Fortio JSON
+}
+
+// fortioResult is the part of Fortio's (and meshperf load's) JSON read here.
+// Decoding the JSON rather than importing the load generator's types keeps
+// the file format, which other tools share, the contract.
+type fortioResult struct {
+	RunType                      string
+	Labels                       string
+	StartTime                    time.Time
+	RequestedQPS                 string
+	ActualQPS                    float64
+	ActualDuration               int64 // ns
+	NumThreads                   int
+	DurationHistogram            fortioHistogram
+	ErrorsDurationHistogram      fortioHistogram
+	CoordinatedOmissionCorrected bool
+	Sizes                        *fortioHistogram
+}
+
+type fortioHistogram struct {
+	Count         int64
+	Min, Max, Avg float64 // seconds
+	Data          []struct{ Start, End, Percent float64 }
+	Percentiles   []struct{ Percentile, Value float64 }
+}
+
+// FromFortioJSON builds a Run from a load result. It fills what the JSON
+// holds (label, start, rates, duration, connections, latency, errors,
+// correction flag, response size); the runner adds the rest (run id,
+// scenario, mode, protocol, payload, mTLS, network, processes, path).
+func FromFortioJSON(data []byte) (Run, error) {
+	var f fortioResult
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Run{}, fmt.Errorf("read load result: %w", err)
+	}
+	if f.DurationHistogram.Count == 0 && f.ActualDuration == 0 {
+		return Run{}, fmt.Errorf("read load result: no DurationHistogram or ActualDuration; not a Fortio result")
+	}
+	r := Run{
+		Label:       f.Labels,
+		StartTime:   f.StartTime,
+		ActualQPS:   f.ActualQPS,
+		Duration:    time.Duration(f.ActualDuration),
+		Connections: f.NumThreads,
+		Corrected:   f.CoordinatedOmissionCorrected,
+		Calls:       f.DurationHistogram.Count,
+		Errors:      f.ErrorsDurationHistogram.Count,
+		Latency:     latencyFrom(f.DurationHistogram),
+	}
+	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
+		q, err := strconv.ParseFloat(f.RequestedQPS, 64)
+		if err != nil {
+			return Run{}, fmt.Errorf("read load result: RequestedQPS %q is not a number or max", f.RequestedQPS)
+		}
+		r.RequestedQPS = int(math.Round(q))
+	}
+	if r.Calls > 0 {
+		r.ErrorPercent = 100 * float64(r.Errors) / float64(r.Calls)
+	}
+	if f.Sizes != nil {
+		r.ResponseSize = f.Sizes.Avg
+	}
+	return r, nil
+}
+
+// ReadFortioFile reads a result file and records its path in the Run.
+func ReadFortioFile(path string) (Run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Run{}, fmt.Errorf("read load result: %w", err)
+	}
+	r, err := FromFortioJSON(data)
+	if err != nil {
+		return Run{}, fmt.Errorf("%s: %w", path, err)
+	}
+	r.FortioJSON = path
+	return r, nil
+}
+
+func latencyFrom(h fortioHistogram) Latency {
+	const ms = 1e3
+	nan := math.NaN()
+	l := Latency{Min: nan, Max: nan, Avg: nan, P50: nan, P75: nan, P90: nan, P99: nan, P999: nan, P9999: nan}
+	if h.Count == 0 {
+		return l
+	}
+	l.Min, l.Max, l.Avg = h.Min*ms, h.Max*ms, h.Avg*ms
+	for _, p := range []struct {
+		pct float64
+		dst *float64
+	}{{50, &l.P50}, {75, &l.P75}, {90, &l.P90}, {99, &l.P99}, {99.9, &l.P999}, {99.99, &l.P9999}} {
+		*p.dst = percentile(h, p.pct) * ms
+	}
+	return l
+}
+
+// percentile reads p from the result's percentile list, or, when the run
+// did not ask for it, interpolates it from the buckets as Fortio does.
+func percentile(h fortioHistogram, p float64) float64 {
+	for _, x := range h.Percentiles {
+		if math.Abs(x.Percentile-p) < 1e-9 {
+			return x.Value
+		}
+	}
+	prev := 0.0
+	for _, b := range h.Data {
+		if b.Percent >= p {
+			if b.Percent == prev {
+				return b.End
+			}
+			v := b.Start + (b.End-b.Start)*(p-prev)/(b.Percent-prev)
+			return math.Min(math.Max(v, h.Min), h.Max)
+		}
+		prev = b.Percent
+	}
+	return math.NaN()
+}
+
+// SidecarVCPU is the mean vCPU of the run's sidecars, and how many there are.
+func (r Run) SidecarVCPU() (float64, int) {
+	return r.sidecarMean(func(p Process) float64 { return p.VCPU })
+}
+
+// SidecarRSSMB is the mean RSS of the run's sidecars, MiB.
+func (r Run) SidecarRSSMB() (float64, int) {
+	return r.sidecarMean(func(p Process) float64 { return p.RSSMB })
+}
+
+// VCPUPer1000RPS is the mean sidecar's vCPU per 1000 requests per second of
+// actual rate: each proxy on the path handles every request, so the rate is
+// not shared between them. NaN without a sidecar or without traffic.
+func (r Run) VCPUPer1000RPS() float64 {
+	v, n := r.SidecarVCPU()
+	if n == 0 || r.ActualQPS <= 0 {
+		return math.NaN()
+	}
+	return v / (r.ActualQPS / 1000)
+}
+
+func (r Run) sidecarMean(get func(Process) float64) (float64, int) {
+	sum, n := 0.0, 0
+	for _, p := range r.Processes {
+		if p.Sidecar() {
+			sum += get(p)
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return sum / float64(n), n
+}
+
+// Process returns the run's process with that role.
+func (r Run) Process(role string) (Process, bool) {
+	for _, p := range r.Processes {
+		if p.Role == role {
+			return p, true
+		}
+	}
+	return Process{}, false
+}
+
+// Excluded says why a run is left out of the summary, or "" if it is not.
+func (r Run) Excluded() string {
+	switch {
+	case r.Failed:
+		return "failed: " + r.FailureReason
+	case r.ErrorPercent > MaxErrorPercent:
+		return fmt.Sprintf("%.1f%% errors (over %d%%)", r.ErrorPercent, MaxErrorPercent)
+	}
+	return ""
+}

@@ -1,0 +1,78 @@
+package results
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9*math.Max(1, math.Abs(b)) }
+
+// A result written by Fortio itself: uncorrected, no p99.99 asked for.
+func TestReadFortioFile(t *testing.T) {
+	r, err := ReadFortioFile("testdata/fortio-http.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Connections != 2 || r.RequestedQPS != 100 || !near(r.ActualQPS, 99.95156736856433) ||
+		r.Duration != 2000969122*time.Nanosecond || r.Calls != 200 || r.Errors != 0 || r.ErrorPercent != 0 {
+		t.Errorf("run = %+v", r)
+	}
+	if r.Corrected {
+		t.Error("Fortio's own result marked corrected")
+	}
+	if !near(r.Latency.P50, 0.5475658375634517) || !near(r.Latency.P99, 1.0) || r.ResponseSize != 1142 {
+		t.Errorf("p50 %v p99 %v size %v", r.Latency.P50, r.Latency.P99, r.ResponseSize)
+	}
+	if math.IsNaN(r.Latency.P9999) || r.Latency.P9999 < r.Latency.P999 || r.Latency.P9999 > r.Latency.Max {
+		t.Errorf("interpolated p99.99 %v outside [p99.9 %v, max %v]", r.Latency.P9999, r.Latency.P999, r.Latency.Max)
+	}
+	if r.FortioJSON != "testdata/fortio-http.json" || r.StartTime.Year() != 2026 {
+		t.Errorf("path %q start %v", r.FortioJSON, r.StartTime)
+	}
+}
+
+func TestFromFortioJSONSynthetic(t *testing.T) {
+	// 1000 calls, 50 errors; buckets 0-1 ms holding 90%, 1-2 ms the rest,
+	// so p99.99 interpolates to 1 + (99.99-90)/10 = 1.999 ms.
+	js := `{"RunType":"HTTP","Labels":"x_qps_max_c_4_1024_both","RequestedQPS":"max","ActualQPS":2000,
+	"ActualDuration":5000000000,"NumThreads":4,"CoordinatedOmissionCorrected":true,
+	"DurationHistogram":{"Count":1000,"Min":0.0001,"Max":0.002,"Avg":0.0006,
+	  "Data":[{"Start":0,"End":0.001,"Percent":90,"Count":900},{"Start":0.001,"End":0.002,"Percent":100,"Count":100}],
+	  "Percentiles":[{"Percentile":50,"Value":0.0005},{"Percentile":90,"Value":0.001}]},
+	"ErrorsDurationHistogram":{"Count":50}}`
+	r, err := FromFortioJSON([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RequestedQPS != 0 || !r.Corrected || r.Errors != 50 || r.ErrorPercent != 5 || r.Connections != 4 {
+		t.Errorf("run = %+v", r)
+	}
+	if !near(r.Latency.P50, 0.5) || !near(r.Latency.P9999, 1.999) || !near(r.Latency.P99, 1.9) || !near(r.Latency.Min, 0.1) {
+		t.Errorf("latency = %+v", r.Latency)
+	}
+	if _, err := FromFortioJSON([]byte(`{"foo":1}`)); err == nil {
+		t.Error("accepted a JSON that is not a load result")
+	}
+	if _, err := FromFortioJSON([]byte(`{"RequestedQPS":"fast","ActualDuration":1}`)); err == nil {
+		t.Error("accepted RequestedQPS \"fast\"")
+	}
+}
+
+func TestPerProxyFigures(t *testing.T) {
+	r := Run{ActualQPS: 500, Processes: []Process{
+		{Role: RoleClientSidecar, VCPU: 0.10, RSSMB: 20},
+		{Role: RoleServerSidecar, VCPU: 0.06, RSSMB: 30},
+		{Role: RoleClientApp, VCPU: 0.5, RSSMB: 100},
+	}}
+	// mean sidecar 0.08 vCPU at 0.5 k rps = 0.16 vCPU per 1000 rps; 25 MB.
+	if v := r.VCPUPer1000RPS(); !near(v, 0.16) {
+		t.Errorf("vCPU per 1000 rps = %v, want 0.16", v)
+	}
+	if mb, n := r.SidecarRSSMB(); mb != 25 || n != 2 {
+		t.Errorf("MB per proxy = %v over %d", mb, n)
+	}
+	if v := (Run{ActualQPS: 500}).VCPUPer1000RPS(); !math.IsNaN(v) {
+		t.Errorf("no sidecar: %v, want NaN", v)
+	}
+}

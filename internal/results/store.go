@@ -1,0 +1,303 @@
+package results
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+)
+
+// SchemaVersion is the store layout this package writes. Open upgrades an
+// older database step by step and refuses a newer one.
+const SchemaVersion = 1
+
+// migrations[i] takes a database from version i to i+1. The schema, for
+// readers such as the dashboard:
+//
+//   - schema_version(version): one row, the layout's version.
+//   - runs: one row per load run. Latencies are milliseconds (NULL when
+//     unknown, e.g. a failed run), duration_ns nanoseconds, start_time
+//     RFC 3339 UTC with start_unix_ns beside it for range queries,
+//     requested_qps 0 for "as fast as possible", booleans 0/1, network
+//     "netns" or "loopback", fortio_json the path of the load generator's
+//     result. id is the row id; run_id groups the runs of one invocation.
+//   - processes: the per-process figures of a run (run_row = runs.id):
+//     role client-sidecar | server-sidecar | client-app | server-app, vcpu
+//     (CPU seconds per second), rss_mb / pss_mb (averages) and max_rss_mb, MiB.
+var migrations = []string{
+	`CREATE TABLE runs (
+		id             INTEGER PRIMARY KEY AUTOINCREMENT,
+		run_id         TEXT    NOT NULL,
+		label          TEXT    NOT NULL,
+		scenario       TEXT    NOT NULL,
+		mode           TEXT    NOT NULL,
+		protocol       TEXT    NOT NULL,
+		repetition     INTEGER NOT NULL,
+		connections    INTEGER NOT NULL,
+		requested_qps  INTEGER NOT NULL,
+		actual_qps     REAL    NOT NULL,
+		duration_ns    INTEGER NOT NULL,
+		payload_bytes  INTEGER NOT NULL,
+		response_bytes REAL    NOT NULL,
+		mtls           INTEGER NOT NULL,
+		start_time     TEXT    NOT NULL,
+		start_unix_ns  INTEGER NOT NULL,
+		network        TEXT    NOT NULL,
+		min_ms REAL, max_ms REAL, avg_ms REAL,
+		p50_ms REAL, p75_ms REAL, p90_ms REAL, p99_ms REAL, p999_ms REAL, p9999_ms REAL,
+		corrected      INTEGER NOT NULL,
+		calls          INTEGER NOT NULL,
+		errors         INTEGER NOT NULL,
+		error_percent  REAL    NOT NULL,
+		failed         INTEGER NOT NULL,
+		failure_reason TEXT    NOT NULL,
+		fortio_json    TEXT    NOT NULL
+	);
+	CREATE INDEX runs_run_id ON runs(run_id);
+	CREATE INDEX runs_scenario_start ON runs(scenario, start_unix_ns);
+	CREATE INDEX runs_start ON runs(start_unix_ns);
+	CREATE TABLE processes (
+		run_row    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		role       TEXT    NOT NULL,
+		pid        INTEGER NOT NULL,
+		vcpu       REAL,
+		rss_mb     REAL,
+		pss_mb     REAL,
+		max_rss_mb REAL
+	);
+	CREATE INDEX processes_run_row ON processes(run_row);`,
+}
+
+// Store is the results database.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to SchemaVersion.
+func Open(path string) (*Store, error) {
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(wal)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open results database %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open results database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Version reads the database's schema version.
+func (s *Store) Version() (int, error) {
+	var v int
+	err := s.db.QueryRow(`SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	var v int
+	switch err := tx.QueryRow(`SELECT version FROM schema_version`).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.Exec(`INSERT INTO schema_version(version) VALUES (0)`); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("not a meshperf results database? %w", err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("schema version %d is newer than this meshperf understands (%d); use a newer meshperf or another -db path", v, SchemaVersion)
+	}
+	for ; v < SchemaVersion; v++ {
+		if _, err := tx.Exec(migrations[v]); err != nil {
+			return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+		}
+	}
+	if _, err := tx.Exec(`UPDATE schema_version SET version = ?`, v); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Insert stores a run and its processes in one transaction.
+func (s *Store) Insert(r Run) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fmt.Errorf("store run %s: %w", r.Label, err)
+	}
+	defer tx.Rollback()
+	l := r.Latency
+	res, err := tx.Exec(`INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition,
+		connections, requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls,
+		start_time, start_unix_ns, network, min_ms, max_ms, avg_ms, p50_ms, p75_ms, p90_ms, p99_ms,
+		p999_ms, p9999_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		r.RunID, r.Label, r.Scenario, r.Mode, r.Protocol, r.Repetition,
+		r.Connections, r.RequestedQPS, orZero(r.ActualQPS), int64(r.Duration), r.PayloadSize, orZero(r.ResponseSize), r.MTLS,
+		r.StartTime.UTC().Format(time.RFC3339Nano), r.StartTime.UnixNano(), r.Network,
+		nullable(l.Min), nullable(l.Max), nullable(l.Avg), nullable(l.P50), nullable(l.P75), nullable(l.P90),
+		nullable(l.P99), nullable(l.P999), nullable(l.P9999),
+		r.Corrected, r.Calls, r.Errors, orZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON)
+	if err != nil {
+		return fmt.Errorf("store run %s: %w", r.Label, err)
+	}
+	row, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("store run %s: %w", r.Label, err)
+	}
+	for _, p := range r.Processes {
+		if _, err := tx.Exec(`INSERT INTO processes (run_row, role, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
+			VALUES (?,?,?,?,?,?,?)`, row, p.Role, p.PID, nullable(p.VCPU), nullable(p.RSSMB),
+			nullable(p.PSSMB), nullable(p.MaxRSSMB)); err != nil {
+			return fmt.Errorf("store run %s: process %s: %w", r.Label, p.Role, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store run %s: %w", r.Label, err)
+	}
+	return nil
+}
+
+// Filter selects runs; zero fields match everything. From is inclusive, To
+// exclusive, on the run's start time.
+type Filter struct {
+	RunID    string
+	Scenario string
+	From, To time.Time
+}
+
+// Runs returns the matching runs in start order.
+func (s *Store) Runs(f Filter) ([]Run, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.RunID != "" {
+		add("run_id = ?", f.RunID)
+	}
+	if f.Scenario != "" {
+		add("scenario = ?", f.Scenario)
+	}
+	if !f.From.IsZero() {
+		add("start_unix_ns >= ?", f.From.UnixNano())
+	}
+	if !f.To.IsZero() {
+		add("start_unix_ns < ?", f.To.UnixNano())
+	}
+	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
+		actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, network, min_ms, max_ms,
+		avg_ms, p50_ms, p75_ms, p90_ms, p99_ms, p999_ms, p9999_ms, corrected, calls, errors,
+		error_percent, failed, failure_reason, fortio_json FROM runs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY start_unix_ns, id"
+	rows, err := s.db.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	defer rows.Close()
+	var runs []Run
+	var ids []int64
+	for rows.Next() {
+		r, id, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read runs: %w", err)
+		}
+		runs, ids = append(runs, r), append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	rows.Close()
+	for i := range runs {
+		if runs[i].Processes, err = s.processes(ids[i]); err != nil {
+			return nil, err
+		}
+	}
+	return runs, nil
+}
+
+func scanRun(rows *sql.Rows) (Run, int64, error) {
+	var r Run
+	var id, durNS int64
+	var start string
+	var lat [9]sql.NullFloat64
+	err := rows.Scan(&id, &r.RunID, &r.Label, &r.Scenario, &r.Mode, &r.Protocol, &r.Repetition,
+		&r.Connections, &r.RequestedQPS, &r.ActualQPS, &durNS, &r.PayloadSize, &r.ResponseSize, &r.MTLS,
+		&start, &r.Network, &lat[0], &lat[1], &lat[2], &lat[3], &lat[4], &lat[5], &lat[6], &lat[7], &lat[8],
+		&r.Corrected, &r.Calls, &r.Errors, &r.ErrorPercent, &r.Failed, &r.FailureReason, &r.FortioJSON)
+	if err != nil {
+		return r, 0, err
+	}
+	r.Duration = time.Duration(durNS)
+	if r.StartTime, err = time.Parse(time.RFC3339Nano, start); err != nil {
+		return r, 0, fmt.Errorf("run %d start time %q: %w", id, start, err)
+	}
+	l := &r.Latency
+	for i, dst := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
+		*dst = fromNull(lat[i])
+	}
+	return r, id, nil
+}
+
+func (s *Store) processes(row int64) ([]Process, error) {
+	rows, err := s.db.Query(`SELECT role, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
+		WHERE run_row = ? ORDER BY rowid`, row)
+	if err != nil {
+		return nil, fmt.Errorf("read processes: %w", err)
+	}
+	defer rows.Close()
+	var out []Process
+	for rows.Next() {
+		var p Process
+		var v [4]sql.NullFloat64
+		if err := rows.Scan(&p.Role, &p.PID, &v[0], &v[1], &v[2], &v[3]); err != nil {
+			return nil, fmt.Errorf("read processes: %w", err)
+		}
+		p.VCPU, p.RSSMB, p.PSSMB, p.MaxRSSMB = fromNull(v[0]), fromNull(v[1]), fromNull(v[2]), fromNull(v[3])
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// nullable stores NaN (unknown) as NULL.
+func nullable(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
+
+func orZero(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func fromNull(v sql.NullFloat64) float64 {
+	if !v.Valid {
+		return math.NaN()
+	}
+	return v.Float64
+}

@@ -1,0 +1,156 @@
+package results
+
+import (
+	"database/sql"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleRun(runID, scenario string, start time.Time) Run {
+	return Run{
+		RunID: runID, Label: runID + "_qps_1000_c_4_1024_both", Scenario: scenario, Mode: "both-sidecars",
+		Protocol: "http", Repetition: 2, Connections: 4, RequestedQPS: 1000, ActualQPS: 999.5,
+		Duration: 25 * time.Second, PayloadSize: 1024, ResponseSize: 1142, MTLS: true,
+		StartTime: start, Network: "loopback", Corrected: true, Calls: 25000, Errors: 3, ErrorPercent: 0.012,
+		Latency: Latency{Min: 0.1, Max: 4, Avg: 0.4, P50: 0.3, P75: 0.4, P90: 0.5, P99: 1, P999: 2, P9999: math.NaN()},
+		Processes: []Process{
+			{Role: RoleClientSidecar, PID: 11, VCPU: 0.1, RSSMB: 12, PSSMB: 10, MaxRSSMB: 13},
+			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
+		},
+		FortioJSON: "/tmp/x.json",
+	}
+}
+
+// sameRun compares runs treating NaN as equal to NaN.
+func sameRun(a, b Run) bool {
+	nanless := func(r Run) Run {
+		fix := func(v *float64) {
+			if math.IsNaN(*v) {
+				*v = -12345
+			}
+		}
+		l := &r.Latency
+		for _, v := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
+			fix(v)
+		}
+		ps := append([]Process(nil), r.Processes...)
+		for i := range ps {
+			fix(&ps[i].VCPU)
+			fix(&ps[i].PSSMB)
+		}
+		r.Processes = ps
+		return r
+	}
+	a, b = nanless(a), nanless(b)
+	return a.StartTime.Equal(b.StartTime) && func() bool { a.StartTime, b.StartTime = time.Time{}, time.Time{}; return reflect.DeepEqual(a, b) }()
+}
+
+func TestStoreRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dir with space", "results.db")
+	if _, err := Open(path); err == nil {
+		t.Fatal("opened a database in a directory that does not exist")
+	}
+	path = filepath.Join(t.TempDir(), "results db.sqlite")
+	st, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database not at the path asked for: %v", err)
+	}
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.UTC)
+	a := sampleRun("aa", "quick", t0)
+	b := sampleRun("bb", "latency", t0.Add(time.Hour))
+	b.Failed, b.FailureReason, b.Processes = true, "proxy died: signal: killed", nil
+	for _, r := range []Run{a, b} {
+		if err := st.Insert(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := st.Runs(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || !sameRun(all[0], a) || !sameRun(all[1], b) {
+		t.Fatalf("round trip\n got %+v\nwant %+v\n and %+v", all, a, b)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopening keeps the data and the version.
+	st, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if v, err := st.Version(); err != nil || v != SchemaVersion {
+		t.Errorf("version %d, %v", v, err)
+	}
+	for _, c := range []struct {
+		f    Filter
+		want []string
+	}{
+		{Filter{RunID: "bb"}, []string{"bb"}},
+		{Filter{Scenario: "quick"}, []string{"aa"}},
+		{Filter{From: t0.Add(time.Minute)}, []string{"bb"}},
+		{Filter{To: t0.Add(time.Minute)}, []string{"aa"}},
+		{Filter{From: t0, To: t0.Add(2 * time.Hour)}, []string{"aa", "bb"}},
+		{Filter{Scenario: "none"}, nil},
+	} {
+		got, err := st.Runs(c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.RunID)
+		}
+		if !reflect.DeepEqual(ids, c.want) {
+			t.Errorf("Runs(%+v) = %v, want %v", c.f, ids, c.want)
+		}
+	}
+}
+
+func TestStoreRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	st, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, err = Open(path)
+	if err == nil || !strings.Contains(err.Error(), "newer than this meshperf understands") {
+		t.Errorf("Open(newer) = %v", err)
+	}
+}
+
+func TestStoreMigratesFromEmptyVersionTable(t *testing.T) {
+	// A database created by something that only made the version table (a
+	// crash between steps) is brought up to date, not rejected.
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE schema_version (version INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	st, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Insert(sampleRun("cc", "quick", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+}

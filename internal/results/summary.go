@@ -1,0 +1,309 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Summary is the scenario's result in the form of Istio's performance page:
+// for each (connections, qps) point and mode, latency and what the mesh
+// adds to it against no-mesh, and what each proxy costs.
+type Summary struct {
+	Scenario string
+	RunID    string
+	Network  string   // "netns", "loopback", or both joined with "+" if runs differ
+	Modes    []string // in the order first seen
+	Points   []Point  // by connections, then qps
+	Excluded []Excluded
+	Machine  Machine // set by the caller; WriteHTML fills it from this host if empty
+}
+
+// Point is one (connections, requested qps) cell of the matrix.
+type Point struct {
+	Connections int
+	QPS         int // requested; 0: as fast as possible
+	Modes       []ModeResult
+}
+
+// ModeResult is one mode at one point: medians over the repetitions that
+// were kept. Latencies are ms; NaN means unavailable.
+type ModeResult struct {
+	Mode      string
+	Runs      int     // repetitions included
+	ActualQPS float64 // median
+	P50       float64
+	P90       float64
+	P99       float64
+	// Added latency against no-mesh at the same point: the difference of the
+	// medians (repetitions are not paired). NaN when the point has no
+	// no-mesh run, so the table says "n/a" rather than invent a baseline.
+	AddedP50 float64
+	AddedP90 float64
+	AddedP99 float64
+	// Per proxy, the mean over the run's sidecars, then the median over
+	// repetitions: vCPU, vCPU per 1000 rps of actual rate, RSS MiB. NaN
+	// when the mode has no sidecar.
+	VCPUPerProxy   float64
+	VCPUPer1000RPS float64
+	MBPerProxy     float64
+}
+
+// Excluded is a run left out of the summary, with the reason.
+type Excluded struct {
+	Label  string
+	Mode   string
+	Reason string
+}
+
+// Summarize groups the runs by point and mode, leaves out failed runs and
+// runs with more than MaxErrorPercent errors (listing them, as Istio drops
+// them), and takes medians over repetitions.
+func Summarize(runs []Run) Summary {
+	s := Summary{}
+	type key struct{ conn, qps int }
+	groups := map[key]map[string][]Run{}
+	networks := map[string]bool{}
+	for _, r := range runs {
+		if s.Scenario == "" {
+			s.Scenario, s.RunID = r.Scenario, r.RunID
+		}
+		if r.Network != "" && !networks[r.Network] {
+			networks[r.Network] = true
+			s.Network = joinNonEmpty(s.Network, r.Network)
+		}
+		if !contains(s.Modes, r.Mode) {
+			s.Modes = append(s.Modes, r.Mode)
+		}
+		if why := r.Excluded(); why != "" {
+			s.Excluded = append(s.Excluded, Excluded{Label: r.Label, Mode: r.Mode, Reason: why})
+			continue
+		}
+		k := key{r.Connections, r.RequestedQPS}
+		if groups[k] == nil {
+			groups[k] = map[string][]Run{}
+		}
+		groups[k][r.Mode] = append(groups[k][r.Mode], r)
+	}
+	for k, byMode := range groups {
+		p := Point{Connections: k.conn, QPS: k.qps}
+		base, hasBase := byMode[ModeNoMesh]
+		var baseRes ModeResult
+		if hasBase {
+			baseRes = modeResult(ModeNoMesh, base)
+		}
+		for _, m := range s.Modes {
+			rs, ok := byMode[m]
+			if !ok {
+				continue
+			}
+			mr := modeResult(m, rs)
+			mr.AddedP50, mr.AddedP90, mr.AddedP99 = math.NaN(), math.NaN(), math.NaN()
+			if hasBase {
+				mr.AddedP50 = mr.P50 - baseRes.P50
+				mr.AddedP90 = mr.P90 - baseRes.P90
+				mr.AddedP99 = mr.P99 - baseRes.P99
+			}
+			p.Modes = append(p.Modes, mr)
+		}
+		s.Points = append(s.Points, p)
+	}
+	sortModes(s.Modes)
+	for _, p := range s.Points {
+		sort.SliceStable(p.Modes, func(i, j int) bool { return modeRank(p.Modes[i].Mode) < modeRank(p.Modes[j].Mode) })
+	}
+	sort.Slice(s.Points, func(i, j int) bool {
+		a, b := s.Points[i], s.Points[j]
+		if a.Connections != b.Connections {
+			return a.Connections < b.Connections
+		}
+		return qpsOrder(a.QPS) < qpsOrder(b.QPS)
+	})
+	return s
+}
+
+// modeOrder is the order tables and legends show modes in: the baseline
+// first, then the mesh growing around it.
+var modeOrder = []string{ModeNoMesh, "server-sidecar", "client-sidecar", "both-sidecars"}
+
+func modeRank(m string) int {
+	for i, x := range modeOrder {
+		if x == m {
+			return i
+		}
+	}
+	return len(modeOrder)
+}
+
+func sortModes(m []string) {
+	sort.SliceStable(m, func(i, j int) bool { return modeRank(m[i]) < modeRank(m[j]) })
+}
+
+// qpsOrder sorts "max" (0) after every set rate.
+func qpsOrder(q int) int {
+	if q == 0 {
+		return math.MaxInt
+	}
+	return q
+}
+
+func modeResult(mode string, rs []Run) ModeResult {
+	col := func(get func(Run) float64) float64 {
+		v := make([]float64, 0, len(rs))
+		for _, r := range rs {
+			v = append(v, get(r))
+		}
+		return Median(v)
+	}
+	return ModeResult{
+		Mode:           mode,
+		Runs:           len(rs),
+		ActualQPS:      col(func(r Run) float64 { return r.ActualQPS }),
+		P50:            col(func(r Run) float64 { return r.Latency.P50 }),
+		P90:            col(func(r Run) float64 { return r.Latency.P90 }),
+		P99:            col(func(r Run) float64 { return r.Latency.P99 }),
+		VCPUPerProxy:   col(func(r Run) float64 { v, _ := r.SidecarVCPU(); return v }),
+		VCPUPer1000RPS: col(Run.VCPUPer1000RPS),
+		MBPerProxy:     col(func(r Run) float64 { v, _ := r.SidecarRSSMB(); return v }),
+	}
+}
+
+// Median of the values that are not NaN; NaN if there are none. An even
+// count takes the mean of the middle two.
+func Median(v []float64) float64 {
+	s := make([]float64, 0, len(v))
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+		}
+	}
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// WriteSummary prints the summary as an aligned table.
+func WriteSummary(w io.Writer, s Summary) error {
+	ew := &errWriter{w: w}
+	title := "meshperf lab"
+	if s.Scenario != "" {
+		title += ": " + s.Scenario
+	}
+	if s.Network != "" {
+		title += " (" + s.Network + ")"
+	}
+	fmt.Fprintf(ew, "%s: latency (median of repetitions) and what the mesh adds against no-mesh\n", title)
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// The mode column reads better left-aligned; tabwriter aligns every
+	// column one way, so pad it here.
+	mw := len("mode")
+	for _, m := range s.Modes {
+		mw = max(mw, len(m))
+	}
+	fmt.Fprintf(tw, "conn\tqps\t  %-*s\truns\tP50 ms\tP90 ms\tP99 ms\t+P50 ms\t+P90 ms\t+P99 ms\tvCPU/proxy\tvCPU/1k rps\tMB/proxy\t\n", mw, "mode")
+	for _, p := range s.Points {
+		for _, m := range p.Modes {
+			fmt.Fprintf(tw, "%d\t%s\t  %-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				p.Connections, qpsText(p.QPS), mw, m.Mode, m.Runs, f3(m.P50), f3(m.P90), f3(m.P99),
+				added(m, m.AddedP50), added(m, m.AddedP90), added(m, m.AddedP99),
+				f3(m.VCPUPerProxy), f3(m.VCPUPer1000RPS), f1(m.MBPerProxy))
+		}
+	}
+	tw.Flush()
+	if len(s.Points) == 0 {
+		fmt.Fprintln(ew, "no runs to summarize")
+	}
+	if s.noBaseline() {
+		fmt.Fprintln(ew, "n/a: no no-mesh run at that point, so the added latency is unavailable")
+	}
+	if len(s.Excluded) > 0 {
+		fmt.Fprintf(ew, "left out (failed, or more than %d%% errors): %d run(s)\n", MaxErrorPercent, len(s.Excluded))
+		for _, e := range s.Excluded {
+			fmt.Fprintf(ew, "  %s: %s\n", e.Label, e.Reason)
+		}
+	}
+	return ew.err
+}
+
+func added(m ModeResult, v float64) string {
+	if m.Mode == ModeNoMesh {
+		return "-"
+	}
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.3f", v)
+}
+
+func qpsText(q int) string {
+	if q == 0 {
+		return "max"
+	}
+	return fmt.Sprint(q)
+}
+
+func f3(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+func f1(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// errWriter keeps the first write error so the table code stays linear.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func contains(v []string, s string) bool {
+	for _, x := range v {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return strings.Join([]string{a, b}, "+")
+}
+
+// noBaseline says some mode at some point has no no-mesh run to compare with.
+func (s Summary) noBaseline() bool {
+	for _, p := range s.Points {
+		for _, m := range p.Modes {
+			if m.Mode != ModeNoMesh && math.IsNaN(m.AddedP90) {
+				return true
+			}
+		}
+	}
+	return false
+}
