@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// runDelta plays a sidecar on a delta stream: requests change subscriptions,
+// responses carry only what changed and the names removed, and an ACK is the
+// nonce alone.
+func (st *session) runDelta(ctx context.Context, cc grpc.ClientConnInterface) error {
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		return streamError("opening the delta ADS stream", err)
+	}
+	p := st.p
+	p.rec.update(func(s *ProxyStats) {
+		if s.Connected.IsZero() {
+			s.Connected = time.Now()
+			p.fleet.markConnected()
+		}
+	})
+	st.edsOf, st.routesOf = map[string]string{}, map[string][]string{}
+	nodeSent := false
+	send := func(r *discoveryv3.DeltaDiscoveryRequest) error {
+		if !nodeSent {
+			r.Node, nodeSent = p.node, true
+		}
+		if err := stream.Send(r); err != nil {
+			return streamError("sending a delta request", err)
+		}
+		return nil
+	}
+	// CDS and LDS with no names: wildcard.
+	for _, t := range []Type{Cluster, Listener, Secret} {
+		if t != Cluster && t != Listener && st.names[t] == nil {
+			continue
+		}
+		if err := send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL(), ResourceNamesSubscribe: st.names[t]}); err != nil {
+			return err
+		}
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return streamError("receiving", err)
+		}
+		at := time.Now()
+		t, ok := typeOfURL(resp.GetTypeUrl())
+		if !ok {
+			continue
+		}
+		nack := st.rejects(t)
+		var next Type
+		var added, removed []string
+		if !nack { // a rejected config is not applied, so it names nothing new
+			next, added, removed = st.deltaNames(t, resp)
+		}
+		st.received(at, t, nack, len(resp.GetResources()), len(resp.GetRemovedResources()), proto.Size(resp),
+			resp.GetSystemVersionInfo(), resp.GetNonce())
+		ack := &discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL(), ResponseNonce: resp.GetNonce()}
+		if nack {
+			ack.ErrorDetail = st.nackDetail(t)
+		}
+		st.checkWatches(at, func(fn func(string)) {
+			for _, r := range resp.GetResources() {
+				fn(r.GetName())
+				if t == Route {
+					virtualHostNames(r.GetResource().GetValue(), fn)
+				}
+			}
+		})
+		if err := send(ack); err != nil {
+			return err
+		}
+		if added == nil && removed == nil {
+			continue
+		}
+		if err := send(&discoveryv3.DeltaDiscoveryRequest{
+			TypeUrl: next.URL(), ResourceNamesSubscribe: added, ResourceNamesUnsubscribe: removed,
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// deltaNames applies a CDS or LDS delta to what the proxy knows and returns the
+// EDS or RDS subscription changes it implies.
+func (st *session) deltaNames(t Type, resp *discoveryv3.DeltaDiscoveryResponse) (Type, []string, []string) {
+	switch t {
+	case Cluster:
+		for _, name := range resp.GetRemovedResources() {
+			delete(st.edsOf, name)
+		}
+		for _, r := range resp.GetResources() {
+			name, eds, isEDS := clusterEDSName(r.GetResource().GetValue())
+			if name == "" {
+				name = r.GetName()
+			}
+			if isEDS {
+				st.edsOf[intern(name)] = intern(eds)
+			} else {
+				delete(st.edsOf, name)
+			}
+		}
+		added, removed := st.setDependent(Endpoint, slices.Collect(maps.Values(st.edsOf)))
+		return Endpoint, added, removed
+	case Listener:
+		for _, name := range resp.GetRemovedResources() {
+			delete(st.routesOf, name)
+		}
+		for _, r := range resp.GetResources() {
+			_, routes := listenerRouteNames(r.GetResource().GetValue())
+			if len(routes) == 0 {
+				delete(st.routesOf, r.GetName())
+				continue
+			}
+			st.routesOf[intern(r.GetName())] = routes
+		}
+		var all []string
+		for _, rs := range st.routesOf {
+			all = append(all, rs...)
+		}
+		added, removed := st.setDependent(Route, all)
+		return Route, added, removed
+	}
+	return t, nil, nil
+}

@@ -1,0 +1,243 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options configure a Fleet.
+type Options struct {
+	// Target is the control plane's ADS address (host:port, or any gRPC
+	// target).
+	Target string
+	// DialOptions replace the default (plaintext, as istiod's port 15010).
+	DialOptions []grpc.DialOption
+	// Delta selects delta ADS instead of state of the world.
+	Delta bool
+	// ProxiesPerConn is how many proxies share one gRPC connection (one
+	// HTTP/2 connection, one stream each). A real sidecar has its own TCP
+	// connection; 1, the default, does the same. Sharing saves the load
+	// process memory and file descriptors, but the control plane then sees
+	// fewer connections than proxies.
+	ProxiesPerConn int
+	// ConnectRate bounds how many proxies start their stream per second,
+	// since control planes limit new streams (istiod's
+	// PILOT_MAX_REQUESTS_PER_SECOND). 0 means DefaultConnectRate; negative
+	// means no limit.
+	ConnectRate float64
+	// NackShare is the share of proxies (0..1) that reject every response of
+	// NackTypes; which proxies is fixed by their index, spread evenly.
+	NackShare float64
+	// NackTypes are the types rejecting proxies NACK; default Route, whose
+	// rejection does not change what else the proxy subscribes to.
+	NackTypes []Type
+	// Secrets are the SDS names each proxy asks for; nil means "default" and
+	// "ROOTCA" (the workload certificate and root, as meshperf pilot serves
+	// them). NoSDS asks for none: istiod leaves workload certificates to
+	// istio-agent, so a proxy simulated against istiod subscribes to no SDS.
+	Secrets []string
+	NoSDS   bool
+	// Node sets what all proxies put in their node metadata.
+	Node NodeOptions
+	// BackoffMin and BackoffMax bound the wait before reopening a failed
+	// stream (default 100ms and 2s).
+	BackoffMin, BackoffMax time.Duration
+}
+
+// DefaultConnectRate is the default ConnectRate, new streams per second.
+const DefaultConnectRate = 100
+
+func (o *Options) secrets() []string {
+	switch {
+	case o.NoSDS:
+		return nil
+	case o.Secrets == nil:
+		return []string{"ROOTCA", "default"}
+	}
+	return o.Secrets
+}
+
+// Fleet is a set of simulated proxies against one control plane.
+type Fleet struct {
+	opts     Options
+	proxies  []*proxy
+	nackType [numTypes]bool
+
+	mu      sync.Mutex
+	conns   []*grpc.ClientConn
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	start   time.Time
+	started bool
+
+	connected atomic.Int64
+	synced    atomic.Int64
+	syncedAll chan struct{}
+
+	watchMu sync.Mutex
+	watches atomic.Pointer[map[string]*Watch]
+}
+
+// NewFleet prepares a proxy for every spec; Start connects them.
+func NewFleet(specs []ProxySpec, o Options) (*Fleet, error) {
+	if o.Target == "" {
+		return nil, errors.New("simulated proxies: no control plane address (Target) given")
+	}
+	if len(specs) == 0 {
+		return nil, errors.New("simulated proxies: no proxies to simulate")
+	}
+	if o.NackShare < 0 || o.NackShare > 1 {
+		return nil, fmt.Errorf("simulated proxies: NACK share %v is not between 0 and 1", o.NackShare)
+	}
+	if o.ProxiesPerConn <= 0 {
+		o.ProxiesPerConn = 1
+	}
+	if o.ConnectRate == 0 {
+		o.ConnectRate = DefaultConnectRate
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = 100 * time.Millisecond
+	}
+	if o.BackoffMax < o.BackoffMin {
+		o.BackoffMax = max(2*time.Second, o.BackoffMin)
+	}
+	if o.NackTypes == nil {
+		o.NackTypes = []Type{Route}
+	}
+	if o.DialOptions == nil {
+		o.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	f := &Fleet{opts: o, syncedAll: make(chan struct{})}
+	for _, t := range o.NackTypes {
+		if t >= numTypes {
+			return nil, fmt.Errorf("simulated proxies: NACK type %d is not an xDS type", t)
+		}
+		f.nackType[t] = true
+	}
+	ids := make(map[string]int, len(specs))
+	for i, s := range specs {
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("simulated proxy %d: %w", i, err)
+		}
+		node, err := s.Node(o.Node)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := ids[node.Id]; dup {
+			return nil, fmt.Errorf("simulated proxies %d and %d have the same node id %q", j, i, node.Id)
+		}
+		ids[node.Id] = i
+		p := &proxy{index: i, node: node, fleet: f, nack: nacks(i, o.NackShare)}
+		p.rec.s.Index, p.rec.s.NodeID = i, node.Id
+		f.proxies = append(f.proxies, p)
+	}
+	return f, nil
+}
+
+// nacks spreads a share of proxies evenly over the indexes: proxy i rejects
+// when the running count floor((i+1)*share) steps up at i, which selects
+// exactly floor(n*share) of the first n.
+func nacks(i int, share float64) bool {
+	return int(float64(i+1)*share) > int(float64(i)*share)
+}
+
+// Len is the number of proxies.
+func (f *Fleet) Len() int { return len(f.proxies) }
+
+// Start connects the proxies in the background, at most ConnectRate per
+// second, and returns at once; Stop ends them.
+func (f *Fleet) Start(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("simulated proxies: already started")
+	}
+	n := (len(f.proxies) + f.opts.ProxiesPerConn - 1) / f.opts.ProxiesPerConn
+	for range n {
+		cc, err := grpc.NewClient(f.opts.Target, f.opts.DialOptions...)
+		if err != nil {
+			f.closeConns()
+			return fmt.Errorf("simulated proxies: connecting to %s: %w", f.opts.Target, err)
+		}
+		f.conns = append(f.conns, cc)
+	}
+	ctx, f.cancel = context.WithCancel(ctx)
+	f.started, f.start = true, time.Now()
+	limit := rate.Inf
+	if f.opts.ConnectRate > 0 {
+		limit = rate.Limit(f.opts.ConnectRate)
+	}
+	limiter := rate.NewLimiter(limit, 1)
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for i, p := range f.proxies {
+			if limiter.Wait(ctx) != nil {
+				return
+			}
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				p.run(ctx, f.conns[i/f.opts.ProxiesPerConn])
+			}()
+		}
+	}()
+	return nil
+}
+
+// Stop ends every stream and connection and waits for the proxies to finish.
+func (f *Fleet) Stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.started || f.cancel == nil {
+		return
+	}
+	f.cancel()
+	f.wg.Wait()
+	f.closeConns()
+	f.cancel = nil
+}
+
+func (f *Fleet) closeConns() {
+	for _, cc := range f.conns {
+		_ = cc.Close()
+	}
+	f.conns = nil
+}
+
+func (f *Fleet) markConnected() { f.connected.Add(1) }
+
+func (f *Fleet) markSynced() {
+	if f.synced.Add(1) == int64(len(f.proxies)) {
+		close(f.syncedAll)
+	}
+}
+
+// Connected is how many proxies have opened a stream.
+func (f *Fleet) Connected() int { return int(f.connected.Load()) }
+
+// Synced is how many proxies have had their first complete config.
+func (f *Fleet) Synced() int { return int(f.synced.Load()) }
+
+// WaitSynced returns once every proxy has had its first complete config, or
+// with ctx's error, saying how many had.
+func (f *Fleet) WaitSynced(ctx context.Context) error {
+	select {
+	case <-f.syncedAll:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d of %d simulated proxies had their first full config, %d connected: %w",
+			f.Synced(), len(f.proxies), f.Connected(), ctx.Err())
+	}
+}
+
+// Stats returns a copy of what proxy i recorded.
+func (f *Fleet) Stats(i int) ProxyStats { return f.proxies[i].rec.snapshot() }
