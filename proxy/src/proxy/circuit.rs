@@ -28,8 +28,8 @@
 //!   none free the retry is not attempted, the last response stands, flagged
 //!   `UO`, and `upstream_rq_retry_overflow` counts it.
 
+use foldhash::HashMap;
 use std::any::Any;
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};

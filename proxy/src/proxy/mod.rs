@@ -13,6 +13,8 @@ mod body;
 mod circuit;
 mod connector;
 mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod lb;
 mod listener;

@@ -3,7 +3,7 @@
 //! connector adds mesh mTLS where the cluster wants it, see `connector`), and
 //! TCP connects with the cluster's connect timeout.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 

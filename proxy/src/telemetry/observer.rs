@@ -3,7 +3,9 @@
 //! it receives (reporter="destination"); the other side is known by its mTLS
 //! identity when there is one, else "unknown", as Istio shows it.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use foldhash::HashMap;
 
 use super::{
     Peer, Protocol, Reporter, RequestRecord, ResponseFlags, SecurityPolicy, ServiceName, TcpRecord, Telemetry,
@@ -14,30 +16,62 @@ use crate::proxy::{self, RequestInfo, RequestObserver, TcpInfo};
 pub struct Observer {
     telemetry: Arc<Telemetry>,
     local: Peer,
+    /// Label values parsed once per distinct principal and service host:
+    /// building them for every request was most of telemetry's cost.
+    peers: LabelCache<Peer>,
+    services: LabelCache<ServiceName>,
+}
+
+/// A bounded memo of parsed label values by the string they came from.
+struct LabelCache<T> {
+    map: RwLock<HashMap<Box<str>, T>>,
+}
+
+/// Distinct principals and hosts a sidecar sees are few; past this many the
+/// cache starts over rather than grow without bound.
+const LABEL_CACHE_LIMIT: usize = 4096;
+
+impl<T: Clone> LabelCache<T> {
+    fn new() -> Self {
+        LabelCache { map: RwLock::new(HashMap::default()) }
+    }
+
+    fn get(&self, key: &str, parse: impl FnOnce(&str) -> T) -> T {
+        if let Some(v) = self.map.read().unwrap_or_else(PoisonError::into_inner).get(key) {
+            return v.clone();
+        }
+        let v = parse(key);
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= LABEL_CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(key.into(), v.clone());
+        v
+    }
 }
 
 impl Observer {
     /// `local` is this proxy's own workload (see [`Peer::local`]).
     pub fn new(telemetry: Arc<Telemetry>, local: Peer) -> Self {
-        Observer { telemetry, local }
+        Observer { telemetry, local, peers: LabelCache::new(), services: LabelCache::new() }
     }
 
     /// Source and destination peers for a report: the local workload on our
     /// side, the peer's identity (or unknown) on the other.
     fn peers(&self, reporter: proxy::Reporter, peer_principal: Option<&str>) -> (Reporter, Peer, Peer) {
-        let remote = peer_principal.map_or_else(Peer::unknown, Peer::from_principal);
+        let remote = peer_principal.map_or_else(Peer::unknown, |p| self.peers.get(p, Peer::from_principal));
         match reporter {
             proxy::Reporter::Source => (Reporter::Source, self.local.clone(), remote),
             proxy::Reporter::Destination => (Reporter::Destination, remote, self.local.clone()),
         }
     }
-}
 
-fn service(cluster: Option<&str>, host: Option<&str>) -> ServiceName {
-    match (host, cluster) {
-        (Some(h), _) => ServiceName::from_host(h),
-        (None, Some(c)) => ServiceName::from_cluster(c),
-        _ => ServiceName::unknown(),
+    fn service(&self, cluster: Option<&str>, host: Option<&str>) -> ServiceName {
+        match (host, cluster) {
+            (Some(h), _) => self.services.get(h, ServiceName::from_host),
+            (None, Some(c)) => ServiceName::from_cluster(c),
+            _ => ServiceName::unknown(),
+        }
     }
 }
 
@@ -83,7 +117,7 @@ impl RequestObserver for Observer {
             reporter,
             source,
             destination,
-            destination_service: service(info.cluster.as_deref(), info.destination_service.as_deref()),
+            destination_service: self.service(info.cluster.as_deref(), info.destination_service.as_deref()),
             protocol: Protocol::Http,
             response_code: info.response_code,
             response_flags: flags(&info.response_flags),
@@ -100,7 +134,7 @@ impl RequestObserver for Observer {
             reporter,
             source,
             destination,
-            destination_service: service(Some(&info.cluster), info.destination_service.as_deref()),
+            destination_service: self.service(Some(&info.cluster), info.destination_service.as_deref()),
             response_flags: flags(&info.response_flags),
             security: security(info.security_policy, reporter),
         };
