@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab"
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+)
+
+// Lab runs `meshperf lab run|list|clean`. Exit status: 0 every run
+// succeeded; 1 a run failed or the lab could not start; 2 bad arguments.
+func Lab(args []string, stdout, stderr io.Writer) int {
+	const usage = "usage: meshperf lab run [SCENARIO|FILE] [flags] | meshperf lab list | meshperf lab clean"
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return labRun(args[1:], stdout, stderr)
+	case "list":
+		return labList(stdout, stderr)
+	case "clean":
+		return labClean(stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "meshperf lab: unknown subcommand %q (%s)\n", args[0], usage)
+	return 2
+}
+
+func labList(stdout, stderr io.Writer) int {
+	list, err := scenario.List()
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf lab list: %v\n", err)
+		return 1
+	}
+	for _, s := range list {
+		runs := len(s.Expand())
+		def := ""
+		if s.Name == scenario.DefaultName {
+			def = " (default)"
+		}
+		fmt.Fprintf(stdout, "%s%s: %d runs, about %s\n  %s\n", s.Name, def, runs,
+			s.EstimatedDuration().Round(time.Second), s.Description)
+	}
+	return 0
+}
+
+func labClean(stdout, stderr io.Writer) int {
+	r, err := pod.Clean(pod.Prefix)
+	if r.Empty() {
+		fmt.Fprintln(stdout, "meshperf lab clean: nothing to remove")
+	}
+	if len(r.Processes) > 0 {
+		fmt.Fprintf(stdout, "killed %d process(es): %v\n", len(r.Processes), r.Processes)
+	}
+	if len(r.Netns) > 0 {
+		fmt.Fprintf(stdout, "deleted %d network namespace(s): %s\n", len(r.Netns), strings.Join(r.Netns, " "))
+	}
+	if len(r.Links) > 0 {
+		fmt.Fprintf(stdout, "deleted %d link(s): %s\n", len(r.Links), strings.Join(r.Links, " "))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf lab clean: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// labRunFlags are `lab run`'s own flags beside the scenario overrides.
+type labRunFlags struct {
+	out, db, proxy, network string
+	keep                    bool
+}
+
+func labRun(args []string, stdout, stderr io.Writer) int {
+	const cmd = "meshperf lab run"
+	cfg, err := parseLabRun(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return 2
+	}
+	for _, n := range cfg.Scenario.Notes() {
+		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		// Restoring the default handling lets a second Ctrl-C end meshperf
+		// at once, leaving what it started for `meshperf lab clean`.
+		stop()
+		fmt.Fprintln(stderr, "\nmeshperf lab: stopping and cleaning up (Ctrl-C again to force; then run meshperf lab clean)")
+	}()
+	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
+	rep, err := lab.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return 1
+	}
+	for _, o := range rep.Outcomes {
+		if o.Run.Failed {
+			return 1
+		}
+	}
+	if ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// parseLabRun turns arguments into a lab configuration, checking all of it
+// (scenario, flags, binaries, network) before anything starts.
+func parseLabRun(args []string, stdout io.Writer) (lab.Config, error) {
+	var f labRunFlags
+	var o scenario.Overrides
+	fs := flag.NewFlagSet("meshperf lab run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.out, "out", "", "output `dir` (default results/lab/<runid>)")
+	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path`")
+	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
+	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
+	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
+	overrideFlags(fs, &o)
+	rest, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "usage: meshperf lab run [SCENARIO|FILE] [flags]\n\nshipped scenarios: "+strings.Join(scenario.Names(), ", "))
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return lab.Config{}, err
+	}
+	if err != nil {
+		return lab.Config{}, err
+	}
+	if len(rest) > 1 {
+		return lab.Config{}, fmt.Errorf("one scenario at a time, got %q", rest)
+	}
+	name := ""
+	if len(rest) == 1 {
+		name = rest[0]
+	}
+	s, err := scenario.Load(name)
+	if err != nil {
+		return lab.Config{}, err
+	}
+	if s, err = s.Apply(o); err != nil {
+		return lab.Config{}, err
+	}
+	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep}
+	if cfg.Network, err = labNetwork(f.network); err != nil {
+		return cfg, err
+	}
+	if cfg.MeshperfBin, err = os.Executable(); err != nil {
+		return cfg, fmt.Errorf("find the meshperf binary: %w", err)
+	}
+	if cfg.ProxyBin, err = findProxy(f.proxy, cfg.MeshperfBin); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// overrideFlags registers the scenario's flags; each sets its override
+// only when given, so the scenario's value stands otherwise.
+func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
+	intList := func(name, usage string, dst *[]int) {
+		fs.Func(name, usage, func(v string) (err error) { *dst, err = scenario.ParseIntList("-"+name, v); return err })
+	}
+	intList("conn", "connection `counts`, e.g. 2,4,8", &o.Connections)
+	intList("qps", "request `rates`, e.g. 500,1000 (0: as fast as possible)", &o.QPS)
+	fs.Func("modes", "`modes`: no-mesh,server-sidecar,client-sidecar,both-sidecars", func(v string) (err error) {
+		o.Modes, err = scenario.ParseModes("-modes", v)
+		return err
+	})
+	durFlag := func(name, usage string, dst **time.Duration) {
+		fs.Func(name, usage, func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("not a duration (e.g. 30s)")
+			}
+			*dst = &d
+			return nil
+		})
+	}
+	durFlag("duration", "each run's load `time`, warm-up included", &o.Duration)
+	durFlag("warmup", "`time` left out of CPU/memory sampling", &o.Warmup)
+	intFlag := func(name, usage string, dst **int) {
+		fs.Func(name, usage, func(v string) error {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				return fmt.Errorf("not a whole number")
+			}
+			*dst = &n
+			return nil
+		})
+	}
+	intFlag("size", "response payload `bytes`", &o.PayloadSize)
+	intFlag("concurrency", "sidecar worker `threads`", &o.ProxyConcurrency)
+	intFlag("repetitions", "`times` to repeat the matrix", &o.Repetitions)
+	fs.Func("protocol", "`protocol`: http, h2, grpc or tcp", func(v string) error {
+		p, err := scenario.ParseProtocol("-protocol", v)
+		o.Protocol = &p
+		return err
+	})
+	boolFlag := func(name, usage string, dst **bool) {
+		fs.BoolFunc(name, usage, func(v string) error {
+			b, ok := map[string]bool{"true": true, "1": true, "false": false, "0": false}[v]
+			if !ok {
+				return fmt.Errorf("want true or false")
+			}
+			*dst = &b
+			return nil
+		})
+	}
+	boolFlag("mtls", "mutual TLS between sidecars (-mtls=false to turn off)", &o.MTLS)
+	boolFlag("access-log", "sidecar access logs", &o.AccessLog)
+}
+
+func labNetwork(v string) (pod.Kind, error) {
+	switch v {
+	case "auto", "":
+		return "", nil
+	case "loopback":
+		return pod.KindLoopback, nil
+	case "netns":
+		if os.Geteuid() != 0 {
+			return "", errors.New("-network netns needs root (network namespaces and iptables); use -network loopback")
+		}
+		return pod.KindNetns, nil
+	}
+	return "", fmt.Errorf("-network %q: want netns, loopback or auto", v)
+}
+
+// findProxy resolves the sidecar binary: the flag, then beside meshperf,
+// then the Cargo release build under the working directory, then $PATH.
+func findProxy(flagValue, meshperfBin string) (string, error) {
+	const name = "meshperf-proxy"
+	if flagValue != "" {
+		if st, err := os.Stat(flagValue); err != nil || st.IsDir() {
+			return "", fmt.Errorf("-proxy %s: not a file", flagValue)
+		}
+		return flagValue, nil
+	}
+	for _, p := range []string{filepath.Join(filepath.Dir(meshperfBin), name), filepath.Join("proxy", "target", "release", name)} {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return filepath.Abs(p)
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", errors.New("meshperf-proxy not found beside meshperf, in proxy/target/release or on $PATH: build it (cd proxy && cargo build --release) or pass -proxy PATH")
+}

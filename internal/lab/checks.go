@@ -1,0 +1,43 @@
+package lab
+
+import (
+	"fmt"
+
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+)
+
+// trafficChecks compare each sidecar's Istio counters before and after a run:
+// every sidecar the mode puts on the path must have counted the run's calls
+// (connections for tcp), and with mTLS the server sidecar must have seen
+// them as mutual TLS from the client's identity. A mode without a sidecar
+// on a side has nothing to check there.
+func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnapshot) []Check {
+	metric, unit, want := "istio_requests_total", "requests", float64(calls)
+	if spec.Protocol == scenario.TCP {
+		metric, unit, want = "istio_tcp_connections_opened_total", "connections", float64(spec.Connections)
+	}
+	want = max(want, 1)
+	delta := func(b, a string, labels map[string]string) float64 {
+		return sumMetric(a, metric, labels) - sumMetric(b, metric, labels)
+	}
+	check := func(name string, got float64) Check {
+		return Check{Name: name, OK: got >= want,
+			Detail: fmt.Sprintf("%.0f %s counted, want >= %.0f", got, unit, want)}
+	}
+	client, server := spec.Mode.Sidecars()
+	var out []Check
+	if client {
+		got := delta(before.client, after.client, map[string]string{"reporter": "source", "destination_service": ServerHost()})
+		out = append(out, check("client sidecar", got))
+	}
+	if server {
+		got := delta(before.server, after.server, map[string]string{"reporter": "destination"})
+		out = append(out, check("server sidecar", got))
+	}
+	if spec.MTLS {
+		got := delta(before.server, after.server, map[string]string{"reporter": "destination",
+			"connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})
+		out = append(out, check("mutual_tls from "+SPIFFEID(ClientSA), got))
+	}
+	return out
+}

@@ -1,0 +1,170 @@
+// Package lab runs a scenario's matrix the way Istio's synthetic benchmark
+// does, on this machine: a client pod running the load generator and a
+// server pod running the echo server, with no sidecar, a server sidecar
+// only, a client sidecar only, or both, configured by meshperf's control
+// plane. Each run's latency comes from the load generator's Fortio JSON;
+// each process's CPU and memory from /proc over the steady window after
+// warm-up; and the sidecars' own metrics confirm that the traffic really
+// went through every sidecar the mode claims (and, with mTLS, that the
+// server sidecar saw the client's identity). Results go to a CSV, an HTML
+// report, the SQLite store and the terminal.
+//
+// Pods are network namespaces with Istio's iptables capture when running as
+// root; otherwise loopback addresses with explicit sidecar listeners, which
+// every result records.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// Config is one invocation of the lab.
+type Config struct {
+	Scenario *scenario.Scenario
+	// MeshperfBin runs the control plane, the echo server and the load
+	// generator (`meshperf pilot|server|load|apply|delete`).
+	MeshperfBin string
+	// ProxyBin is the meshperf-proxy sidecar.
+	ProxyBin string
+	// Network is the pod network kind; empty picks netns as root, else
+	// loopback.
+	Network pod.Kind
+	// RunID names the invocation (1-6 of [a-z0-9]); empty generates one.
+	RunID string
+	// OutDir receives the JSON results, CSV, HTML report and logs; empty
+	// means results/lab/<runid>.
+	OutDir string
+	// DBPath is the results store; empty skips the store.
+	DBPath string
+	// Keep leaves pods and processes up at the end, for debugging.
+	Keep bool
+	// Out receives notices, per-run lines and the summary; Progress the
+	// progress line (a live line when ProgressTTY). Nil discards.
+	Out         io.Writer
+	Progress    io.Writer
+	ProgressTTY bool
+
+	// hook lets tests act at points of the run (kill a process mid-run).
+	hook func(event string, l *lab, spec scenario.RunSpec)
+}
+
+// Check is one confirmation that a run's traffic went where its mode says.
+type Check struct {
+	Name   string // e.g. "server sidecar mTLS"
+	OK     bool
+	Detail string // what was seen, e.g. "2002 requests, want >= 2000"
+}
+
+// Outcome is one run: its record and its checks.
+type Outcome struct {
+	Run    results.Run
+	Checks []Check
+}
+
+// Report is what an invocation did.
+type Report struct {
+	RunID      string
+	Network    pod.Kind
+	OutDir     string
+	CSV, HTML  string // files written
+	DB         string // store written, "" if none
+	Outcomes   []Outcome
+	NamePrefix string // prefix of every namespace and link the run created
+	PIDs       []int  // every process the lab started
+	Wall       time.Duration
+}
+
+// Runs are the outcomes' records.
+func (r *Report) Runs() []results.Run {
+	out := make([]results.Run, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		out[i] = o.Run
+	}
+	return out
+}
+
+// Run executes the scenario. It returns an error only when the lab could
+// not start (bad binaries, no network, no control plane) or the outputs
+// could not be written; failed runs are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	start := time.Now()
+	if cfg.Scenario == nil {
+		return nil, errors.New("lab: no scenario")
+	}
+	for _, b := range []struct{ what, path string }{{"meshperf", cfg.MeshperfBin}, {"meshperf-proxy", cfg.ProxyBin}} {
+		if st, err := os.Stat(b.path); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("lab: %s binary %q not found", b.what, b.path)
+		}
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.RunID == "" {
+		cfg.RunID = pod.NewRunID()
+	}
+	if cfg.OutDir == "" {
+		cfg.OutDir = filepath.Join("results", "lab", cfg.RunID)
+	}
+	l := &lab{cfg: cfg, logDir: filepath.Join(cfg.OutDir, "logs")}
+	if err := os.MkdirAll(l.logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab: output directory: %w", err)
+	}
+	rep := &Report{RunID: cfg.RunID, OutDir: cfg.OutDir}
+	store, err := openStore(cfg.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
+		defer store.Close()
+		rep.DB = cfg.DBPath
+	}
+	err = l.start()
+	rep.Network, rep.NamePrefix = l.kind(), l.namePrefix()
+	defer func() {
+		rep.PIDs = l.pids
+		if cfg.Keep {
+			l.keepNotice()
+			return
+		}
+		if cerr := l.close(); cerr != nil {
+			fmt.Fprintf(cfg.Out, "meshperf lab: cleanup: %v (meshperf lab clean removes leftovers)\n", cerr)
+		}
+	}()
+	if err != nil {
+		return rep, err
+	}
+	rep.Outcomes = l.runMatrix(ctx, store)
+	rep.PIDs = l.pids
+	rep.Wall = time.Since(start)
+	if err := writeOutputs(rep, cfg.Out); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func openStore(path string) (*results.Store, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("lab: results database directory: %w", err)
+	}
+	s, err := results.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,248 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// repoRoot is the module root, from this package's directory.
+const repoRoot = "../.."
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// binaries returns meshperf (MESHPERF_BIN, or built once for the package's
+// tests) and meshperf-proxy (MESHPERF_PROXY_BIN, or a Cargo build), or
+// skips when the proxy has not been built.
+func binaries(t *testing.T) (meshperf, proxy string) {
+	t.Helper()
+	proxy = os.Getenv("MESHPERF_PROXY_BIN")
+	if proxy == "" {
+		for _, p := range []string{"proxy/target/release/meshperf-proxy", "proxy/target/debug/meshperf-proxy"} {
+			if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
+				proxy, _ = filepath.Abs(filepath.Join(repoRoot, p))
+				break
+			}
+		}
+	}
+	if proxy == "" {
+		t.Skip("meshperf-proxy is not built: run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
+	}
+	if b := os.Getenv("MESHPERF_BIN"); b != "" {
+		return b, proxy
+	}
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "meshperf-lab-test-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "meshperf")
+		out, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/meshperf").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build meshperf: %v", buildErr)
+	}
+	return builtBin, proxy
+}
+
+// tinyScenario is every mode, http, 2 s runs at a gentle rate.
+func tinyScenario(t *testing.T, modes []scenario.Mode, conns []int) *scenario.Scenario {
+	t.Helper()
+	s, err := scenario.Get("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, w := 2*time.Second, 500*time.Millisecond
+	s, err = s.Apply(scenario.Overrides{Duration: &d, Warmup: &w, QPS: []int{200}, Modes: modes, Connections: conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Cooldown = scenario.Duration(200 * time.Millisecond)
+	return s
+}
+
+func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string, *lab, scenario.RunSpec)) *Report {
+	t.Helper()
+	meshperf, proxy := binaries(t)
+	dir := t.TempDir()
+	var out strings.Builder
+	cfg := Config{Scenario: s, MeshperfBin: meshperf, ProxyBin: proxy, Network: kind,
+		OutDir: filepath.Join(dir, "out"), DBPath: filepath.Join(dir, "db", "meshperf.db"),
+		Out: &out, Progress: &out, hook: hook}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	t.Logf("lab output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("lab: %v", err)
+	}
+	return rep
+}
+
+func TestLabAllModesNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces and iptables (the loopback test runs without)")
+	}
+	testAllModes(t, pod.KindNetns)
+}
+
+func TestLabAllModesLoopback(t *testing.T) {
+	testAllModes(t, pod.KindLoopback)
+}
+
+func testAllModes(t *testing.T, kind pod.Kind) {
+	rep := runLab(t, kind, tinyScenario(t, nil, nil), nil)
+	if len(rep.Outcomes) != 4 {
+		t.Fatalf("%d runs, want 4", len(rep.Outcomes))
+	}
+	wantChecks := map[string][]string{
+		"no-mesh":        nil,
+		"server-sidecar": {"server sidecar"},
+		"client-sidecar": {"client sidecar"},
+		"both-sidecars":  {"client sidecar", "server sidecar", "mutual_tls from spiffe://cluster.local/ns/lab/sa/client"},
+	}
+	for _, o := range rep.Outcomes {
+		r := o.Run
+		if r.Failed {
+			t.Errorf("%s failed: %s", r.Label, r.FailureReason)
+			continue
+		}
+		if r.Network != string(kind) || r.Calls < 300 || r.ErrorPercent != 0 {
+			t.Errorf("%s: network %q, %d calls, %.1f%% errors", r.Label, r.Network, r.Calls, r.ErrorPercent)
+		}
+		var names []string
+		for _, c := range o.Checks {
+			names = append(names, c.Name)
+			if !c.OK {
+				t.Errorf("%s: check %s failed: %s", r.Label, c.Name, c.Detail)
+			}
+		}
+		if strings.Join(names, "|") != strings.Join(wantChecks[r.Mode], "|") {
+			t.Errorf("%s: checks %q, want %q", r.Label, names, wantChecks[r.Mode])
+		}
+		client, server := scenario.Mode(r.Mode).Sidecars()
+		for role, want := range map[string]bool{results.RoleClientSidecar: client, results.RoleServerSidecar: server,
+			results.RoleClientApp: true, results.RoleServerApp: true} {
+			p, ok := r.Process(role)
+			if ok != want || (ok && (p.VCPU <= 0 || p.RSSMB <= 0)) {
+				t.Errorf("%s: process %s: present %v (want %v), %+v", r.Label, role, ok, want, p)
+			}
+		}
+	}
+	checkOutputs(t, rep)
+	checkNothingLeft(t, rep)
+}
+
+func checkOutputs(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, f := range []string{rep.CSV, rep.HTML} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("output %q missing or empty: %v", f, err)
+		}
+	}
+	csv, _ := os.ReadFile(rep.CSV)
+	if n := strings.Count(string(csv), "\n"); n != 1+len(rep.Outcomes) {
+		t.Errorf("CSV has %d lines, want header + %d", n, len(rep.Outcomes))
+	}
+	for _, o := range rep.Outcomes {
+		if _, err := os.Stat(o.Run.FortioJSON); !o.Run.Failed && err != nil {
+			t.Errorf("%s: no Fortio JSON: %v", o.Run.Label, err)
+		}
+	}
+	store, err := results.Open(rep.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
+	if err != nil || len(runs) != len(rep.Outcomes) {
+		t.Errorf("store has %d runs (%v), want %d", len(runs), err, len(rep.Outcomes))
+	}
+}
+
+// checkNothingLeft asserts that no namespace, link or process of the run
+// survives it.
+func checkNothingLeft(t *testing.T, rep *Report) {
+	t.Helper()
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), rep.NamePrefix) {
+			t.Errorf("network namespace %s left behind", e.Name())
+		}
+	}
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		if strings.HasPrefix(i.Name, rep.NamePrefix) {
+			t.Errorf("link %s left behind", i.Name)
+		}
+	}
+	if len(rep.PIDs) < 4 {
+		t.Errorf("only %d processes recorded", len(rep.PIDs))
+	}
+	for _, pid := range rep.PIDs {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process %d still exists after the lab (kill 0: %v)", pid, err)
+		}
+	}
+}
+
+// A sidecar killed during a run fails that run, with the reason, and the
+// lab restarts it for the next run.
+func TestLabSidecarKilledMidRun(t *testing.T) {
+	kind := pod.KindLoopback
+	if os.Geteuid() == 0 {
+		kind = pod.KindNetns
+	}
+	s := tinyScenario(t, []scenario.Mode{scenario.BothSidecars}, []int{1, 2})
+	var killed int
+	hook := func(event string, l *lab, spec scenario.RunSpec) {
+		if event != "load-started" || spec.Index != 0 {
+			return
+		}
+		killed = l.serverSC.proc.PID()
+		go func() {
+			time.Sleep(time.Second)
+			_ = syscall.Kill(killed, syscall.SIGKILL)
+		}()
+	}
+	rep := runLab(t, kind, s, hook)
+	if len(rep.Outcomes) != 2 {
+		t.Fatalf("%d runs, want 2", len(rep.Outcomes))
+	}
+	first, second := rep.Outcomes[0].Run, rep.Outcomes[1].Run
+	if !first.Failed || !strings.Contains(first.FailureReason, "server sidecar") || !strings.Contains(first.FailureReason, "killed") {
+		t.Errorf("run with the killed sidecar (pid %d): failed %v, reason %q", killed, first.Failed, first.FailureReason)
+	}
+	if second.Failed {
+		t.Errorf("the next run failed too: %s", second.FailureReason)
+	}
+	checkNothingLeft(t, rep)
+}

@@ -1,0 +1,302 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/procstat"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// maxSetupFailures is how many modes in a row may fail to come up before
+// the lab gives up on the rest of the matrix.
+const maxSetupFailures = 2
+
+// runMatrix runs every spec in order, setting up each mode when it changes,
+// and stores each run as it ends.
+func (l *lab) runMatrix(ctx context.Context, store *results.Store) []Outcome {
+	specs := l.cfg.Scenario.Expand()
+	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs)
+	var outs []Outcome
+	setupFailures := 0
+	for i, spec := range specs {
+		if ctx.Err() != nil {
+			break
+		}
+		prog.start(i)
+		var o Outcome
+		if setupFailures >= maxSetupFailures {
+			o = l.failed(spec, "not run: the lab could not recover after earlier failures")
+		} else if err := l.ensure(ctx, spec); err != nil {
+			setupFailures++
+			o = l.failed(spec, "set up "+string(spec.Mode)+": "+err.Error())
+		} else {
+			setupFailures = 0
+			o = l.runOne(ctx, spec)
+		}
+		prog.done(o)
+		outs = append(outs, o)
+		if store != nil {
+			if err := store.Insert(o.Run); err != nil {
+				l.logf("meshperf lab: %v", err)
+			}
+		}
+		if i < len(specs)-1 && !o.Run.Failed {
+			sleepCtx(ctx, spec.Cooldown)
+		}
+	}
+	prog.finish()
+	return outs
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// base fills the fields every run has, whatever happened to it.
+func (l *lab) base(spec scenario.RunSpec) results.Run {
+	return results.Run{
+		RunID: l.cfg.RunID, Label: spec.Label(l.cfg.RunID), Scenario: spec.Scenario,
+		Mode: string(spec.Mode), Protocol: string(spec.Protocol), Repetition: spec.Repetition,
+		Connections: spec.Connections, RequestedQPS: spec.QPS, PayloadSize: spec.PayloadSize,
+		MTLS: spec.MTLS, Network: string(l.kind()), StartTime: time.Now(),
+		Latency: results.Latency{Min: math.NaN(), Max: math.NaN(), Avg: math.NaN(), P50: math.NaN(),
+			P75: math.NaN(), P90: math.NaN(), P99: math.NaN(), P999: math.NaN(), P9999: math.NaN()},
+	}
+}
+
+func (l *lab) failed(spec scenario.RunSpec, reason string) Outcome {
+	r := l.base(spec)
+	r.Failed, r.FailureReason = true, reason
+	return Outcome{Run: r}
+}
+
+// jsonName is the run's result file: its Istio label, with the repetition
+// after the first so repetitions do not overwrite each other.
+func jsonName(spec scenario.RunSpec, label string) string {
+	if spec.Repetition > 1 {
+		label += "_rep" + strconv.Itoa(spec.Repetition)
+	}
+	return label + ".json"
+}
+
+// target is where the load generator sends: the server pod's app port, or on
+// loopback with a client sidecar, that sidecar's explicit listener (in netns
+// mode capture takes the same connection to the sidecar).
+func (l *lab) target(spec scenario.RunSpec) (args []string) {
+	addr := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
+	if client, _ := spec.Mode.Sidecars(); client && l.kind() == pod.KindLoopback {
+		addr = netip.AddrPortFrom(l.client.IP(), uint16(l.outbound.ForProtocol(spec.Protocol)))
+	}
+	switch spec.Protocol {
+	case scenario.TCP:
+		return []string{"tcp://" + addr.String()}
+	case scenario.GRPC:
+		return []string{addr.String()}
+	}
+	// The client sidecar routes HTTP by Host, as for a call to the Service.
+	return []string{"-H", "Host: " + ServerHost(), "http://" + addr.String() + spec.EchoPath()}
+}
+
+// runOne runs the load generator in the client pod, sampling every
+// process over the steady window, and checks the sidecars' counters.
+func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
+	r := l.base(spec)
+	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	before, err := l.scrape(ctx)
+	if err != nil {
+		return l.failed(spec, err.Error())
+	}
+	sampler := procstat.NewSampler(500 * time.Millisecond)
+	infra := l.infra()
+	for _, w := range infra {
+		if role := roleOf(w); role != "" {
+			_ = sampler.Add(role, w.proc.PID())
+		}
+	}
+	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), l.target(spec)...)
+	loadLog := filepath.Join(l.logDir, "load.log")
+	load := l.client.Command(l.cfg.MeshperfBin, args...)
+	load.LogPath = loadLog
+	if err := load.Start(); err != nil {
+		return l.failed(spec, "load generator: "+err.Error())
+	}
+	l.pids = append(l.pids, load.PID())
+	loadW := &watched{role: "load generator", proc: load, log: loadLog}
+	_ = sampler.Add(results.RoleClientApp, load.PID())
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go sampler.Run(sctx)
+	if l.cfg.hook != nil {
+		l.cfg.hook("load-started", l, spec)
+	}
+	winStart, winEnd, reason := l.watchLoad(ctx, spec, sampler, loadW, infra)
+	stopSampling()
+	if reason != "" {
+		_ = load.Stop()
+		return l.failed(spec, reason)
+	}
+	got, err := results.ReadFortioFile(jsonPath)
+	if err != nil {
+		return l.failed(spec, err.Error())
+	}
+	r = merge(r, got)
+	r.Processes = processes(sampler.Window(winStart, winEnd))
+	after, err := l.scrape(ctx)
+	if err != nil {
+		r.Failed, r.FailureReason = true, err.Error()
+		return Outcome{Run: r}
+	}
+	checks := trafficChecks(spec, r.Calls, before, after)
+	for _, c := range checks {
+		if !c.OK && !r.Failed {
+			r.Failed, r.FailureReason = true, "traffic check: "+c.Name+": "+c.Detail
+		}
+	}
+	return Outcome{Run: r, Checks: checks}
+}
+
+// watchLoad waits for the load generator to finish, marking the steady
+// window's edges on the way, and returns why the run failed if it did: the
+// generator failed, or a process the run depends on exited.
+func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.Sampler, load *watched, infra []*watched) (time.Time, time.Time, string) {
+	started := time.Now()
+	// The window ends a little before the load does, so that the generator
+	// is still alive for the last sample.
+	warm := time.NewTimer(spec.Warmup)
+	end := time.NewTimer(max(spec.Duration-150*time.Millisecond, spec.Warmup+50*time.Millisecond))
+	limit := time.NewTimer(spec.Duration + spec.Timeout + 20*time.Second)
+	defer warm.Stop()
+	defer end.Stop()
+	defer limit.Stop()
+	var winStart, winEnd time.Time
+	died := make(chan *watched, len(infra))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, w := range infra {
+		go func() {
+			select {
+			case <-w.proc.Done():
+				died <- w
+			case <-stop:
+			}
+		}()
+	}
+	for {
+		select {
+		case <-warm.C:
+			winStart = s.SampleNow()
+		case <-end.C:
+			winEnd = s.SampleNow()
+		case w := <-died:
+			return winStart, winEnd, w.exitReason()
+		case <-ctx.Done():
+			return winStart, winEnd, "interrupted"
+		case <-limit.C:
+			return winStart, winEnd, fmt.Sprintf("load generator still running %s after it should have ended", time.Since(started).Round(time.Second))
+		case <-load.proc.Done():
+			if err := load.proc.Wait(); err != nil {
+				return winStart, winEnd, load.exitReason()
+			}
+			for _, w := range infra {
+				if !w.alive() {
+					return winStart, winEnd, w.exitReason()
+				}
+			}
+			if winEnd.IsZero() {
+				winEnd = time.Now()
+			}
+			return winStart, winEnd, ""
+		}
+	}
+}
+
+// infra are the processes a run depends on besides the load generator.
+func (l *lab) infra() []*watched {
+	out := []*watched{l.pilot, l.serverApp}
+	for _, w := range []*watched{l.clientSC, l.serverSC} {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func roleOf(w *watched) string {
+	switch w.role {
+	case "client sidecar":
+		return results.RoleClientSidecar
+	case "server sidecar":
+		return results.RoleServerSidecar
+	case "echo server":
+		return results.RoleServerApp
+	}
+	return ""
+}
+
+// merge lays the load generator's figures over the runner's fields.
+func merge(r, got results.Run) results.Run {
+	r.StartTime, r.ActualQPS, r.Duration = got.StartTime, got.ActualQPS, got.Duration
+	r.Latency, r.Corrected, r.Calls, r.Errors = got.Latency, got.Corrected, got.Calls, got.Errors
+	r.ErrorPercent, r.ResponseSize, r.FortioJSON = got.ErrorPercent, got.ResponseSize, got.FortioJSON
+	if got.Label != "" {
+		r.Label = got.Label
+	}
+	return r
+}
+
+func processes(us []procstat.ProcessUsage) []results.Process {
+	const mib = 1 << 20
+	var out []results.Process
+	for _, u := range us {
+		p := results.Process{Role: u.Name, PID: u.PID, VCPU: math.NaN(), PSSMB: math.NaN(),
+			RSSMB: float64(u.MeanRSS) / mib, MaxRSSMB: float64(u.MaxRSS) / mib}
+		if u.Samples == 0 {
+			p.RSSMB, p.MaxRSSMB = math.NaN(), math.NaN()
+		}
+		if u.Err == nil {
+			p.VCPU = u.VCPU
+		}
+		if u.PSSKnown {
+			p.PSSMB = float64(u.MeanPSS) / mib
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// metricsSnapshot is the sidecars' metrics at one moment ("" without one).
+type metricsSnapshot struct {
+	client, server string
+}
+
+func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
+	var m metricsSnapshot
+	var errs []error
+	var err error
+	if l.clientSC != nil {
+		m.client, err = newAdmin(l.client.IP()).metrics(ctx)
+		errs = append(errs, err)
+	}
+	if l.serverSC != nil {
+		m.server, err = newAdmin(l.server.IP()).metrics(ctx)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("sidecar metrics: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,223 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+)
+
+// ensure makes the pods ready for spec: the same mode with everything alive
+// costs nothing; otherwise the old mode's sidecars go, dead processes are
+// restarted, and the new mode is set up and waited for.
+func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
+	if l.modeReady && l.mode == spec.Mode && l.modeAccessLog == spec.AccessLog && l.allAlive(spec.Mode) {
+		return nil
+	}
+	l.modeReady = false
+	if err := l.teardownMode(); err != nil {
+		return err
+	}
+	if !l.pilot.alive() {
+		l.logf("  restarting the control plane: %s", l.pilot.exitReason())
+		if err := l.startPilot(); err != nil {
+			return err
+		}
+	}
+	_, serverSidecar := spec.Mode.Sidecars()
+	host := ""
+	if l.kind() == pod.KindLoopback {
+		host = l.server.IP().String()
+		if serverSidecar {
+			host = "127.0.0.1"
+		}
+	}
+	if l.serverApp == nil || !l.serverApp.alive() || host != l.serverAppHost {
+		if l.serverApp != nil {
+			if l.serverApp.alive() {
+				_ = l.serverApp.proc.Stop()
+			} else {
+				l.logf("  restarting the echo server: %s", l.serverApp.exitReason())
+			}
+		}
+		if err := l.startServerApp(host); err != nil {
+			return err
+		}
+	}
+	if err := l.setupMode(ctx, spec); err != nil {
+		return err
+	}
+	l.mode, l.modeAccessLog, l.modeReady = spec.Mode, spec.AccessLog, true
+	return nil
+}
+
+func (l *lab) allAlive(m scenario.Mode) bool {
+	client, server := m.Sidecars()
+	return l.pilot.alive() && l.serverApp.alive() &&
+		client == l.clientSC.alive() && server == l.serverSC.alive()
+}
+
+// teardownMode stops the sidecars and removes their capture.
+func (l *lab) teardownMode() error {
+	var errs []error
+	for _, s := range []struct {
+		w   **watched
+		pod *pod.Pod
+	}{{&l.clientSC, l.client}, {&l.serverSC, l.server}} {
+		if *s.w == nil {
+			continue
+		}
+		errs = append(errs, (*s.w).proc.Stop())
+		*s.w = nil
+		if l.kind() == pod.KindNetns {
+			errs = append(errs, uncapture(s.pod))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("lab: stop sidecars: %w", err)
+	}
+	return nil
+}
+
+// setupMode applies the mode's configuration, starts its sidecars and waits
+// until they are ready and the client side knows the server as it should.
+func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
+	mesh := MeshYAML(spec, l.server.IP(), l.app)
+	client, server := spec.Mode.Sidecars()
+	name := string(spec.Mode)
+	// A WorkloadEntry beside a registered sidecar would give the server two
+	// endpoints; remove it before the sidecar comes.
+	if server && l.appliedWE {
+		if err := l.apply("workloadentry-delete", workloadEntryYAML(l.server.IP()), true); err != nil {
+			return err
+		}
+		l.appliedWE = false
+	}
+	if err := l.apply(name, mesh.Base, false); err != nil {
+		return err
+	}
+	if l.appliedDR && !mesh.DestinationRule {
+		if err := l.apply("destinationrule-delete", destinationRuleYAML(), true); err != nil {
+			return err
+		}
+	}
+	l.appliedDR = mesh.DestinationRule
+	if mesh.WorkloadEntry != "" && !l.appliedWE {
+		if err := l.apply("workloadentry", mesh.WorkloadEntry, false); err != nil {
+			return err
+		}
+		l.appliedWE = true
+	}
+	if server {
+		if err := l.startSidecar(l.serverSidecarSpec(), spec, &l.serverSC); err != nil {
+			return err
+		}
+	}
+	if client {
+		if err := l.startSidecar(l.clientSidecarSpec(), spec, &l.clientSC); err != nil {
+			return err
+		}
+	}
+	return l.waitConverged(ctx, spec)
+}
+
+func (l *lab) serverSidecarSpec() sidecarSpec {
+	s := sidecarSpec{role: "server sidecar", pod: l.server, sa: ServerSA, app: "server"}
+	if l.kind() == pod.KindLoopback {
+		for _, p := range []int{l.app.HTTP, l.app.GRPC, l.app.TCP} {
+			s.listen = append(s.listen, fmt.Sprintf("%s=virtualInbound:%d", netip.AddrPortFrom(l.server.IP(), uint16(p)), p))
+		}
+	}
+	return s
+}
+
+func (l *lab) clientSidecarSpec() sidecarSpec {
+	s := sidecarSpec{role: "client sidecar", pod: l.client, sa: ClientSA, app: "client"}
+	if l.kind() == pod.KindLoopback {
+		for _, p := range []struct{ local, svc int }{
+			{l.outbound.HTTP, ServiceHTTPPort}, {l.outbound.GRPC, ServiceGRPCPort}, {l.outbound.TCP, ServiceTCPPort},
+		} {
+			s.listen = append(s.listen, fmt.Sprintf("%s=virtualOutbound:%d", netip.AddrPortFrom(l.client.IP(), uint16(p.local)), p.svc))
+		}
+	}
+	return s
+}
+
+// startSidecar starts a sidecar in its pod: in netns mode as uid 1337
+// behind Istio's capture, on loopback with its explicit listeners.
+func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **watched) error {
+	if l.kind() == pod.KindNetns {
+		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	}
+	log := filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")
+	c := s.pod.Command(l.cfg.ProxyBin, sidecarArgs(s, l.pilotGRPC, spec.ProxyConcurrency, l.kind())...)
+	c.LogPath = log
+	if l.kind() == pod.KindNetns {
+		c.User = &pod.User{UID: pod.DefaultProxyUID, GID: pod.DefaultProxyGID}
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("lab: %s: %w", s.role, err)
+	}
+	l.pids = append(l.pids, c.PID())
+	*dst = &watched{role: s.role, proc: c, log: log}
+	return nil
+}
+
+// waitConverged waits until each sidecar is ready, has its access log set
+// as the run wants, and has the configuration the run depends on.
+func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
+	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+	defer cancel()
+	type side struct {
+		w     *watched
+		admin *admin
+		check func(*configDump) string
+	}
+	var sides []side
+	if l.serverSC != nil {
+		sides = append(sides, side{l.serverSC, newAdmin(l.server.IP()), func(d *configDump) string {
+			return serverConverged(d, spec, l.app.ForProtocol(spec.Protocol))
+		}})
+	}
+	if l.clientSC != nil {
+		want := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
+		sides = append(sides, side{l.clientSC, newAdmin(l.client.IP()), func(d *configDump) string {
+			return clientConverged(d, spec, want)
+		}})
+	}
+	for _, s := range sides {
+		lack := "not ready"
+		for lack != "" {
+			if !s.w.alive() {
+				return errors.New(s.w.exitReason())
+			}
+			if s.admin.ready(ctx) {
+				if d, err := s.admin.configDump(ctx); err != nil {
+					lack = err.Error()
+				} else {
+					lack = s.check(d)
+				}
+			}
+			if lack == "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("lab: %s not configured within %s: %s (log: %s)", s.w.role, convergeTimeout, lack, s.w.log)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if err := s.admin.setAccessLog(ctx, spec.AccessLog); err != nil {
+			return fmt.Errorf("lab: %s: %w", s.w.role, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+)
+
+// adminPort is where each sidecar serves its admin API, on its pod's
+// address: the host reaches it over the bridge (capture leaves 15000 alone)
+// or, on loopback, at the pod's own 127.x address.
+const adminPort = 15000
+
+// sidecarSpec is what differs between the client's and the server's sidecar.
+type sidecarSpec struct {
+	role   string // "client sidecar" or "server sidecar"
+	pod    *pod.Pod
+	sa     string
+	app    string   // the app label
+	listen []string // explicit bindings (loopback network only)
+}
+
+// sidecarArgs are meshperf-proxy's flags for a pod.
+func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []string {
+	args := []string{
+		"--xds-address", xds,
+		"--admin-address", netip.AddrPortFrom(s.pod.IP(), adminPort).String(),
+		"--pod-name", s.pod.Name(),
+		"--pod-namespace", Namespace,
+		"--service-account", s.sa,
+		"--instance-ip", s.pod.IP().String(),
+		"--labels", "app=" + s.app,
+		"--concurrency", strconv.Itoa(concurrency),
+	}
+	if kind == pod.KindNetns {
+		return append(args, "--capture-mode", "iptables")
+	}
+	args = append(args, "--capture-mode", "none")
+	for _, l := range s.listen {
+		args = append(args, "--listen", l)
+	}
+	return args
+}
+
+// admin talks to one sidecar's admin API.
+type admin struct {
+	base   string
+	client *http.Client
+}
+
+func newAdmin(ip netip.Addr) *admin {
+	return &admin{
+		base:   "http://" + netip.AddrPortFrom(ip, adminPort).String(),
+		client: &http.Client{Timeout: 5 * time.Second},
+	}
+}
+
+func (a *admin) get(ctx context.Context, path string) (int, []byte, error) {
+	return a.do(ctx, http.MethodGet, path)
+}
+
+func (a *admin) do(ctx context.Context, method, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// ready reports whether the sidecar answers /ready with 200.
+func (a *admin) ready(ctx context.Context) bool {
+	code, _, err := a.get(ctx, "/ready")
+	return err == nil && code == http.StatusOK
+}
+
+// setAccessLog turns the sidecar's access log on or off.
+func (a *admin) setAccessLog(ctx context.Context, on bool) error {
+	code, body, err := a.do(ctx, http.MethodPost, "/access_log?enabled="+strconv.FormatBool(on))
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d: %s", code, strings.TrimSpace(string(body)))
+	}
+	if err != nil {
+		return fmt.Errorf("access log: %w", err)
+	}
+	return nil
+}
+
+// metrics scrapes /stats/prometheus.
+func (a *admin) metrics(ctx context.Context) (string, error) {
+	code, body, err := a.get(ctx, "/stats/prometheus")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read metrics from %s: %w", a.base, err)
+	}
+	return string(body), nil
+}
+
+// configDump is the part of the proxy's /config_dump the lab reads.
+type configDump struct {
+	Clusters  map[string]dumpCluster `json:"clusters"`
+	Endpoints map[string]struct {
+		Endpoints []dumpEndpoint `json:"endpoints"`
+	} `json:"endpoints"`
+	Listeners map[string]struct {
+		FilterChains []struct {
+			Match struct {
+				DestinationPort   *int    `json:"destination_port"`
+				TransportProtocol *string `json:"transport_protocol"`
+			} `json:"filter_chain_match"`
+		} `json:"filter_chains"`
+	} `json:"listeners"`
+}
+
+type dumpCluster struct {
+	Transport json.RawMessage `json:"transport"`
+}
+
+type dumpEndpoint struct {
+	Address struct {
+		Socket string `json:"socket"`
+	} `json:"address"`
+	TLSMode string `json:"tls_mode"`
+}
+
+func (a *admin) configDump(ctx context.Context) (*configDump, error) {
+	code, body, err := a.get(ctx, "/config_dump")
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config_dump: %w", err)
+	}
+	var d configDump
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, fmt.Errorf("config_dump: %w", err)
+	}
+	return &d, nil
+}
+
+// clientConverged says what the client sidecar still lacks to send this
+// run's traffic as it should ("" when nothing): exactly one endpoint for the
+// server, at the server pod's address, with tlsMode istio exactly when the
+// server pod has a sidecar (auto mTLS keys on it), and a plain-text cluster
+// when a DestinationRule turns TLS off.
+func clientConverged(d *configDump, r scenario.RunSpec, want netip.AddrPort) string {
+	cluster := fmt.Sprintf("outbound|%d||%s", servicePort(r.Protocol), ServerHost())
+	_, serverSidecar := r.Mode.Sidecars()
+	wantTLS := ""
+	if serverSidecar {
+		wantTLS = "istio"
+	}
+	eps := d.Endpoints[cluster].Endpoints
+	var seen []string
+	for _, e := range eps {
+		seen = append(seen, e.Address.Socket+" tlsMode="+orNone(e.TLSMode))
+	}
+	if len(eps) != 1 || eps[0].Address.Socket != want.String() || tlsModeOf(eps[0].TLSMode) != wantTLS {
+		return fmt.Sprintf("cluster %s: want one endpoint %s tlsMode=%s, have [%s]",
+			cluster, want, orNone(wantTLS), strings.Join(seen, ", "))
+	}
+	if PeerAuthMode(r) == "DISABLE" {
+		c, ok := d.Clusters[cluster]
+		if !ok || strings.Trim(string(c.Transport), `"`) != "plain" {
+			return fmt.Sprintf("cluster %s: want plain-text transport (DestinationRule tls DISABLE), have %s", cluster, c.Transport)
+		}
+	}
+	return ""
+}
+
+// serverConverged says what the server sidecar's inbound listener still
+// lacks for the namespace's PeerAuthentication ("" when nothing): STRICT
+// accepts only TLS on the app port, DISABLE only plain text, PERMISSIVE
+// both.
+func serverConverged(d *configDump, r scenario.RunSpec, appPort int) string {
+	var tls, plain bool
+	for _, fc := range d.Listeners["virtualInbound"].FilterChains {
+		if fc.Match.DestinationPort == nil || *fc.Match.DestinationPort != appPort {
+			continue
+		}
+		if fc.Match.TransportProtocol != nil && *fc.Match.TransportProtocol == "tls" {
+			tls = true
+		} else {
+			plain = true
+		}
+	}
+	mode := PeerAuthMode(r)
+	want := map[string][2]bool{"STRICT": {true, false}, "DISABLE": {false, true}, "PERMISSIVE": {true, true}}[mode]
+	if tls != want[0] || plain != want[1] {
+		return fmt.Sprintf("virtualInbound port %d: want %s (tls %v, plain text %v), have tls %v, plain text %v",
+			appPort, mode, want[0], want[1], tls, plain)
+	}
+	return ""
+}
+
+func tlsModeOf(s string) string {
+	if s == "disabled" || s == "none" {
+		return ""
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// sumMetric adds up the samples of a Prometheus text metric whose labels
+// include every pair in want.
+func sumMetric(text, name string, want map[string]string) float64 {
+	total := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		// A leading comma makes every label start with one, so that
+		// destination_service never matches inside another label's name.
+		labels := "," + line[len(name)+1:end]
+		ok := true
+		for k, v := range want {
+			if !strings.Contains(labels, ","+k+`="`+v+`"`) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64); err == nil {
+			total += v
+		}
+	}
+	return total
+}
