@@ -23,6 +23,8 @@ var subcommands = map[string]subcommand{
 	"apply":  {cli.Apply, "apply Istio/Kubernetes YAML to the running control plane"},
 	"delete": {cli.Delete, "delete the objects a YAML file names from the control plane"},
 	"get":    {cli.Get, "list or show objects in the control plane's store"},
+	"lab":    {cli.Lab, "run a scenario: pods with and without sidecars, load, and what the mesh costs"},
+	"cpload": {cli.Cpload, "load-test a control plane with simulated sidecars; the book's tuning lab"},
 }
 
 func main() {
@@ -47,7 +49,7 @@ func main() {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: meshperf COMMAND [flags]\n\ncommands:")
-	for _, name := range []string{"load", "server", "pilot", "apply", "delete", "get"} {
+	for _, name := range []string{"lab", "load", "server", "pilot", "apply", "delete", "get", "cpload"} {
 		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].about)
 	}
 	fmt.Fprintln(w, "  version  print the version\n\nmeshperf COMMAND -h shows a command's flags.")

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[i] takes a database from version i to i+1. The schema, for
 // readers such as the dashboard:
@@ -72,6 +72,7 @@ var migrations = []string{
 		max_rss_mb REAL
 	);
 	CREATE INDEX processes_run_row ON processes(run_row);`,
+	migrationControlPlaneRuns, // cpruns.go
 }
 
 // Store is the results database.

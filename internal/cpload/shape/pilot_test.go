@@ -2,17 +2,12 @@ package shape
 
 import (
 	"context"
-	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/meshperf/meshperf/internal/cpload/cploadtest"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/pilot/config"
-	"github.com/meshperf/meshperf/internal/pilot/discovery"
-	"github.com/meshperf/meshperf/internal/pilot/push"
 )
 
 // TestBookLabOnPilot loads the book lab (615 resources) into meshperf's
@@ -24,35 +19,15 @@ func TestBookLabOnPilot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
-	opts.Push.DebounceAfter = 10 * time.Millisecond
-	s, err := discovery.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, addr := cploadtest.StartPilot(t, nil, m.All()...)
 	apply := func(rs []*config.Resource) {
 		t.Helper()
-		if _, err := s.Writer().Apply(context.Background(), rs); err != nil {
-			t.Fatal(err)
-		}
+		cploadtest.Apply(t, s, rs)
 	}
-	apply(m.All())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = s.Run(runCtx); close(done) }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(s.GRPCServerOptions()...)
-	s.RegisterGRPC(g)
-	go func() { _ = g.Serve(ln) }()
-	defer func() { g.Stop(); stop(); <-done; _ = s.Close() }()
 
-	f, err := sim.NewFleet(m.Proxies, sim.Options{Target: ln.Addr().String(), ConnectRate: -1})
+	f, err := sim.NewFleet(m.Proxies, sim.Options{Target: addr, ConnectRate: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,29 +19,19 @@ func (st *session) runDelta(ctx context.Context, cc grpc.ClientConnInterface) er
 	if err != nil {
 		return streamError("opening the delta ADS stream", err)
 	}
-	p := st.p
-	p.rec.update(func(s *ProxyStats) {
-		if s.Connected.IsZero() {
-			s.Connected = time.Now()
-			p.fleet.markConnected()
-		}
-	})
+	st.opened()
 	st.edsOf, st.routesOf = map[string]string{}, map[string][]string{}
 	nodeSent := false
 	send := func(r *discoveryv3.DeltaDiscoveryRequest) error {
 		if !nodeSent {
-			r.Node, nodeSent = p.node, true
+			r.Node, nodeSent = st.p.node, true
 		}
 		if err := stream.Send(r); err != nil {
 			return streamError("sending a delta request", err)
 		}
 		return nil
 	}
-	// CDS and LDS with no names: wildcard.
-	for _, t := range []Type{Cluster, Listener, Secret} {
-		if t != Cluster && t != Listener && st.names[t] == nil {
-			continue
-		}
+	for _, t := range st.initialTypes() {
 		if err := send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: t.URL(), ResourceNamesSubscribe: st.names[t]}); err != nil {
 			return err
 		}

@@ -25,19 +25,7 @@ func TestFleetAgainstPilot(t *testing.T) {
 func testFleet(t *testing.T, delta bool) {
 	const n = 20
 	s, addr := startPilot(t)
-	f, err := NewFleet(specs(n), Options{Target: addr, Delta: delta, NackShare: 0.25, ConnectRate: 500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := f.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	if err := f.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, ctx := startFleet(t, specs(n), Options{Target: addr, Delta: delta, NackShare: 0.25, ConnectRate: 500})
 
 	nackers := 0
 	for i := range n {
@@ -123,19 +111,7 @@ spec:
 // host's name, and that several proxies may share one gRPC connection.
 func TestWatchSeesVirtualHost(t *testing.T) {
 	s, addr := startPilot(t)
-	f, err := NewFleet(specs(6), Options{Target: addr, ProxiesPerConn: 3, ConnectRate: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := f.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
-	if err := f.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, ctx := startFleet(t, specs(6), Options{Target: addr, ProxiesPerConn: 3, ConnectRate: -1})
 	if r := f.Report(); r.Conns != 2 {
 		t.Errorf("%d connections for 6 proxies at 3 per connection, want 2", r.Conns)
 	}
@@ -187,6 +163,26 @@ func TestNewFleetRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// startFleet connects a fleet and waits until every proxy had its first
+// config; the fleet stops and the context (20s) ends with the test.
+func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Context) {
+	t.Helper()
+	f, err := NewFleet(sp, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	if err := f.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Stop)
+	if err := f.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f, ctx
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {

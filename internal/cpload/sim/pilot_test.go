@@ -1,15 +1,10 @@
 package sim
 
 import (
-	"context"
-	"net"
-	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/meshperf/meshperf/internal/cpload/cploadtest"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
 	"github.com/meshperf/meshperf/internal/pilot/push"
@@ -44,46 +39,23 @@ spec:
   ports: [{name: tcp, port: 5432}]
 `
 
-// startPilot runs meshperf's control plane in-process on loopback, port 0,
-// with a short debounce so that tests stay quick.
+// startPilot runs meshperf's control plane in-process with testMesh.
 func startPilot(t *testing.T) (*discovery.Server, string) {
-	return startPilotWith(t, func(*push.Options) {})
+	return startPilotWith(t, nil)
 }
 
 func startPilotWith(t *testing.T, tune func(*push.Options)) (*discovery.Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
-	opts.Push.DebounceAfter = 10 * time.Millisecond
-	tune(&opts.Push)
-	s, err := discovery.New(opts)
+	rs, err := config.Decode("test.yaml", []byte(testMesh))
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyYAML(t, s, testMesh)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(s.GRPCServerOptions()...)
-	s.RegisterGRPC(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(func() { g.Stop(); cancel(); <-done; _ = s.Close() })
-	return s, ln.Addr().String()
+	return cploadtest.StartPilot(t, tune, rs...)
 }
 
 func applyYAML(t *testing.T, s *discovery.Server, yaml string) {
 	t.Helper()
-	rs, err := config.Decode("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Writer().Apply(context.Background(), rs); err != nil {
-		t.Fatal(err)
-	}
+	cploadtest.ApplyYAML(t, s, yaml)
 }
 
 // counter reads a counter of the control plane's registry, summed over the

@@ -86,6 +86,27 @@ func newSession(p *proxy) *session {
 	return st
 }
 
+// opened records that the proxy's stream is open (the first time only).
+func (st *session) opened() {
+	p := st.p
+	p.rec.update(func(s *ProxyStats) {
+		if s.Connected.IsZero() {
+			s.Connected = time.Now()
+			p.fleet.markConnected()
+		}
+	})
+}
+
+// initialTypes are the types a new stream asks for at once: CDS and LDS as
+// wildcards (no names), and SDS for its secrets if it has any. EDS and RDS
+// follow from what CDS and LDS name.
+func (st *session) initialTypes() []Type {
+	if st.names[Secret] == nil {
+		return []Type{Cluster, Listener}
+	}
+	return []Type{Cluster, Listener, Secret}
+}
+
 // rejects says whether this proxy NACKs responses of type t.
 func (st *session) rejects(t Type) bool { return st.p.nack && st.p.fleet.nackType[t] }
 

@@ -16,29 +16,20 @@ func (st *session) runSotW(ctx context.Context, cc grpc.ClientConnInterface) err
 	if err != nil {
 		return streamError("opening the ADS stream", err)
 	}
-	p := st.p
-	p.rec.update(func(s *ProxyStats) {
-		if s.Connected.IsZero() {
-			s.Connected = time.Now()
-			p.fleet.markConnected()
-		}
-	})
+	st.opened()
 	var version, nonce [numTypes]string
 	nodeSent := false
 	send := func(r *discoveryv3.DiscoveryRequest) error {
 		// Istio's bootstrap sets set_node_on_first_message_only.
 		if !nodeSent {
-			r.Node, nodeSent = p.node, true
+			r.Node, nodeSent = st.p.node, true
 		}
 		if err := stream.Send(r); err != nil {
 			return streamError("sending a request", err)
 		}
 		return nil
 	}
-	for _, t := range []Type{Cluster, Listener, Secret} {
-		if t != Cluster && t != Listener && st.names[t] == nil {
-			continue
-		}
+	for _, t := range st.initialTypes() {
 		if err := send(&discoveryv3.DiscoveryRequest{TypeUrl: t.URL(), ResourceNames: st.names[t]}); err != nil {
 			return err
 		}

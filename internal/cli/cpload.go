@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/cpload/driver"
+	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// Cpload is `meshperf cpload run|lab`: the control-plane load test.
+func Cpload(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runCpload(ctx, args, stdout, stderr, nil)
+}
+
+const cploadAbout = `meshperf cpload run  [flags]   one load test: shape x churn x knobs against meshperf pilot or --target
+meshperf cpload lab  [flags]   Istio in Action chapter 11's tuning sequence, beside the book's figures`
+
+// runCpload dispatches; pilotCommand (tests) replaces how pilot is run.
+func runCpload(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stdout, "usage:\n"+cploadAbout)
+		if len(args) == 0 {
+			return exitBadInput
+		}
+		return exitOK
+	}
+	switch args[0] {
+	case "run":
+		return cploadRun(ctx, args[1:], stdout, stderr, pilotCommand)
+	case "lab":
+		return cploadLab(ctx, args[1:], stdout, stderr, pilotCommand)
+	}
+	fmt.Fprintf(stderr, "meshperf cpload: unknown subcommand %q; want run or lab\n", args[0])
+	return exitBadInput
+}
+
+// cploadRunFlags are cpload run's flags.
+type cploadRunFlags struct {
+	shape                              string
+	namespaces, services, replicas     int
+	proxies                            int
+	churn, namespace, service          string
+	reps                               int
+	delay, duration                    time.Duration
+	rate                               float64
+	sidecar, excludeNS                 string
+	delta, sotw                        bool
+	knobs                              driver.Knobs
+	target, applyWith, apiURL, metrics string
+	prometheus                         bool
+	promURL                            string
+	promInterval                       time.Duration
+	connectRate                        float64
+	perConn                            int
+	timeout                            time.Duration
+	jsonOut, db, name                  string
+}
+
+func (f *cploadRunFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.shape, "shape", "booklab", "mesh `shape`: uniform, large (Istio's large load test), booklab (the book's lab mesh)")
+	fs.IntVar(&f.namespaces, "namespaces", 0, "namespaces (uniform: default 5; large: default 1)")
+	fs.IntVar(&f.services, "services", 0, "uniform: services per namespace (default 10)")
+	fs.IntVar(&f.replicas, "replicas", 0, "pods per service/deployment (uniform default 1, large default 2)")
+	fs.IntVar(&f.proxies, "proxies", 0, "simulate only `N` of the shape's pods, spread evenly (0: all)")
+	fs.StringVar(&f.churn, "churn", "perftest", "churn: perftest (the book's performance-test.sh), endpoints, config, none")
+	fs.StringVar(&f.namespace, "namespace", "", "namespace of the changes (default istioinaction for booklab, else the first)")
+	fs.StringVar(&f.service, "service", "", "endpoint churn's service (default the namespace's first)")
+	fs.IntVar(&f.reps, "reps", 10, "perftest: repetitions")
+	fs.DurationVar(&f.delay, "delay", 2500*time.Millisecond, "perftest: wait between repetitions")
+	fs.Float64Var(&f.rate, "rate", 10, "endpoints/config: changes per second")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "endpoints/config: how long to churn")
+	fs.StringVar(&f.sidecar, "sidecar", "none", "Sidecar scoping: none, mesh-wide (the book's), namespace (one per namespace: ./* and istio-system/*)")
+	fs.StringVar(&f.excludeNS, "discovery-selectors", "", "comma-separated namespaces to exclude with the book's discoverySelectors (labelled istio-exclude=true)")
+	fs.BoolVar(&f.delta, "delta", false, "delta xDS")
+	fs.BoolVar(&f.sotw, "sotw", false, "state-of-the-world xDS (the default)")
+	fs.DurationVar(&f.knobs.DebounceAfter, "debounce-after", 0, "PILOT_DEBOUNCE_AFTER for the pilot subprocess (its default 100ms)")
+	fs.DurationVar(&f.knobs.DebounceMax, "debounce-max", 0, "PILOT_DEBOUNCE_MAX (default 10s)")
+	fs.IntVar(&f.knobs.PushThrottle, "push-throttle", 0, "PILOT_PUSH_THROTTLE (default automatic)")
+	fs.Float64Var(&f.knobs.MaxRequestsPerSecond, "max-requests-per-second", 0, "PILOT_MAX_REQUESTS_PER_SECOND: new xDS streams per second (default automatic, about 25 on 2 cores)")
+	fs.StringVar(&f.target, "target", "", "an existing ADS server `host:port` instead of starting meshperf pilot")
+	fs.StringVar(&f.applyWith, "apply-with", "none", "with --target, how to change config: none or meshperf-api")
+	fs.StringVar(&f.apiURL, "api-url", "", "with --apply-with meshperf-api: the control plane's API `URL`")
+	fs.StringVar(&f.metrics, "metrics-url", "", "with --target: its /metrics `URL`, for push counts, convergence, CPU and memory")
+	fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane for the test, and report the book's PromQL")
+	fs.StringVar(&f.promURL, "prom-url", "", "ask this Prometheus the book's PromQL")
+	fs.DurationVar(&f.promInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
+	fs.Float64Var(&f.connectRate, "connect-rate", 0, "simulated proxies' new streams per second (default 100; -1 unlimited)")
+	fs.IntVar(&f.perConn, "proxies-per-conn", 1, "simulated proxies sharing one gRPC connection")
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "bound on each wait (first sync, each change's delivery)")
+	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE`")
+	fs.StringVar(&f.db, "db", "", "store the run in this results database `PATH`")
+	fs.StringVar(&f.name, "name", "", "the run's label")
+}
+
+func (f *cploadRunFlags) mesh() (*shape.Mesh, string, error) {
+	switch f.shape {
+	case "booklab":
+		m, err := shape.BookLab(shape.BookLabOptions{Seed: 1})
+		return m, shape.BookNamespace, err
+	case "uniform":
+		m, err := shape.Uniform(shape.UniformOptions{Namespaces: orInt(f.namespaces, 5), ServicesPerNamespace: orInt(f.services, 10),
+			Replicas: orInt(f.replicas, 1), Seed: 1})
+		return m, "ns-0", err
+	case "large":
+		m, err := shape.IstioLargeLoadTest(shape.LargeLoadTestOptions{Namespaces: orInt(f.namespaces, 1), Replicas: f.replicas, Seed: 1})
+		return m, "service-graph00", err
+	}
+	return nil, "", usagef("--shape %q: want uniform, large or booklab", f.shape)
+}
+
+func orInt(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driver.Config, error) {
+	if f.delta && f.sotw {
+		return driver.Config{}, usagef("--delta and --sotw exclude each other")
+	}
+	scoping, err := driver.ParseScoping(f.sidecar)
+	if err != nil {
+		return driver.Config{}, usageError{err.Error()}
+	}
+	m, ns, err := f.mesh()
+	if err != nil {
+		return driver.Config{}, err
+	}
+	if f.namespace != "" {
+		ns = f.namespace
+	}
+	svc := f.service
+	if svc == "" {
+		svc = firstService(m, ns)
+	}
+	c := driver.Config{Name: f.name, Shape: f.shape, Mesh: m, Proxies: f.proxies, Scoping: scoping, Knobs: f.knobs, Delta: f.delta,
+		Churn: f.churn, Namespace: ns, Service: svc, Reps: f.reps, Delay: f.delay, Rate: f.rate, Duration: f.duration,
+		Target: f.target, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
+		Prometheus: f.prometheus, PromURL: f.promURL, PromInterval: f.promInterval, PilotCommand: pilotCommand,
+		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
+	if f.excludeNS != "" {
+		c.Exclude = strings.Split(f.excludeNS, ",")
+	}
+	if err := c.Validate(); err != nil {
+		return driver.Config{}, usageError{err.Error()}
+	}
+	return c, nil
+}
+
+// firstService is the app label of the first Service in ns, for endpoint
+// churn (WorkloadEntries select by app).
+func firstService(m *shape.Mesh, ns string) string {
+	for _, r := range m.All() {
+		if r.Kind == "Service" && r.Meta.Namespace == ns {
+			return r.Meta.Name
+		}
+	}
+	return ""
+}
+
+func cploadRun(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
+	const cmd = "meshperf cpload run"
+	var f cploadRunFlags
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	f.define(fs)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, fs, cmd+" [flags]", "Loads a control plane with simulated sidecars, churns its config, and reports pushes, convergence, end-to-end times, config size, CPU and memory.")
+			return exitOK
+		}
+		return exitStatus(stderr, cmd, usageError{err.Error()})
+	}
+	c, err := f.config(pilotCommand, stderr)
+	if err != nil {
+		return exitStatus(stderr, cmd, err)
+	}
+	r, err := driver.Run(ctx, c)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return exitFailed
+	}
+	r.Print(stdout)
+	if err := saveCpload(f.jsonOut, f.db, r, []*driver.Report{r}); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
+	const cmd = "meshperf cpload lab"
+	var lc driver.LabConfig
+	var jsonOut, db string
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.IntVar(&lc.Reps, "reps", 10, "performance-test repetitions per step")
+	fs.DurationVar(&lc.Delay, "delay", 2500*time.Millisecond, "wait between repetitions")
+	fs.DurationVar(&lc.DebounceAfter, "debounce-after", 2500*time.Millisecond, "PILOT_DEBOUNCE_AFTER of step 3")
+	fs.StringVar(&lc.ExcludedNamespace, "excluded-namespace", "istioinaction-excluded", "namespace step 4's discoverySelectors exclude (its test runs there)")
+	fs.BoolVar(&lc.NoExtra, "no-extra", false, "leave out the 600 extra resources")
+	fs.BoolVar(&lc.Delta, "delta", false, "delta xDS")
+	fs.BoolVar(&lc.Prometheus, "prometheus", false, "run Debian's prometheus per step and report the book's PromQL")
+	fs.DurationVar(&lc.PromInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
+	fs.DurationVar(&lc.Timeout, "timeout", time.Minute, "bound on each wait")
+	fs.StringVar(&jsonOut, "json", "", "write the steps as JSON to `FILE`")
+	fs.StringVar(&db, "db", "", "store each step in this results database `PATH`")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, fs, cmd+" [flags]", "Istio in Action chapter 11 in one command: lab mesh, performance test, mesh-wide Sidecar, PILOT_DEBOUNCE_AFTER, discoverySelectors.")
+			return exitOK
+		}
+		return exitStatus(stderr, cmd, usageError{err.Error()})
+	}
+	if fs.NArg() > 0 {
+		return exitStatus(stderr, cmd, usagef("unexpected argument %q", fs.Arg(0)))
+	}
+	lc.PilotCommand, lc.Progress = pilotCommand, stderr
+	lr, err := driver.Lab(ctx, lc)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return exitFailed
+	}
+	lr.Print(stdout)
+	reports := make([]*driver.Report, 0, len(lr.Steps))
+	for _, s := range lr.Steps {
+		reports = append(reports, s.Report)
+	}
+	if err := saveCpload(jsonOut, db, lr, reports); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// saveCpload writes v as JSON and the reports to the results store.
+func saveCpload(jsonPath, dbPath string, v any, reports []*driver.Report) error {
+	if jsonPath != "" {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("writing --json: %w", err)
+		}
+	}
+	if dbPath == "" {
+		return nil
+	}
+	st, err := results.Open(dbPath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, r := range reports {
+		if err := st.InsertControlPlaneRun(r.StoreRow()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+// Package cploadtest holds what the cpload packages' tests share: meshperf's
+// control plane started in-process on loopback, and config applied to it
+// from YAML. It is imported only by tests.
+package cploadtest
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/push"
+)
+
+// StartPilot runs meshperf's control plane in-process with its xDS server on
+// 127.0.0.1, port 0, and a 10ms debounce so that tests stay quick; tune may
+// change the push options first. The resources are applied before it starts.
+// It stops when the test ends.
+func StartPilot(t testing.TB, tune func(*push.Options), resources ...*config.Resource) (*discovery.Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
+	opts.Push.DebounceAfter = 10 * time.Millisecond
+	if tune != nil {
+		tune(&opts.Push)
+	}
+	s, err := discovery.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resources) > 0 {
+		Apply(t, s, resources)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(s.GRPCServerOptions()...)
+	s.RegisterGRPC(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(func() { g.Stop(); cancel(); <-done; _ = s.Close() })
+	return s, ln.Addr().String()
+}
+
+// Apply writes resources to the control plane's store, failing the test on
+// error.
+func Apply(t testing.TB, s *discovery.Server, resources []*config.Resource) {
+	t.Helper()
+	if _, err := s.Writer().Apply(context.Background(), resources); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ApplyYAML decodes a YAML stream and applies it.
+func ApplyYAML(t testing.TB, s *discovery.Server, yaml string) {
+	t.Helper()
+	rs, err := config.Decode("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Apply(t, s, rs)
+}

@@ -1,0 +1,302 @@
+// Package driver runs control-plane load tests: it starts meshperf pilot (or
+// uses any ADS server given its address), loads a generated mesh into it,
+// connects simulated sidecars, churns config, and measures what the
+// control plane did (push counts, its own convergence histogram, CPU and
+// memory) and what the proxies saw (end-to-end times, config size). Lab
+// runs Istio in Action chapter 11's tuning sequence with it.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/cpload/churn"
+	"github.com/meshperf/meshperf/internal/cpload/metrics"
+	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/cpload/sim"
+	"github.com/meshperf/meshperf/internal/lab/procstat"
+	"github.com/meshperf/meshperf/internal/pilot/config"
+)
+
+// Knobs are the control plane's tuning variables, passed to the pilot
+// subprocess as istiod's environment variables; zero leaves its default.
+type Knobs struct {
+	DebounceAfter        time.Duration `json:"debounceAfter,omitempty"`
+	DebounceMax          time.Duration `json:"debounceMax,omitempty"`
+	PushThrottle         int           `json:"pushThrottle,omitempty"`
+	MaxRequestsPerSecond float64       `json:"maxRequestsPerSecond,omitempty"`
+}
+
+func (k Knobs) env() []string {
+	var out []string
+	if k.DebounceAfter > 0 {
+		out = append(out, "PILOT_DEBOUNCE_AFTER="+k.DebounceAfter.String())
+	}
+	if k.DebounceMax > 0 {
+		out = append(out, "PILOT_DEBOUNCE_MAX="+k.DebounceMax.String())
+	}
+	if k.PushThrottle > 0 {
+		out = append(out, "PILOT_PUSH_THROTTLE="+strconv.Itoa(k.PushThrottle))
+	}
+	if k.MaxRequestsPerSecond > 0 {
+		out = append(out, "PILOT_MAX_REQUESTS_PER_SECOND="+strconv.FormatFloat(k.MaxRequestsPerSecond, 'g', -1, 64))
+	}
+	return out
+}
+
+// Churn kinds.
+const (
+	ChurnPerfTest  = "perftest"
+	ChurnEndpoints = "endpoints"
+	ChurnConfig    = "config"
+	ChurnNone      = "none"
+)
+
+// Config is one load test.
+type Config struct {
+	Name  string      // label in reports and the store
+	Shape string      // the shape's name, for the report
+	Mesh  *shape.Mesh // what to load and whose pods to simulate
+	// Proxies simulates only this many of the mesh's pods (0: all).
+	Proxies int
+	Scoping Scoping
+	// Exclude are namespaces labelled istio-exclude=true under the book's
+	// discoverySelectors (created if the mesh lacks them).
+	Exclude []string
+	Knobs   Knobs
+	Delta   bool
+
+	Churn     string        // perftest, endpoints, config or none
+	Namespace string        // where changes are made
+	Service   string        // endpoint churn's service
+	Reps      int           // perftest repetitions
+	Delay     time.Duration // perftest delay between repetitions
+	Rate      float64       // endpoints/config changes per second
+	Duration  time.Duration // endpoints/config: for how long
+
+	// Target is an existing ADS server; empty starts meshperf pilot.
+	Target string
+	// ApplyWith is how changes reach an external target: "none" or
+	// "meshperf-api" (APIURL).
+	ApplyWith  string
+	APIURL     string
+	MetricsURL string // an external target's /metrics, optional
+
+	Prometheus   bool          // run Debian's prometheus for the test
+	PromURL      string        // or use this one
+	PromInterval time.Duration // scrape interval of the started one
+
+	PilotCommand   []string // how to run meshperf pilot (tests)
+	DataDir        string   // pilot's store; a temporary directory if empty
+	ConnectRate    float64  // new proxy streams per second (sim default if 0)
+	ProxiesPerConn int
+	Timeout        time.Duration // per wait (connect, each delivery); 60s if 0
+	Progress       io.Writer     // one line per stage; nil for quiet
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return time.Minute
+	}
+	return c.Timeout
+}
+
+func (c *Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "cpload: "+format+"\n", args...)
+	}
+}
+
+// Validate says what is wrong with c, in one line.
+func (c *Config) Validate() error {
+	switch {
+	case c.Mesh == nil || len(c.Mesh.Proxies) == 0:
+		return errors.New("no mesh, or a mesh without pods to simulate")
+	case c.Target != "" && c.ApplyWith != "none" && c.ApplyWith != "meshperf-api":
+		return fmt.Errorf("--apply-with %q: against --target, want none or meshperf-api", c.ApplyWith)
+	case c.Target != "" && c.ApplyWith == "meshperf-api" && c.APIURL == "":
+		return errors.New("--apply-with meshperf-api needs --api-url (the control plane's --httpAddr)")
+	case c.Target != "" && c.Prometheus && c.MetricsURL == "":
+		return errors.New("--prometheus against --target needs --metrics-url (what Prometheus should scrape)")
+	}
+	switch c.Churn {
+	case ChurnNone, "":
+	case ChurnPerfTest:
+		if c.Reps <= 0 {
+			return errors.New("--reps must be positive")
+		}
+	case ChurnEndpoints, ChurnConfig:
+		if c.Rate <= 0 || c.Duration <= 0 {
+			return errors.New("--rate and --duration must be positive for endpoint and config churn")
+		}
+	default:
+		return fmt.Errorf("--churn %q: want perftest, endpoints, config or none", c.Churn)
+	}
+	if c.Target != "" && c.ApplyWith == "none" && c.Churn != ChurnNone && c.Churn != "" {
+		return errors.New("--churn needs a way to change config: --apply-with meshperf-api, or --churn none")
+	}
+	return nil
+}
+
+// env is the control plane under test and the ways to reach it.
+type env struct {
+	pilot      *PilotProcess
+	xds        string
+	api        *APIApplier // nil: config cannot be changed
+	metricsURL string
+	prom       *metrics.PromClient
+	promServer *metrics.PromServer
+	sampler    *procstat.Sampler
+	stopSample context.CancelFunc
+	tmp        string
+}
+
+// startEnv starts meshperf pilot (unless c.Target), the procstat sampler on
+// it, and Prometheus when asked.
+func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env, error) {
+	e := &env{}
+	if c.Target == "" {
+		p, err := StartPilot(ctx, PilotOptions{Command: c.PilotCommand, DataDir: dataDir, MeshConfig: meshConfig, Env: c.Knobs.env()})
+		if err != nil {
+			return nil, err
+		}
+		e.pilot, e.xds, e.api, e.metricsURL = p, p.XDSAddr, NewAPIApplier(p.APIURL), p.MetricsURL
+		e.sampler = procstat.NewSampler(200 * time.Millisecond)
+		if err := e.sampler.Add("pilot", p.PID); err == nil {
+			sctx, cancel := context.WithCancel(context.Background())
+			e.stopSample = cancel
+			go e.sampler.Run(sctx)
+		}
+	} else {
+		e.xds, e.metricsURL = c.Target, c.MetricsURL
+		if c.ApplyWith == "meshperf-api" {
+			e.api = NewAPIApplier(c.APIURL)
+		}
+	}
+	switch {
+	case c.Prometheus:
+		dir, err := os.MkdirTemp("", "meshperf-prometheus-")
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.tmp = dir
+		target := hostPort(e.metricsURL)
+		s, err := metrics.StartPrometheus(ctx, metrics.PromServerOptions{Target: target, Interval: c.PromInterval, Dir: dir})
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.promServer, e.prom = s, s.PromClient
+		// Prometheus holds back its first scrape for a few seconds after
+		// start; the test's opening figures need one.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = s.WaitScrapedAfter(wctx, metrics.ScrapeJob, time.Time{})
+		cancel()
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+	case c.PromURL != "":
+		pc, err := metrics.NewPromClient(c.PromURL)
+		if err != nil {
+			e.stop()
+			return nil, err
+		}
+		e.prom = pc
+	}
+	return e, nil
+}
+
+func (e *env) stop() {
+	e.promServer.Stop()
+	if e.stopSample != nil {
+		e.stopSample()
+	}
+	e.pilot.Stop()
+	if e.tmp != "" {
+		_ = os.RemoveAll(e.tmp)
+	}
+}
+
+// Run runs one load test: control plane, mesh, proxies, churn, figures.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	dataDir := c.DataDir
+	if dataDir == "" && c.Target == "" {
+		dir, err := os.MkdirTemp("", "meshperf-cpload-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		dataDir = dir
+	}
+	meshConfig := ""
+	if len(c.Exclude) > 0 {
+		meshConfig = DiscoverySelectorsMeshConfig
+	}
+	e, err := startEnv(ctx, &c, dataDir, meshConfig)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+	if e.api != nil {
+		rs := append(c.Mesh.All(), scopeResources(c.Mesh, c.Scoping)...)
+		for _, ns := range c.Exclude {
+			rs = append(rs, excludedNamespace(ns))
+		}
+		c.progress("applying the mesh: %d resources", len(rs))
+		if err := e.api.Apply(ctx, rs); err != nil {
+			return nil, fmt.Errorf("loading the mesh: %w", err)
+		}
+	}
+	return runStep(ctx, &c, e)
+}
+
+// changes builds the churn's changes.
+func (c *Config) changes(specs []sim.ProxySpec) []churn.Change {
+	who := audience(specs, c.Scoping, c.Exclude)
+	n := int(c.Rate * c.Duration.Seconds())
+	switch c.Churn {
+	case ChurnPerfTest:
+		return churn.PerfTest(c.Namespace, c.Reps, who)
+	case ChurnConfig:
+		return churn.ConfigChurn(c.Namespace, max(n, 1), who)
+	case ChurnEndpoints:
+		return churn.EndpointChurn(c.Namespace, c.Service, max(n, 1), who)
+	}
+	return nil
+}
+
+// cleanup is what the churn left behind, deleted after a step so that the
+// next one starts from the same mesh.
+func (c *Config) cleanup() []*config.Resource {
+	switch c.Churn {
+	case ChurnPerfTest:
+		return churn.PerfTestCleanup(c.Namespace, c.Reps)
+	case ChurnConfig:
+		return []*config.Resource{churn.ChurnServiceEntry(c.Namespace, "x.invalid")}
+	}
+	return nil
+}
+
+func hostPort(u string) string {
+	for _, p := range []string{"http://", "https://"} {
+		if len(u) > len(p) && u[:len(p)] == p {
+			u = u[len(p):]
+		}
+	}
+	for i := range len(u) {
+		if u[i] == '/' {
+			return u[:i]
+		}
+	}
+	return u
+}

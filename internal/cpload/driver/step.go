@@ -1,0 +1,148 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/cpload/churn"
+	"github.com/meshperf/meshperf/internal/cpload/metrics"
+	"github.com/meshperf/meshperf/internal/cpload/sim"
+)
+
+// runStep connects the proxies to e, churns, and measures.
+func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
+	// The config just applied must be in the control plane's snapshot
+	// before the proxies connect, or their first config (whose size is
+	// reported) would be of the mesh before it.
+	e.waitQuiet(ctx, quietPeriod(c))
+	specs := pick(c.Mesh.Proxies, c.Proxies)
+	r := newReport(c, e, len(specs))
+	f, err := sim.NewFleet(specs, sim.Options{Target: e.xds, Delta: c.Delta, ConnectRate: c.ConnectRate, ProxiesPerConn: c.ProxiesPerConn})
+	if err != nil {
+		return nil, err
+	}
+	c.progress("connecting %d simulated proxies to %s", len(specs), e.xds)
+	if err := f.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer f.Stop()
+	wctx, cancel := context.WithTimeout(ctx, c.timeout())
+	err = f.WaitSynced(wctx)
+	cancel()
+	if err != nil {
+		if e.pilot != nil {
+			if gone, why := e.pilot.Exited(); gone {
+				return nil, fmt.Errorf("meshperf pilot exited: %s", why)
+			}
+		}
+		return nil, fmt.Errorf("waiting for the proxies' first config: %w", err)
+	}
+	fr := f.Report()
+	r.Connect = ConnectFigures{AllConnected: ms(fr.AllConnected), AllSynced: ms(fr.AllSynced), FirstConfig: pct(fr.FirstConfig)}
+	r.ConfigSize = configSize(f, specs)
+	if e.api != nil && r.ConfigSize.Workload != "" && e.pilot != nil {
+		r.ConfigSize.WorkloadDumpBytes = e.api.ConfigDumpBytes(ctx, r.ConfigSize.workloadID)
+	}
+
+	quiet := quietPeriod(c)
+	e.waitQuiet(ctx, quiet)
+	before := e.sample(ctx)
+	if e.prom != nil {
+		if err := e.prom.WaitScrapedAfter(ctx, metrics.ScrapeJob, before.at); err != nil && e.promServer != nil {
+			return nil, err
+		}
+	}
+	if changes := c.changes(specs); len(changes) > 0 {
+		if e.api == nil {
+			return nil, fmt.Errorf("--churn %s needs a way to change config", c.Churn)
+		}
+		c.progress("churn %s: %d changes", c.Churn, len(changes))
+		runner := &churn.Runner{Applier: e.api, Proxies: churn.FleetProxies{Fleet: f}, Timeout: c.timeout()}
+		var res churn.Result
+		if c.Churn == ChurnPerfTest {
+			res, err = runner.Sequential(ctx, c.Churn, changes, c.Delay)
+		} else {
+			res, err = runner.Paced(ctx, c.Churn, changes, c.Rate)
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.setChurn(res)
+		e.waitQuiet(ctx, quiet)
+	}
+	after := e.sample(ctx)
+	r.setControlPlane(before, after)
+	r.setResources(e, before, after)
+	if e.prom != nil {
+		if err := r.setPrometheus(ctx, e.prom, before.at, after.at); err != nil {
+			r.Notes = append(r.Notes, "Prometheus figures unavailable: "+err.Error())
+		}
+	}
+	if e.api != nil {
+		if rs := c.cleanup(); len(rs) > 0 {
+			_ = e.api.Delete(ctx, rs)
+		}
+	}
+	return r, nil
+}
+
+// quietPeriod is how long the push counter must stand still for the control
+// plane to count as idle: a debounce window and some.
+func quietPeriod(c *Config) time.Duration {
+	d := 100 * time.Millisecond
+	if c.Knobs.DebounceAfter > 0 {
+		d = c.Knobs.DebounceAfter
+	}
+	return d + 400*time.Millisecond
+}
+
+// scrape is the control plane's metrics at one instant.
+type scrape struct {
+	at   time.Time
+	snap *metrics.Snapshot
+}
+
+func (e *env) sample(ctx context.Context) scrape {
+	s := scrape{at: time.Now()}
+	if e.metricsURL != "" {
+		s.snap, _ = metrics.Scrape(ctx, nil, e.metricsURL)
+	}
+	if e.sampler != nil {
+		s.at = e.sampler.SampleNow()
+	}
+	return s
+}
+
+// waitQuiet returns once pilot_xds_pushes has not moved for quiet (the
+// pushes that connecting proxies cause, as new endpoints, must be over
+// before the test counts), or after a minute.
+func (e *env) waitQuiet(ctx context.Context, quiet time.Duration) {
+	if e.metricsURL == "" {
+		return
+	}
+	deadline := time.Now().Add(time.Minute)
+	last := math.NaN()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s, err := metrics.Scrape(ctx, nil, e.metricsURL)
+		if err != nil {
+			return
+		}
+		n := s.Sum("pilot_xds_pushes") + s.Sum("pilot_inbound_updates")
+		if n == last {
+			return
+		}
+		last = n
+		select {
+		case <-ctx.Done():
+		case <-time.After(quiet):
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func pct(p sim.Percentiles) Percentiles {
+	return Percentiles{N: p.N, P50: ms(p.P50), P90: ms(p.P90), P99: ms(p.P99), Max: ms(p.Max)}
+}

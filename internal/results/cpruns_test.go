@@ -1,0 +1,30 @@
+package results
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestControlPlaneRunsRoundTrip(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p99 := 123.5
+	pushes := 70.0
+	start := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	if err := st.InsertControlPlaneRun(ControlPlaneRun{Label: "mesh-wide", Shape: "booklab", Start: start, Proxies: 13, Changes: 10,
+		Pushes: &pushes, E2EP99: &p99, ReportJSON: `{}`}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.ControlPlaneRuns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].Label != "mesh-wide" || *runs[0].Pushes != 70 || *runs[0].E2EP99 != 123.5 ||
+		runs[0].ConvergenceP99 != nil || !runs[0].Start.Equal(start) {
+		t.Fatalf("read back %+v", runs)
+	}
+}
