@@ -57,7 +57,7 @@ type cploadRunFlags struct {
 	delay, duration                    time.Duration
 	rate                               float64
 	sidecar, excludeNS                 string
-	delta, sotw                        bool
+	delta, sotw, noSDS                 bool
 	knobs                              driver.Knobs
 	target, applyWith, apiURL, metrics string
 	prometheus                         bool
@@ -85,13 +85,14 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.sidecar, "sidecar", "none", "Sidecar scoping: none, mesh-wide (the book's), namespace (one per namespace: ./* and istio-system/*)")
 	fs.StringVar(&f.excludeNS, "discovery-selectors", "", "comma-separated namespaces to exclude with the book's discoverySelectors (labelled istio-exclude=true)")
 	fs.BoolVar(&f.delta, "delta", false, "delta xDS")
+	fs.BoolVar(&f.noSDS, "no-sds", false, "subscribe to no secrets (against istiod, whose sidecars get them from istio-agent)")
 	fs.BoolVar(&f.sotw, "sotw", false, "state-of-the-world xDS (the default)")
 	fs.DurationVar(&f.knobs.DebounceAfter, "debounce-after", 0, "PILOT_DEBOUNCE_AFTER for the pilot subprocess (its default 100ms)")
 	fs.DurationVar(&f.knobs.DebounceMax, "debounce-max", 0, "PILOT_DEBOUNCE_MAX (default 10s)")
 	fs.IntVar(&f.knobs.PushThrottle, "push-throttle", 0, "PILOT_PUSH_THROTTLE (default automatic)")
 	fs.Float64Var(&f.knobs.MaxRequestsPerSecond, "max-requests-per-second", 0, "PILOT_MAX_REQUESTS_PER_SECOND: new xDS streams per second (default automatic, about 25 on 2 cores)")
 	fs.StringVar(&f.target, "target", "", "an existing ADS server `host:port` instead of starting meshperf pilot")
-	fs.StringVar(&f.applyWith, "apply-with", "none", "with --target, how to change config: none or meshperf-api")
+	fs.StringVar(&f.applyWith, "apply-with", "none", "with --target, how to change config: none, meshperf-api, or dir:PATH (YAML files in the directory the control plane watches, e.g. istiod's --configDir)")
 	fs.StringVar(&f.apiURL, "api-url", "", "with --apply-with meshperf-api: the control plane's API `URL`")
 	fs.StringVar(&f.metrics, "metrics-url", "", "with --target: its /metrics `URL`, for push counts, convergence, CPU and memory")
 	fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane for the test, and report the book's PromQL")
@@ -147,7 +148,7 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	if svc == "" {
 		svc = firstService(m, ns)
 	}
-	c := driver.Config{Name: f.name, Shape: f.shape, Mesh: m, Proxies: f.proxies, Scoping: scoping, Knobs: f.knobs, Delta: f.delta,
+	c := driver.Config{Name: f.name, Shape: f.shape, Mesh: m, Proxies: f.proxies, Scoping: scoping, Knobs: f.knobs, Delta: f.delta, NoSDS: f.noSDS,
 		Churn: f.churn, Namespace: ns, Service: svc, Reps: f.reps, Delay: f.delay, Rate: f.rate, Duration: f.duration,
 		Target: f.target, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
 		Prometheus: f.prometheus, PromURL: f.promURL, PromInterval: f.promInterval, PilotCommand: pilotCommand,

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/churn"
@@ -70,6 +71,9 @@ type Config struct {
 	Exclude []string
 	Knobs   Knobs
 	Delta   bool
+	// NoSDS subscribes to no secrets: against istiod, which leaves SDS to
+	// istio-agent, a sidecar's secrets never come over ADS.
+	NoSDS bool
 
 	Churn     string        // perftest, endpoints, config or none
 	Namespace string        // where changes are made
@@ -81,8 +85,9 @@ type Config struct {
 
 	// Target is an existing ADS server; empty starts meshperf pilot.
 	Target string
-	// ApplyWith is how changes reach an external target: "none" or
-	// "meshperf-api" (APIURL).
+	// ApplyWith is how changes reach an external target: "none",
+	// "meshperf-api" (APIURL), or "dir:PATH" (files in the directory it
+	// watches, as istiod's --configDir).
 	ApplyWith  string
 	APIURL     string
 	MetricsURL string // an external target's /metrics, optional
@@ -117,8 +122,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Mesh == nil || len(c.Mesh.Proxies) == 0:
 		return errors.New("no mesh, or a mesh without pods to simulate")
-	case c.Target != "" && c.ApplyWith != "none" && c.ApplyWith != "meshperf-api":
-		return fmt.Errorf("--apply-with %q: against --target, want none or meshperf-api", c.ApplyWith)
+	case c.Target != "" && c.ApplyWith != "none" && c.ApplyWith != "meshperf-api" && !strings.HasPrefix(c.ApplyWith, "dir:"):
+		return fmt.Errorf("--apply-with %q: against --target, want none, meshperf-api or dir:PATH", c.ApplyWith)
+	case strings.HasPrefix(c.ApplyWith, "dir:") && !isDir(strings.TrimPrefix(c.ApplyWith, "dir:")):
+		return fmt.Errorf("--apply-with %q: no such directory", c.ApplyWith)
 	case c.Target != "" && c.ApplyWith == "meshperf-api" && c.APIURL == "":
 		return errors.New("--apply-with meshperf-api needs --api-url (the control plane's --httpAddr)")
 	case c.Target != "" && c.Prometheus && c.MetricsURL == "":
@@ -138,16 +145,24 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--churn %q: want perftest, endpoints, config or none", c.Churn)
 	}
 	if c.Target != "" && c.ApplyWith == "none" && c.Churn != ChurnNone && c.Churn != "" {
-		return errors.New("--churn needs a way to change config: --apply-with meshperf-api, or --churn none")
+		return errors.New("--churn needs a way to change config: --apply-with meshperf-api or dir:PATH, or --churn none")
 	}
 	return nil
+}
+
+// applier changes the control plane's config: through meshperf pilot's API,
+// or by files in a watched directory (istiod's --configDir).
+type applier interface {
+	Apply(ctx context.Context, rs []*config.Resource) error
+	Delete(ctx context.Context, rs []*config.Resource) error
+	ConfigDumpBytes(ctx context.Context, proxyID string) int64
 }
 
 // env is the control plane under test and the ways to reach it.
 type env struct {
 	pilot      *PilotProcess
 	xds        string
-	api        *APIApplier // nil: config cannot be changed
+	api        applier // nil: config cannot be changed
 	metricsURL string
 	prom       *metrics.PromClient
 	promServer *metrics.PromServer
@@ -174,8 +189,11 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 		}
 	} else {
 		e.xds, e.metricsURL = c.Target, c.MetricsURL
-		if c.ApplyWith == "meshperf-api" {
+		switch {
+		case c.ApplyWith == "meshperf-api":
 			e.api = NewAPIApplier(c.APIURL)
+		case strings.HasPrefix(c.ApplyWith, "dir:"):
+			e.api = &DirApplier{Dir: strings.TrimPrefix(c.ApplyWith, "dir:")}
 		}
 	}
 	switch {
@@ -299,4 +317,9 @@ func hostPort(u string) string {
 		}
 	}
 	return u
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

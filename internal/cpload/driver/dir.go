@@ -1,0 +1,59 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/pilot/config"
+)
+
+// DirApplier changes config by writing YAML files into the directory a
+// control plane watches: istiod's `--configDir` (and meshperf pilot's), so
+// that the same run can be made against both. One file per object, written
+// to a temporary name and renamed, so the watcher never reads half a file.
+type DirApplier struct {
+	Dir string
+}
+
+// Apply writes each object's file.
+func (d *DirApplier) Apply(_ context.Context, rs []*config.Resource) error {
+	for _, r := range rs {
+		data, err := shape.YAML([]*config.Resource{r})
+		if err != nil {
+			return err
+		}
+		path := d.path(r)
+		tmp := filepath.Join(d.Dir, "."+filepath.Base(path)+".tmp")
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", r.Key(), err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("writing %s: %w", r.Key(), err)
+		}
+	}
+	return nil
+}
+
+// Delete removes each object's file; one already gone is not an error.
+func (d *DirApplier) Delete(_ context.Context, rs []*config.Resource) error {
+	for _, r := range rs {
+		if err := os.Remove(d.path(r)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("deleting %s: %w", r.Key(), err)
+		}
+	}
+	return nil
+}
+
+// ConfigDumpBytes is unknown through a directory.
+func (d *DirApplier) ConfigDumpBytes(context.Context, string) int64 { return 0 }
+
+func (d *DirApplier) path(r *config.Resource) string {
+	k := r.Key()
+	name := strings.ToLower(string(k.Kind)) + "-" + k.Namespace + "-" + k.Name + ".yaml"
+	return filepath.Join(d.Dir, strings.TrimPrefix(name, "-"))
+}
