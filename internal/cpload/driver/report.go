@@ -274,7 +274,11 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "Prometheus (the book's PromQL): Push count: %.0f, Latency in the last minute: p50 %s p90 %s p99 %s\n",
 			p.PushCount, msStr(p.P50), msStr(p.P90), msStr(p.P99))
 	}
-	if p := r.Process; p != nil {
+	if p := r.Process; p != nil && p.Source == "metrics" {
+		// Scraped: only the RSS at the end is known, not its maximum.
+		fmt.Fprintf(w, "control plane process (%s): CPU %.2f s (%.2f s during churn), RSS at the end %.0f MB\n",
+			p.Source, p.CPUSeconds, p.ChurnCPU, p.RSSAtEndMB)
+	} else if p != nil {
 		fmt.Fprintf(w, "control plane process (%s): CPU %.2f s (%.2f s during churn), RSS max %.0f MB, peak RSS %.0f MB\n",
 			p.Source, p.CPUSeconds, p.ChurnCPU, p.RSSMaxMB, p.PeakRSSMB)
 	}
