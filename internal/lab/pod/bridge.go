@@ -24,11 +24,7 @@ type BridgeNetwork struct {
 	runID   string
 	bridge  string
 	gateway netip.Prefix // the bridge's address, e.g. 10.233.7.1/24
-
-	mu     sync.Mutex
-	pods   []*Pod
-	next   int // last octet of the next pod address
-	closed bool
+	podSet               // next is the last octet of the next pod's address
 }
 
 var _ Network = (*BridgeNetwork)(nil)
@@ -44,7 +40,7 @@ func NewBridgeNetwork(runID string) (*BridgeNetwork, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a bridge network needs root (network namespaces, veths, iptables); run as root or use the loopback network")
 	}
-	n := &BridgeNetwork{runID: id, bridge: runPrefix(id) + "br", next: 2}
+	n := &BridgeNetwork{runID: id, bridge: runPrefix(id) + "br", podSet: podSet{next: 2}}
 	lock, err := lockFile(subnetLockPath)
 	if err != nil {
 		return nil, err
@@ -164,47 +160,30 @@ func (n *BridgeNetwork) Subnet() netip.Prefix { return n.gateway.Masked() }
 func (n *BridgeNetwork) Bridge() string { return n.bridge }
 
 // Pods implements Network.
-func (n *BridgeNetwork) Pods() []*Pod {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]*Pod(nil), n.pods...)
-}
+func (n *BridgeNetwork) Pods() []*Pod { return n.list() }
 
 // AddPod implements Network: a namespace mp-<run>-<name> whose eth0 is a
 // veth on the bridge, with lo up and a default route via the bridge.
 func (n *BridgeNetwork) AddPod(name string) (*Pod, error) {
-	if err := checkPodName(name); err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, fmt.Errorf("add pod %s: network %s is closed", name, n.bridge)
-	}
-	for _, p := range n.pods {
-		if p.name == name {
-			return nil, fmt.Errorf("add pod %s: a pod with that name exists", name)
+	return n.add(name, n.bridge, func(next int) (*Pod, int, error) {
+		if next > 254 {
+			return nil, next, fmt.Errorf("add pod %s: network %s is full (253 pods)", name, n.bridge)
 		}
-	}
-	if n.next > 254 {
-		return nil, fmt.Errorf("add pod %s: network %s is full (253 pods)", name, n.bridge)
-	}
-	b := n.gateway.Addr().As4()
-	b[3] = byte(n.next)
-	p := &Pod{
-		name:     name,
-		ip:       netip.AddrFrom4(b),
-		kind:     KindNetns,
-		ns:       netns.None(),
-		nsName:   runPrefix(n.runID) + name,
-		hostVeth: runPrefix(n.runID) + strconv.Itoa(n.next),
-	}
-	if err := n.plumb(p); err != nil {
-		return nil, errors.Join(fmt.Errorf("add pod %s: %w", name, err), removePod(p))
-	}
-	n.next++
-	n.pods = append(n.pods, p)
-	return p, nil
+		b := n.gateway.Addr().As4()
+		b[3] = byte(next)
+		p := &Pod{
+			name:     name,
+			ip:       netip.AddrFrom4(b),
+			kind:     KindNetns,
+			ns:       netns.None(),
+			nsName:   runPrefix(n.runID) + name,
+			hostVeth: runPrefix(n.runID) + strconv.Itoa(next),
+		}
+		if err := n.plumb(p); err != nil {
+			return nil, next, errors.Join(fmt.Errorf("add pod %s: %w", name, err), removePod(p))
+		}
+		return p, next + 1, nil
+	})
 }
 
 // plumb creates p's namespace and veth and configures both ends.
@@ -267,15 +246,10 @@ func (n *BridgeNetwork) plumb(p *Pod) error {
 
 // Close implements Network.
 func (n *BridgeNetwork) Close() error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	pods, ok := n.close()
+	if !ok {
 		return nil
 	}
-	n.closed = true
-	pods := n.pods
-	n.mu.Unlock()
-
 	errs := make([]error, len(pods))
 	var wg sync.WaitGroup
 	for i, p := range pods {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
-	"sync"
 
 	"github.com/vishvananda/netns"
 )
@@ -16,13 +15,9 @@ import (
 // and cannot be captured: a sidecar must listen on explicit addresses and
 // ports, as Istio's captureMode NONE does.
 type LoopbackNetwork struct {
-	runID string
-	base  [4]byte // 127.n.0.0
-
-	mu     sync.Mutex
-	pods   []*Pod
-	next   int
-	closed bool
+	runID  string
+	base   [4]byte // 127.n.0.0
+	podSet         // next numbers the pods' addresses: 127.n.(next>>8).(next&0xff)
 }
 
 var _ Network = (*LoopbackNetwork)(nil)
@@ -39,7 +34,7 @@ func NewLoopbackNetwork(runID string) (*LoopbackNetwork, error) {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	n := 1 + h.Sum32()%254
-	return &LoopbackNetwork{runID: id, base: [4]byte{127, byte(n), 0, 0}, next: 2}, nil
+	return &LoopbackNetwork{runID: id, base: [4]byte{127, byte(n), 0, 0}, podSet: podSet{next: 2}}, nil
 }
 
 // Kind implements Network.
@@ -56,51 +51,29 @@ func (n *LoopbackNetwork) NamePrefix() string { return runPrefix(n.runID) }
 func (n *LoopbackNetwork) Gateway() netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, 1}) }
 
 // Pods implements Network.
-func (n *LoopbackNetwork) Pods() []*Pod {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]*Pod(nil), n.pods...)
-}
+func (n *LoopbackNetwork) Pods() []*Pod { return n.list() }
 
 // AddPod implements Network: the pod's address is 127.n.x.y, counting up.
 func (n *LoopbackNetwork) AddPod(name string) (*Pod, error) {
-	if err := checkPodName(name); err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return nil, fmt.Errorf("add pod %s: loopback network %s is closed", name, n.runID)
-	}
-	for _, p := range n.pods {
-		if p.name == name {
-			return nil, fmt.Errorf("add pod %s: a pod with that name exists", name)
+	return n.add(name, "loopback "+n.runID, func(next int) (*Pod, int, error) {
+		for next&0xff == 0 || next&0xff == 255 { // skip .0 and .255
+			next++
 		}
-	}
-	for n.next&0xff == 0 || n.next&0xff == 255 { // skip .0 and .255
-		n.next++
-	}
-	if n.next > 0xfffe {
-		return nil, fmt.Errorf("add pod %s: loopback network %s is full", name, n.runID)
-	}
-	b := n.base
-	b[2], b[3] = byte(n.next>>8), byte(n.next)
-	n.next++
-	p := &Pod{name: name, ip: netip.AddrFrom4(b), kind: KindLoopback, ns: netns.None()}
-	n.pods = append(n.pods, p)
-	return p, nil
+		if next > 0xfffe {
+			return nil, next, fmt.Errorf("add pod %s: loopback network %s is full", name, n.runID)
+		}
+		b := n.base
+		b[2], b[3] = byte(next>>8), byte(next)
+		return &Pod{name: name, ip: netip.AddrFrom4(b), kind: KindLoopback, ns: netns.None()}, next + 1, nil
+	})
 }
 
 // Close implements Network: stops every pod's processes.
 func (n *LoopbackNetwork) Close() error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	pods, ok := n.close()
+	if !ok {
 		return nil
 	}
-	n.closed = true
-	pods := n.pods
-	n.mu.Unlock()
 	var errs []error
 	for _, p := range pods {
 		if p.markClosed() {
