@@ -49,28 +49,12 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 // watch listens on addr in p and reports each connection on arrivals.
 func watch(t *testing.T, p *Pod, label, addr string, arrivals chan<- arrival) {
 	t.Helper()
-	var ln net.Listener
-	if err := p.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		return err
-	}); err != nil {
-		t.Fatalf("listen %s in %s: %v", addr, p.Name(), err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			a := arrival{listener: label}
-			a.origDst, a.err = originalDst(c)
-			arrivals <- a
-			c.Write([]byte("ok\n"))
-			c.Close()
-		}
-	}()
+	serveIn(t, p, addr, func(c net.Conn) {
+		a := arrival{listener: label}
+		a.origDst, a.err = originalDst(c)
+		arrivals <- a
+		c.Write([]byte("ok\n"))
+	})
 }
 
 func expectArrival(t *testing.T, what string, arrivals <-chan arrival, listener string, origDst netip.AddrPort) {

@@ -33,6 +33,12 @@ func dialRead(p *Pod, addr string) (string, error) {
 
 // listenIn listens on addr inside p and answers every connection with "hi".
 func listenIn(t *testing.T, p *Pod, addr string) net.Listener {
+	return serveIn(t, p, addr, func(c net.Conn) { io.WriteString(c, "hi") })
+}
+
+// serveIn listens on addr inside p and runs handle on every connection,
+// closing it after.
+func serveIn(t *testing.T, p *Pod, addr string, handle func(net.Conn)) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	if err := p.Do(func() error {
@@ -49,7 +55,7 @@ func listenIn(t *testing.T, p *Pod, addr string) net.Listener {
 			if err != nil {
 				return
 			}
-			io.WriteString(c, "hi")
+			handle(c)
 			c.Close()
 		}
 	}()

@@ -270,6 +270,26 @@ pub struct Reply {
     pub body: String,
 }
 
+impl Reply {
+    /// What the upstream said it saw, from its headers, and the body.
+    async fn read(resp: Response<hyper::body::Incoming>) -> Reply {
+        let h = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let (status, upstream, seen_path, seen_host) =
+            (resp.status().as_u16(), h("x-upstream"), h("x-seen-path"), h("x-seen-host"));
+        let (seen_proto, seen_request_id) = (h("x-seen-proto"), h("x-seen-request-id"));
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            upstream,
+            seen_path,
+            seen_host,
+            seen_proto,
+            seen_request_id,
+            body: String::from_utf8_lossy(&body).into(),
+        }
+    }
+}
+
 pub async fn get(c: &TestClient, proxy: SocketAddr, host: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
     send(c, proxy, "GET", host, path, headers, Bytes::new()).await
 }
@@ -288,20 +308,7 @@ pub async fn send(
         b = b.header(*k, *v);
     }
     let resp = tokio::time::timeout(WAIT, c.request(b.body(Full::new(body)).unwrap())).await.unwrap().unwrap();
-    let h = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let (status, upstream, seen_path, seen_host) =
-        (resp.status().as_u16(), h("x-upstream"), h("x-seen-path"), h("x-seen-host"));
-    let (seen_proto, seen_request_id) = (h("x-seen-proto"), h("x-seen-request-id"));
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        upstream,
-        seen_path,
-        seen_host,
-        seen_proto,
-        seen_request_id,
-        body: String::from_utf8_lossy(&body).into(),
-    }
+    Reply::read(resp).await
 }
 
 /// Writes `data`, half-closes, and reads until the proxy closes.
@@ -338,18 +345,5 @@ pub async fn h2_send(
     let resp =
         tokio::time::timeout(WAIT, sender.send_request(b.body(Full::new(body)).unwrap())).await.unwrap().unwrap();
     assert_eq!(resp.version(), hyper::Version::HTTP_2);
-    let h = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let (status, upstream, seen_path, seen_host) =
-        (resp.status().as_u16(), h("x-upstream"), h("x-seen-path"), h("x-seen-host"));
-    let (seen_proto, seen_request_id) = (h("x-seen-proto"), h("x-seen-request-id"));
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        upstream,
-        seen_path,
-        seen_host,
-        seen_proto,
-        seen_request_id,
-        body: String::from_utf8_lossy(&body).into(),
-    }
+    Reply::read(resp).await
 }
