@@ -15,6 +15,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::proxy::ClusterStat;
+
 use crate::config::Config;
 use crate::logging::LogControl;
 use crate::state::State;
@@ -30,8 +32,8 @@ pub enum AdminError {
     },
 }
 
-/// Envoy-named counters and gauges, `(cluster.NAME.STAT, value)`.
-pub type ClusterStats = Arc<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;
+/// The data path's per-cluster counters and gauges, by Envoy's names.
+pub type ClusterStats = Arc<dyn Fn() -> Vec<ClusterStat> + Send + Sync>;
 
 /// What the admin endpoint reads and controls.
 #[derive(Clone)]
@@ -130,8 +132,8 @@ impl Admin {
             // Envoy's plain form first (`name: value`), then Istio's metrics.
             "/stats" => {
                 let mut out = String::new();
-                for (name, value) in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
-                    out.push_str(&format!("{name}: {value}\n"));
+                for s in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
+                    out.push_str(&format!("{}: {}\n", s.name(), s.value));
                 }
                 out.push_str(&self.prometheus());
                 text(StatusCode::OK, out)
@@ -177,11 +179,10 @@ impl Admin {
         }
         // The exposition format wants each family's samples together.
         let mut families: std::collections::BTreeMap<String, String> = Default::default();
-        for (name, value) in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
-            let Some((cluster, stat)) = split_cluster_stat(&name) else { continue };
-            let samples = families.entry(format!("envoy_cluster_{}", stat.replace('.', "_"))).or_default();
-            let cluster = cluster.replace('\\', "\\\\").replace('"', "\\\"");
-            samples.push_str(&format!("{{cluster_name=\"{cluster}\"}} {value}\n"));
+        for s in self.cluster_stats.as_ref().map(|f| f()).unwrap_or_default() {
+            let samples = families.entry(format!("envoy_cluster_{}", s.stat.replace('.', "_"))).or_default();
+            let cluster = s.cluster.replace('\\', "\\\\").replace('"', "\\\"");
+            samples.push_str(&format!("{{cluster_name=\"{cluster}\"}} {}\n", s.value));
         }
         for (metric, samples) in families {
             out.push_str(&format!("# TYPE {metric} gauge\n"));
@@ -227,15 +228,4 @@ impl Admin {
             Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
         }
     }
-}
-
-/// `cluster.NAME.STAT` into NAME and STAT. Cluster names have dots of their
-/// own (`outbound|80||catalog.shop.svc.cluster.local`), so the stat is the
-/// last segment, or the last two under `outlier_detection`.
-fn split_cluster_stat(name: &str) -> Option<(&str, &str)> {
-    let rest = name.strip_prefix("cluster.")?;
-    if let Some(i) = rest.rfind(".outlier_detection.") {
-        return Some((&rest[..i], &rest[i + 1..]));
-    }
-    rest.rsplit_once('.')
 }

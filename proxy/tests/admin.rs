@@ -9,6 +9,7 @@ use std::sync::Arc;
 use clap::Parser;
 use meshperf_proxy::admin::{Admin, AdminServer};
 use meshperf_proxy::config::Cli;
+use meshperf_proxy::proxy::ClusterStat;
 use meshperf_proxy::state::State;
 use meshperf_proxy::xds::{XdsClient, XdsConfig};
 use support::{AdsServer, WAIT, http, serve_minimal_config};
@@ -32,10 +33,11 @@ async fn ready_dump_stats_and_quit() {
         telemetry: None,
         log: None,
         cluster_stats: Some(Arc::new(|| {
+            let stat = |cluster: &str, stat, value| ClusterStat { cluster: cluster.into(), stat, value };
             vec![
-                ("cluster.outbound|80||web.ns.svc.cluster.local.upstream_cx_overflow".into(), 3),
-                ("cluster.outbound|80||web.ns.svc.cluster.local.outlier_detection.ejections_active".into(), 1),
-                ("cluster.inbound|8080||.upstream_cx_overflow".into(), 0),
+                stat("outbound|80||web.ns.svc.cluster.local", "upstream_cx_overflow", 3),
+                stat("outbound|80||web.ns.svc.cluster.local", "outlier_detection.ejections_active", 1),
+                stat("inbound|8080||", "upstream_cx_overflow", 0),
             ]
         })),
         shutdown: shutdown.clone(),

@@ -41,6 +41,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::Notify;
 
+use super::ClusterStat;
 use super::upstream::ProxyBody;
 use crate::state::CircuitBreakers as Thresholds;
 
@@ -112,17 +113,21 @@ impl CircuitBreakers {
     }
 
     /// Envoy's stat names and values, cluster by cluster, sorted.
-    pub fn stats(&self) -> Vec<(String, u64)> {
+    pub fn stats(&self) -> Vec<ClusterStat> {
         let mut out = Vec::new();
         let Ok(m) = self.clusters.read() else { return out };
         for (name, c) in m.iter() {
             let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            out.push((format!("cluster.{name}.upstream_cx_overflow"), load(&c.cx_overflow)));
-            out.push((format!("cluster.{name}.upstream_rq_pending_overflow"), load(&c.rq_pending_overflow)));
-            out.push((format!("cluster.{name}.upstream_rq_retry_overflow"), load(&c.retry_overflow)));
             let gauge = |a: &AtomicU32| u64::from(a.load(Ordering::Relaxed));
-            out.push((format!("cluster.{name}.upstream_rq_active"), gauge(&c.requests)));
-            out.push((format!("cluster.{name}.upstream_rq_pending_active"), gauge(&c.pending)));
+            for (stat, value) in [
+                ("upstream_cx_overflow", load(&c.cx_overflow)),
+                ("upstream_rq_pending_overflow", load(&c.rq_pending_overflow)),
+                ("upstream_rq_retry_overflow", load(&c.retry_overflow)),
+                ("upstream_rq_active", gauge(&c.requests)),
+                ("upstream_rq_pending_active", gauge(&c.pending)),
+            ] {
+                out.push(ClusterStat { cluster: name.clone(), stat, value });
+            }
         }
         out.sort();
         out
@@ -249,7 +254,7 @@ mod tests {
     }
 
     fn stat(cbs: &CircuitBreakers, name: &str) -> u64 {
-        cbs.stats().into_iter().find(|(n, _)| n == name).map_or(u64::MAX, |(_, v)| v)
+        cbs.stats().into_iter().find(|s| s.name() == name).map_or(u64::MAX, |s| s.value)
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::time::Instant;
 use foldhash::HashMap;
 use hyper::http::uri::Authority;
 
+use super::ClusterStat;
 use super::outlier::{ClusterOutliers, HostOutlier};
 use crate::state::{Cluster, DiscoveryType, Endpoint, EndpointAddress, LbPolicy, OutlierDetection, Snapshot};
 
@@ -226,15 +227,15 @@ impl LoadBalancers {
 
     /// Envoy's outlier stats per cluster: `ejections_active` and
     /// `ejections_enforced_total`, sorted.
-    pub fn outlier_stats(&self) -> Vec<(String, u64)> {
+    pub fn outlier_stats(&self) -> Vec<ClusterStat> {
         let mut out = Vec::new();
         let Ok(m) = self.clusters.read() else { return out };
         for (name, lb) in m.iter() {
             // Expired ejections count until a pick or an ejection looks: look now.
             lb.sweep(Instant::now());
-            let prefix = format!("cluster.{name}.outlier_detection");
-            out.push((format!("{prefix}.ejections_active"), u64::from(lb.outliers.active())));
-            out.push((format!("{prefix}.ejections_enforced_total"), lb.outliers.enforced_total()));
+            let stat = |stat, value| ClusterStat { cluster: name.clone(), stat, value };
+            out.push(stat("outlier_detection.ejections_active", u64::from(lb.outliers.active())));
+            out.push(stat("outlier_detection.ejections_enforced_total", lb.outliers.enforced_total()));
         }
         out.sort();
         out
@@ -395,7 +396,8 @@ mod tests {
         assert!(bad.report(Some(&od), true), "one 5xx ejects with consecutive_5xx 1");
         drop(bad);
         assert!((0..10).all(|_| port(&lbs.pick(&snap, &c, DST, None).unwrap()) != bad_port));
-        assert_eq!(lbs.outlier_stats()[0], ("cluster.c.outlier_detection.ejections_active".into(), 1));
+        let s = &lbs.outlier_stats()[0];
+        assert_eq!((s.name(), s.value), ("cluster.c.outlier_detection.ejections_active".into(), 1));
         // Eject the other too: none left is below the 50% panic threshold, so both serve again.
         let other = lbs.pick(&snap, &c, DST, None).unwrap();
         assert!(other.report(Some(&od), true));
@@ -404,7 +406,8 @@ mod tests {
         seen.sort();
         seen.dedup();
         assert_eq!(seen, [1, 2]);
-        assert_eq!(lbs.outlier_stats()[1], ("cluster.c.outlier_detection.ejections_enforced_total".into(), 2));
+        let s = &lbs.outlier_stats()[1];
+        assert_eq!((s.name(), s.value), ("cluster.c.outlier_detection.ejections_enforced_total".into(), 2));
     }
 
     #[test]

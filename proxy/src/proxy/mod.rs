@@ -159,6 +159,22 @@ pub struct TcpInfo {
     pub peer_principal: Option<String>,
 }
 
+/// One of a cluster's counters or gauges, by Envoy's stat name under
+/// `cluster.<name>.` (`upstream_cx_overflow`, `outlier_detection.ejections_active`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClusterStat {
+    pub cluster: String,
+    pub stat: &'static str,
+    pub value: u64,
+}
+
+impl ClusterStat {
+    /// Envoy's full name, `cluster.<name>.<stat>`.
+    pub fn name(&self) -> String {
+        format!("cluster.{}.{}", self.cluster, self.stat)
+    }
+}
+
 /// The telemetry seam: called on the worker thread once a response has been
 /// sent (or the client went away) and once a TCP connection closes. Keep
 /// implementations cheap; push heavy work elsewhere.
@@ -211,7 +227,7 @@ impl Proxy {
 
     /// The per-cluster counters in Envoy's names, for the admin endpoint:
     /// circuit-breaker overflows and outlier ejections.
-    pub fn cluster_stats(&self) -> Vec<(String, u64)> {
+    pub fn cluster_stats(&self) -> Vec<ClusterStat> {
         let mut stats = self.shared.circuits.stats();
         stats.extend(self.shared.lb.outlier_stats());
         stats.sort();
