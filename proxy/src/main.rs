@@ -14,7 +14,7 @@ use clap::error::ErrorKind;
 use meshperf_proxy::admin::{Admin, AdminServer, ClusterStats};
 use meshperf_proxy::config::{Cli, Config};
 use meshperf_proxy::logging;
-use meshperf_proxy::proxy::Proxy;
+use meshperf_proxy::proxy::{Proxy, Workers};
 use meshperf_proxy::state::State;
 use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Observer, Peer, Telemetry, XdsCollector};
 use meshperf_proxy::xds::{XdsClient, XdsConfig};
@@ -59,13 +59,6 @@ fn run(config: Config) -> anyhow::Result<()> {
         .thread_name("control")
         .build()
         .context("control runtime")?;
-    // The traffic runtime: the listeners and every connection run here.
-    let traffic = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(usize::from(config.concurrency))
-        .thread_name("worker")
-        .enable_all()
-        .build()
-        .context("traffic runtime")?;
 
     let config = Arc::new(config);
     let state = Arc::new(State::new());
@@ -80,15 +73,12 @@ fn run(config: Config) -> anyhow::Result<()> {
     let proxy = Proxy::new(config.clone(), state.clone(), Some(Arc::new(observer)));
     // Listeners are bound before anything runs, so a bad or busy address fails
     // the start instead of a background task.
-    let listeners = traffic.block_on(proxy.bind()).context("binding the proxy's listeners")?;
+    let workers = Workers::bind(&proxy, usize::from(config.concurrency))?;
     let cluster_stats: ClusterStats = {
         let proxy = proxy.clone();
         Arc::new(move || proxy.cluster_stats())
     };
-    let serving = traffic.spawn({
-        let shutdown_rx = shutdown_rx.clone();
-        async move { proxy.serve(listeners, shutdown_rx).await }
-    });
+    let workers = workers.start(shutdown_rx.clone())?;
     let admin = Admin {
         config: config.clone(),
         state,
@@ -113,8 +103,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         .await;
         anyhow::Ok(())
     })?;
-    drop(serving); // connections in flight get the shutdown timeout below
-    traffic.shutdown_timeout(Duration::from_secs(5));
+    workers.join();
     tracing::info!("meshperf-proxy stopped");
     Ok(())
 }

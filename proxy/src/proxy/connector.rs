@@ -123,6 +123,16 @@ pub enum MeshStream {
     Tls(Box<TokioIo<TlsStream<TcpStream>>>),
 }
 
+impl MeshStream {
+    /// The server's verified identity, when the connection is mTLS.
+    pub(crate) fn peer(&self) -> Option<UpstreamPeer> {
+        match self {
+            MeshStream::Plain(_) => None,
+            MeshStream::Tls(s) => Some(UpstreamPeer(tls::identity_of(s.inner().get_ref().1))),
+        }
+    }
+}
+
 impl Connection for MeshStream {
     fn connected(&self) -> Connected {
         match self {

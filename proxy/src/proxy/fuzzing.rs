@@ -79,7 +79,7 @@ impl HttpHarness {
             let _ = rx.read_to_end(&mut out).await;
             out
         };
-        let all = async { tokio::join!(super::http::serve(Arc::new(conn), server), send, receive).2 };
+        let all = async { tokio::join!(super::http::serve(Arc::new(conn), server, None), send, receive).2 };
         tokio::time::timeout(EXCHANGE_LIMIT, all).await.ok()
     }
 }

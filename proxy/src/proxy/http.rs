@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::Observed;
 use super::connector::UpstreamPeer;
+use super::idle::Tracked;
 use super::route::{RequestHead, select_route};
 use super::upstream::ProxyBody;
 use super::{Reporter, RequestInfo, RequestProtocol, SecurityPolicy, Shared};
@@ -28,8 +29,6 @@ use crate::state::{Fault, Redirect, Route, RouteAction, RouteConfig};
 
 /// Envoy's default `max_request_headers_kb` is 60; a larger head gets 431.
 const MAX_HEADER_BYTES: usize = 60 * 1024;
-/// A client that has not sent a full request head in this long is dropped.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where a chain's routes come from: RDS (looked up per request, so a push
 /// applies to open connections) or inline.
@@ -52,9 +51,10 @@ pub(crate) struct HttpConn {
     pub peer_principal: Option<String>,
 }
 
-/// Serves the connection until the client closes it. Protocol errors are
-/// answered by hyper (400, 431) and end only this connection.
-pub(crate) async fn serve<IO>(conn: Arc<HttpConn>, io: IO)
+/// Serves the connection until the client closes it or leaves it idle for
+/// `idle_timeout`. Protocol errors are answered by hyper (400, 431) and end
+/// only this connection.
+pub(crate) async fn serve<IO>(conn: Arc<HttpConn>, io: IO, idle_timeout: Option<Duration>)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -63,10 +63,19 @@ where
         async move { Ok::<_, Infallible>(conn.handle(req).await) }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().max_buf_size(MAX_HEADER_BYTES).timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    // No header-read timeout (Envoy has none by default either): hyper's arms
+    // a timer per request, which costs a wake-up of the poller each time; a
+    // client that stalls is closed by the idle timeout instead (see `idle`).
+    builder.http1().max_buf_size(MAX_HEADER_BYTES).header_read_timeout(None);
     builder.http2().timer(TokioTimer::new()).max_header_list_size(MAX_HEADER_BYTES as u32);
-    if let Err(e) = builder.serve_connection(TokioIo::new(io), svc).await {
-        tracing::debug!(error = %e, "downstream connection ended with an error");
+    let (io, traffic) = Tracked::new(io);
+    tokio::select! {
+        served = builder.serve_connection(TokioIo::new(io), svc) => {
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "downstream connection ended with an error");
+            }
+        }
+        _ = traffic.idle(idle_timeout) => tracing::debug!("downstream connection closed: idle timeout"),
     }
 }
 

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use super::http::{HttpConn, Routes};
 use super::tcp::TcpConn;
+use super::workers::Handoff;
 use super::{ProxyError, Reporter, SecurityPolicy, Shared};
 use crate::config::{CaptureMode, Config};
 use crate::state::{
@@ -88,8 +89,16 @@ pub(crate) async fn bind_all(config: &Config) -> Result<Vec<BoundListener>, Prox
     }
 }
 
-pub(crate) async fn serve_all(shared: Arc<Shared>, listeners: Vec<BoundListener>, mut shutdown: watch::Receiver<bool>) {
-    let loops: Vec<_> = listeners.into_iter().map(|l| tokio::spawn(accept_loop(shared.clone(), l))).collect();
+/// Accepts on every listener until `shutdown`; each connection is served here,
+/// or, given a handoff, by the worker it picks.
+pub(crate) async fn serve_all(
+    shared: Arc<Shared>,
+    listeners: Vec<BoundListener>,
+    handoff: Option<Arc<Handoff>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let loops: Vec<_> =
+        listeners.into_iter().map(|l| tokio::spawn(accept_loop(shared.clone(), l, handoff.clone()))).collect();
     // Err: the sender is gone, which also means stop.
     let _ = shutdown.wait_for(|stop| *stop).await;
     for l in loops {
@@ -97,18 +106,16 @@ pub(crate) async fn serve_all(shared: Arc<Shared>, listeners: Vec<BoundListener>
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, l: BoundListener) {
+async fn accept_loop(shared: Arc<Shared>, l: BoundListener, handoff: Option<Arc<Handoff>>) {
     let target = Arc::new(l.target);
     loop {
         match l.socket.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let (shared, target) = (shared.clone(), target.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = handle(shared, &target, stream, peer).await {
-                        tracing::debug!(%peer, error = %e, "connection closed");
-                    }
-                });
+                match &handoff {
+                    Some(h) => h.dispatch(stream, peer, target.clone()),
+                    None => spawn_connection(shared.clone(), target.clone(), stream, peer, ()),
+                }
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -119,10 +126,27 @@ async fn accept_loop(shared: Arc<Shared>, l: BoundListener) {
     }
 }
 
+/// Serves one accepted connection on its own task of the current runtime;
+/// `guard` is dropped when the connection ends.
+pub(crate) fn spawn_connection<G: Send + 'static>(
+    shared: Arc<Shared>,
+    target: Arc<ListenerTarget>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    guard: G,
+) {
+    tokio::spawn(async move {
+        if let Err(e) = handle(shared, &target, stream, peer).await {
+            tracing::debug!(%peer, error = %e, "connection closed");
+        }
+        drop(guard);
+    });
+}
+
 /// What the chain selection decided, copied out of the snapshot.
 enum Serve {
-    Http { listener: String, routes: Routes, fault_filter: bool },
-    Tcp { listener: String, target: crate::state::ClusterTarget },
+    Http { listener: String, routes: Routes, fault_filter: bool, idle_timeout: Option<Duration> },
+    Tcp { listener: String, target: crate::state::ClusterTarget, idle_timeout: Option<Duration> },
 }
 
 /// Who is on the other end of a downstream connection, once TLS (if any) is done.
@@ -203,7 +227,7 @@ async fn serve_conn<IO>(
 {
     let Downstream { security, peer_principal } = downstream;
     match serve {
-        Serve::Http { listener, routes, fault_filter } => {
+        Serve::Http { listener, routes, fault_filter, idle_timeout } => {
             let conn = HttpConn {
                 shared,
                 reporter,
@@ -215,11 +239,11 @@ async fn serve_conn<IO>(
                 security,
                 peer_principal,
             };
-            super::http::serve(Arc::new(conn), io).await;
+            super::http::serve(Arc::new(conn), io, idle_timeout).await;
         }
-        Serve::Tcp { listener, target } => {
+        Serve::Tcp { listener, target, idle_timeout } => {
             let conn = TcpConn { shared, reporter, listener, peer, original_dst, security, peer_principal };
-            super::tcp::proxy(conn, &target, io).await;
+            super::tcp::proxy(conn, &target, io, idle_timeout).await;
         }
     }
 }
@@ -276,8 +300,9 @@ fn serve_for(listener: String, chain: &FilterChain) -> Serve {
                 RouteSource::Inline(rc) => Routes::Inline(rc.clone()),
             },
             fault_filter: h.fault_filter,
+            idle_timeout: h.idle_timeout,
         },
-        Handler::Tcp(t) => Serve::Tcp { listener, target: t.target.clone() },
+        Handler::Tcp(t) => Serve::Tcp { listener, target: t.target.clone(), idle_timeout: t.idle_timeout },
     }
 }
 

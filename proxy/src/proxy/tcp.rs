@@ -1,15 +1,16 @@
 //! TCP proxying: a filter chain's tcp_proxy connects to an endpoint of its
 //! cluster within the cluster's connect timeout (with mesh mTLS where the
 //! cluster wants it) and copies both ways, passing a half-close on to the
-//! other side.
+//! other side, until the connection has been idle for its `idle_timeout`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::connector::{UpstreamIo, tls_tcp};
+use super::idle::Tracked;
 use super::lb::UpstreamAddr;
 use super::route::pick_cluster;
 use super::upstream::connect_tcp;
@@ -26,11 +27,15 @@ pub(crate) struct TcpConn {
     pub peer_principal: Option<String>,
 }
 
-pub(crate) async fn proxy<IO>(conn: TcpConn, target: &ClusterTarget, mut downstream: IO)
+/// Proxies the connection until either side closes it, or no byte has moved
+/// for `idle_timeout`.
+pub(crate) async fn proxy<IO>(conn: TcpConn, target: &ClusterTarget, downstream: IO, idle_timeout: Option<Duration>)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let start = Instant::now();
+    // Counted here, so the totals are right however the copy ends.
+    let (mut downstream, traffic) = Tracked::new(downstream);
     let cluster_name = pick_cluster(target).to_string();
     let mut info = TcpInfo {
         reporter: conn.reporter,
@@ -76,17 +81,20 @@ where
                 if let Some(o) = &shared.observer {
                     o.on_tcp_open(info.reporter, &info.cluster);
                 }
-                let copied = match upstream {
-                    UpstreamIo::Plain(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut s).await,
-                    UpstreamIo::Tls(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut *s).await,
-                };
-                match copied {
-                    Ok((received, sent)) => {
-                        info.received_bytes = received;
-                        info.sent_bytes = sent;
+                let copy = async {
+                    match upstream {
+                        UpstreamIo::Plain(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut s).await,
+                        UpstreamIo::Tls(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut *s).await,
                     }
-                    Err(e) => tracing::debug!(error = %e, "tcp proxy ended with an error"),
+                };
+                tokio::select! {
+                    copied = copy => if let Err(e) = copied {
+                        tracing::debug!(error = %e, "tcp proxy ended with an error");
+                    },
+                    _ = traffic.idle(idle_timeout) => tracing::debug!("tcp connection closed: idle timeout"),
                 }
+                info.received_bytes = traffic.read();
+                info.sent_bytes = traffic.written();
                 Ok(())
             }
         },

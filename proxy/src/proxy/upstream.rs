@@ -1,14 +1,17 @@
-//! Connections to upstream endpoints: a pooled hyper client per cluster and
-//! upstream protocol (the pool inside is keyed by endpoint address; its
-//! connector adds mesh mTLS where the cluster wants it, see `connector`), and
-//! TCP connects with the cluster's connect timeout.
+//! Connections to upstream endpoints, per worker: per cluster, an HTTP/1.1
+//! pool of our own (see `pool`) and, when used, hyper-util's pooled HTTP/2
+//! client, both keyed by endpoint address and connecting through the
+//! cluster's connector, which adds mesh mTLS where the cluster wants it (see
+//! `connector`); and TCP connects with the cluster's connect timeout.
 
 use foldhash::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
+use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -17,6 +20,7 @@ use tokio::net::TcpStream;
 use super::ProxyError;
 use super::connector::MeshConnector;
 use super::lb::UpstreamAddr;
+use super::pool::{Http1Pool, SendError};
 use crate::state::{Cluster, State};
 use crate::tls::{AppProtocol, TlsConfigStore};
 
@@ -30,8 +34,43 @@ const POOL_IDLE: Duration = Duration::from_secs(90);
 
 struct ClusterClients {
     connect_timeout: Duration,
-    /// [HTTP/1.1, HTTP/2]
-    clients: [Option<HttpClient>; 2],
+    http1: Option<Arc<Http1Pool>>,
+    http2: Option<Arc<HttpClient>>,
+}
+
+/// Where a cluster's requests go: its HTTP/1.1 pool or its HTTP/2 client.
+#[derive(Clone)]
+pub(crate) enum UpstreamClient {
+    Http1(Arc<Http1Pool>),
+    Http2(Arc<HttpClient>),
+}
+
+impl UpstreamClient {
+    /// Sends an absolute-form request to the endpoint its URI names.
+    pub(crate) async fn send(&self, req: Request<ProxyBody>) -> Result<Response<ProxyBody>, SendError> {
+        match self {
+            UpstreamClient::Http1(pool) => pool.send(req).await,
+            UpstreamClient::Http2(client) => match client.request(req).await {
+                Ok(resp) => Ok(resp.map(|b| b.boxed())),
+                Err(e) if e.is_connect() => Err(SendError::Connect(e.into())),
+                Err(e) if spoke_garbage(&e) => Err(SendError::Protocol(e.into())),
+                Err(e) => Err(SendError::Reset(e.into())),
+            },
+        }
+    }
+}
+
+/// Whether hyper's own error, under the pooled client's, says the upstream's
+/// response was not HTTP (rather than that the upstream went away).
+fn spoke_garbage(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            return h.is_parse() || h.is_parse_status();
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// The clients of every cluster used so far. A cluster that disappears from
@@ -47,43 +86,54 @@ impl Pools {
         Pools { clusters: RwLock::default(), state, tls }
     }
 
-    pub fn client(&self, cluster: &Cluster, h2: bool) -> HttpClient {
-        let slot = usize::from(h2);
-        let found = self.clusters.read().ok().and_then(|m| {
-            m.get(&cluster.name)
-                .filter(|c| c.connect_timeout == cluster.connect_timeout)
-                .and_then(|c| c.clients[slot].clone())
-        });
+    /// The cluster's client for HTTP/2 or HTTP/1.1, made on first use (and
+    /// again when the cluster's connect timeout changes).
+    pub(crate) fn client(&self, cluster: &Cluster, h2: bool) -> UpstreamClient {
+        let pick = |c: &ClusterClients| match h2 {
+            true => c.http2.clone().map(UpstreamClient::Http2),
+            false => c.http1.clone().map(UpstreamClient::Http1),
+        };
+        let found =
+            self.clusters.read().ok().and_then(|m| {
+                m.get(&cluster.name).filter(|c| c.connect_timeout == cluster.connect_timeout).and_then(pick)
+            });
         if let Some(c) = found {
             return c;
         }
         let client = self.build_client(cluster, h2);
         if let Ok(mut m) = self.clusters.write() {
-            let entry = m
-                .entry(cluster.name.clone())
-                .or_insert_with(|| ClusterClients { connect_timeout: cluster.connect_timeout, clients: [None, None] });
+            let fresh = || ClusterClients { connect_timeout: cluster.connect_timeout, http1: None, http2: None };
+            let entry = m.entry(cluster.name.clone()).or_insert_with(fresh);
             if entry.connect_timeout != cluster.connect_timeout {
-                *entry = ClusterClients { connect_timeout: cluster.connect_timeout, clients: [None, None] };
+                *entry = fresh();
             }
-            entry.clients[slot].get_or_insert_with(|| client.clone());
+            match &client {
+                UpstreamClient::Http1(p) => drop(entry.http1.get_or_insert_with(|| p.clone())),
+                UpstreamClient::Http2(c) => drop(entry.http2.get_or_insert_with(|| c.clone())),
+            }
         }
         client
     }
 
-    fn build_client(&self, cluster: &Cluster, h2: bool) -> HttpClient {
+    fn build_client(&self, cluster: &Cluster, h2: bool) -> UpstreamClient {
         let mut tcp = HttpConnector::new();
         tcp.set_connect_timeout(Some(cluster.connect_timeout));
         tcp.set_nodelay(true);
         let app = if h2 { AppProtocol::Http2 } else { AppProtocol::Http1 };
         let connector = MeshConnector::new(tcp, &cluster.name, app, self.state.clone(), self.tls.clone());
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            // The Host header is the client's (or the route's rewrite), never the endpoint's address.
-            .set_host(false)
-            .http2_only(h2)
-            .build(connector)
+        if !h2 {
+            return UpstreamClient::Http1(Arc::new(Http1Pool::new(connector)));
+        }
+        UpstreamClient::Http2(Arc::new(
+            Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(POOL_IDLE)
+                .pool_timer(TokioTimer::new())
+                .timer(TokioTimer::new())
+                // The Host header is the client's (or the route's rewrite), never the endpoint's address.
+                .set_host(false)
+                .http2_only(true)
+                .build(connector),
+        ))
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use envoy_types::pb::envoy::config::listener::v3 as lv3;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3 as hcm;
@@ -117,6 +118,9 @@ pub struct HttpHandler {
     pub routes: RouteSource,
     /// The fault filter is in the chain, so per-route faults apply.
     pub fault_filter: bool,
+    /// A connection with no bytes either way for this long is closed; None: never.
+    #[serde(serialize_with = "super::ser_opt_duration")]
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Serialize)]
@@ -374,7 +378,21 @@ fn http_handler(h: &hcm::HttpConnectionManager) -> Result<HttpHandler, Bad> {
     if !router {
         return Err(Bad::new(format!("http_filters: no {ROUTER_FILTER}")));
     }
-    Ok(HttpHandler { stat_prefix: h.stat_prefix.clone(), routes, fault_filter })
+    let idle_timeout = idle_timeout(h.common_http_protocol_options.as_ref().and_then(|o| o.idle_timeout.as_ref()))
+        .map_err(at("common_http_protocol_options.idle_timeout"))?;
+    Ok(HttpHandler { stat_prefix: h.stat_prefix.clone(), routes, fault_filter, idle_timeout })
+}
+
+/// Envoy's default idle timeout of a downstream connection, for the HTTP
+/// connection manager and tcp_proxy alike.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// An `idle_timeout` as Envoy reads it: unset is the default, zero disables.
+fn idle_timeout(d: Option<&protobuf::Duration>) -> Result<Option<Duration>, Bad> {
+    match d {
+        None => Ok(Some(DEFAULT_IDLE_TIMEOUT)),
+        Some(d) => Ok(Some(super::duration(d)?).filter(|d| !d.is_zero())),
+    }
 }
 
 fn tcp_handler(t: &tcp::TcpProxy) -> Result<TcpHandler, Bad> {
@@ -387,8 +405,8 @@ fn tcp_handler(t: &tcp::TcpProxy) -> Result<TcpHandler, Bad> {
         }
         _ => return Err(Bad::new("tcp_proxy names no cluster")),
     };
-    let idle_timeout = t.idle_timeout.as_ref().map(super::duration).transpose()?;
-    Ok(TcpHandler { stat_prefix: t.stat_prefix.clone(), target, idle_timeout: idle_timeout.filter(|d| !d.is_zero()) })
+    let idle_timeout = idle_timeout(t.idle_timeout.as_ref()).map_err(at("idle_timeout"))?;
+    Ok(TcpHandler { stat_prefix: t.stat_prefix.clone(), target, idle_timeout })
 }
 
 #[cfg(test)]
@@ -431,6 +449,15 @@ mod tests {
         assert_eq!(pick(8080, TransportProtocol::RawBuffer), Some("plain"));
         assert_eq!(pick(9090, TransportProtocol::Tls), Some("any9090"));
         assert_eq!(pick(7000, TransportProtocol::RawBuffer), Some("catchall"));
+    }
+
+    #[test]
+    fn idle_timeouts_read_as_envoy_does() {
+        let d = |seconds| protobuf::Duration { seconds, nanos: 0 };
+        assert_eq!(idle_timeout(None).unwrap(), Some(DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(idle_timeout(Some(&d(0))).unwrap(), None, "zero disables");
+        assert_eq!(idle_timeout(Some(&d(5))).unwrap(), Some(Duration::from_secs(5)));
+        assert!(idle_timeout(Some(&d(-1))).is_err());
     }
 
     #[test]

@@ -149,7 +149,12 @@ pub fn http_chain(name: &str, port: Option<u16>, routes: RouteSource) -> FilterC
         name: name.into(),
         matcher: ChainMatch { destination_port: port, ..Default::default() },
         tls: None,
-        handler: Handler::Http(HttpHandler { stat_prefix: name.into(), routes, fault_filter: true }),
+        handler: Handler::Http(HttpHandler {
+            stat_prefix: name.into(),
+            routes,
+            fault_filter: true,
+            idle_timeout: None,
+        }),
     }
 }
 
@@ -346,4 +351,42 @@ pub async fn h2_send(
         tokio::time::timeout(WAIT, sender.send_request(b.body(Full::new(body)).unwrap())).await.unwrap().unwrap();
     assert_eq!(resp.version(), hyper::Version::HTTP_2);
     Reply::read(resp).await
+}
+
+/// A GET on one client connection of the test's own: waits for the
+/// connection to be ready, sends, and reads the whole response.
+pub async fn get_on(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>, host: &str) -> StatusCode {
+    tokio::time::timeout(WAIT, async {
+        sender.ready().await.expect("the client connection closed");
+        let req = Request::get("/").header("host", host).body(Empty::new()).unwrap();
+        let resp = sender.send_request(req).await.expect("no response");
+        let status = resp.status();
+        resp.into_body().collect().await.expect("response body");
+        status
+    })
+    .await
+    .expect("no response in time")
+}
+
+/// An HTTP chain on port 80 whose inline routes send every request to `cluster`.
+pub fn http_chain_to(cluster: &str) -> FilterChain {
+    let routes = RouteConfig {
+        name: "80".into(),
+        virtual_hosts: vec![VirtualHost {
+            name: "all".into(),
+            domains: vec!["*".into()],
+            routes: vec![route("default", PathMatch::Prefix("/".into()), to(cluster))],
+        }],
+    };
+    http_chain("80", Some(80), RouteSource::Inline(Arc::new(routes)))
+}
+
+/// Listener `0.0.0.0_80` sending every request to `cluster`, whose one endpoint is `endpoint`.
+pub fn http_to(cluster_name: &str, endpoint: SocketAddr) -> Snapshot {
+    let mut snap = Snapshot::default();
+    let c = cluster(cluster_name, &[endpoint]);
+    snap.clusters.insert(c.name.clone(), c);
+    let l = listener("0.0.0.0_80", ListenerKind::Outbound, 80, vec![http_chain_to(cluster_name)], None);
+    snap.listeners.insert(l.name.clone(), l);
+    snap
 }
