@@ -70,6 +70,14 @@ struct Pooled {
     usage: Arc<Usage>,
 }
 
+impl Drop for Pooled {
+    // Abandoned with its response half-read (or closed): no longer in use, so
+    // its task closes it after POOL_IDLE even if hyper would keep reading.
+    fn drop(&mut self) {
+        self.usage.in_use.store(false, Ordering::Relaxed);
+    }
+}
+
 /// Whether a connection is in use, and how often it was taken: its task
 /// closes it when a whole [`POOL_IDLE`] has passed without either.
 #[derive(Default)]
