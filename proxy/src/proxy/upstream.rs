@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use super::ProxyError;
 use super::connector::MeshConnector;
 use super::lb::UpstreamAddr;
-use super::pool::{Http1Pool, SendError};
+use super::pool::{Http1Pool, SendError, not_http};
 use crate::state::{Cluster, State};
 use crate::tls::{AppProtocol, TlsConfigStore};
 
@@ -66,7 +66,7 @@ fn spoke_garbage(e: &hyper_util::client::legacy::Error) -> bool {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(h) = s.downcast_ref::<hyper::Error>() {
-            return h.is_parse() || h.is_parse_status();
+            return not_http(h);
         }
         source = s.source();
     }
