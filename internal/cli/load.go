@@ -116,7 +116,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // checked before the network is touched.
 func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, error) {
 	var d loadgen.Describe
-	if err := f.checkRanges(); err != nil {
+	if err := f.checkCombinations(); err != nil {
 		return nil, d, err
 	}
 	ps, err := parsePercentiles(f.percentiles)
@@ -231,21 +231,4 @@ func writeJSON(path string, v any, stdout io.Writer) error {
 		return fmt.Errorf("writing the JSON result: %w", err)
 	}
 	return nil
-}
-
-func printUsage(w io.Writer, fs *flag.FlagSet, usage, about string) {
-	fmt.Fprintf(w, "usage: %s\n%s\n\nflags:\n", usage, about)
-	fs.SetOutput(w)
-	fs.VisitAll(func(fl *flag.Flag) {
-		if fl.Usage == "accepted for Fortio compatibility and ignored" {
-			return
-		}
-		name, usage := flag.UnquoteUsage(fl)
-		fmt.Fprintf(w, "  -%s %s\n    \t%s", fl.Name, name, usage)
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
-			fmt.Fprintf(w, " (default %s)", fl.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-	fs.SetOutput(io.Discard)
 }

@@ -54,10 +54,10 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func (f *loadFlags) define(fs *flag.FlagSet) {
-	fs.Float64Var(&f.qps, "qps", 8, "target `rate` in requests per second; 0 or -1 for as fast as possible")
-	fs.IntVar(&f.connections, "c", 4, "number of connections")
-	fs.DurationVar(&f.duration, "t", 5*time.Second, "how long to run; 0 runs until interrupted")
-	fs.Int64Var(&f.exactly, "n", 0, "run exactly this many calls instead of for a duration")
+	rateVar(fs, &f.qps, "qps", 8, "target `rate` in requests per second; 0 or -1 for as fast as possible", -1)
+	positiveVar(fs, &f.connections, "c", 4, "number of connections")
+	durationVar(fs, &f.duration, "t", 5*time.Second, "how long to run; 0 runs until interrupted")
+	countVar(fs, &f.exactly, "n", 0, "run exactly this many calls instead of for a duration")
 	fs.BoolVar(&f.uniform, "uniform", false, "spread the connections' requests evenly instead of starting them together")
 	fs.BoolVar(&f.jitter, "jitter", false, "move each request by up to ±10% of a connection's period")
 	fs.BoolVar(&f.noCatchUp, "nocatchup", false, "skip requests that are late instead of sending them as soon as a connection is free")
@@ -66,11 +66,11 @@ func (f *loadFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.labels, "labels", "", "labels for the result (default: the target and this host's name)")
 	fs.Var(&f.headers, "H", "add a request header `Name: value` (repeatable)")
 	fs.StringVar(&f.payload, "payload", "", "request body (HTTP: switches to POST), or the TCP echo payload")
-	fs.IntVar(&f.payloadSize, "payload-size", 0, "send this many random `bytes` instead of -payload")
+	countVar(fs, &f.payloadSize, "payload-size", 0, "send this many random `bytes` instead of -payload")
 	fs.StringVar(&f.payloadFile, "payload-file", "", "send this `file`'s contents instead of -payload")
 	fs.StringVar(&f.contentType, "content-type", "", "Content-Type of the request (switches to POST)")
 	fs.StringVar(&f.method, "X", "", "HTTP `method` instead of GET/POST")
-	fs.DurationVar(&f.timeout, "timeout", 3*time.Second, "connect and request timeout")
+	durationVar(fs, &f.timeout, "timeout", 3*time.Second, "connect and request timeout")
 	fs.BoolVar(&f.keepAlive, "keepalive", true, "reuse connections (HTTP/1.x); -keepalive=false opens one per request")
 	fs.BoolVar(&f.http10, "http1.0", false, "speak HTTP/1.0")
 	fs.BoolVar(&f.h2, "h2", false, "speak HTTP/2: over TLS with ALPN for https://, cleartext h2c for http://")
@@ -83,9 +83,9 @@ func (f *loadFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "key", "", "client private key PEM `file`, for mutual TLS")
 	fs.BoolVar(&f.grpc, "grpc", false, "gRPC load: the grpc.health.v1 Check of TARGET (host:port)")
 	fs.BoolVar(&f.ping, "ping", false, "with -grpc: call the echo server's ping service instead of health")
-	fs.IntVar(&f.streams, "s", 1, "gRPC streams per connection")
+	positiveVar(fs, &f.streams, "s", 1, "gRPC streams per connection")
 	fs.StringVar(&f.healthService, "healthservice", "", "service name for the gRPC health check")
-	fs.DurationVar(&f.pingDelay, "grpc-ping-delay", 0, "with -ping: ask the server to delay each reply this long")
+	durationVar(fs, &f.pingDelay, "grpc-ping-delay", 0, "with -ping: ask the server to delay each reply this long")
 	fs.Int64Var(&f.runID, "runid", 0, "run id to put in the JSON result")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live status")
 }
@@ -141,24 +141,10 @@ func parsePercentiles(s string) ([]float64, error) {
 	return out, nil
 }
 
-// checkRanges rejects values that make no sense, before anything runs.
-func (f *loadFlags) checkRanges() error {
-	switch {
-	case f.qps < 0 && f.qps != -1:
-		return fmt.Errorf("-qps %v: a rate is positive, or 0 or -1 for as fast as possible", f.qps)
-	case f.connections < 1:
-		return fmt.Errorf("-c %d: at least one connection is needed", f.connections)
-	case f.duration < 0:
-		return fmt.Errorf("-t %v: a duration is 0 (until interrupted) or positive", f.duration)
-	case f.exactly < 0:
-		return fmt.Errorf("-n %d: a call count is positive", f.exactly)
-	case f.payloadSize < 0:
-		return fmt.Errorf("-payload-size %d: a size is positive", f.payloadSize)
-	case f.timeout < 0:
-		return fmt.Errorf("-timeout %v: a timeout is positive", f.timeout)
-	case f.streams < 1:
-		return fmt.Errorf("-s %d: at least one stream is needed", f.streams)
-	case f.ping && !f.grpc:
+// checkCombinations rejects flags that do not go together (each value
+// alone was checked by its flag type).
+func (f *loadFlags) checkCombinations() error {
+	if f.ping && !f.grpc {
 		return errors.New("-ping needs -grpc")
 	}
 	return nil

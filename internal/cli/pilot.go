@@ -46,21 +46,21 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	fs.StringVar(&f.configDir, "configDir", "", "read config from this directory of YAML files, watched for changes, instead of the embedded store (istiod's file mode)")
 	fs.StringVar(&f.configDir, "config-dir", "", "same as --configDir")
 	fs.StringVar(&f.meshConfig, "meshConfig", "", "mesh config `file` (Istio's MeshConfig YAML); Istio's defaults when absent")
-	fs.StringVar(&f.grpcAddr, "grpcAddr", "127.0.0.1:15010", "plaintext xDS (ADS) `address`")
-	fs.StringVar(&f.secureGRPCAddr, "secureGRPCAddr", "", "TLS xDS `address` (istiod's 15012 role), with a certificate from the built-in CA for istiod's names; off when empty")
-	fs.StringVar(&f.httpAddr, "httpAddr", "127.0.0.1:8080", "config API and debug endpoints `address`")
-	fs.StringVar(&f.monitoringAddr, "monitoringAddr", "127.0.0.1:15014", "/metrics `address`")
+	addrVar(fs, &f.grpcAddr, "grpcAddr", "127.0.0.1:15010", hostPort, "plaintext xDS (ADS) `address`")
+	addrVar(fs, &f.secureGRPCAddr, "secureGRPCAddr", "", optionalHostPort, "TLS xDS `address` (istiod's 15012 role), with a certificate from the built-in CA for istiod's names; off when empty")
+	addrVar(fs, &f.httpAddr, "httpAddr", "127.0.0.1:8080", hostPort, "config API and debug endpoints `address`")
+	addrVar(fs, &f.monitoringAddr, "monitoringAddr", "127.0.0.1:15014", hostPort, "/metrics `address`")
 	fs.StringVar(&f.dataDir, "dataDir", defaultDataDir(), "`directory` of the embedded store and the CA's root")
 	fs.StringVar(&f.domain, "domain", "cluster.local", "DNS domain suffix")
 	fs.StringVar(&f.logLevel, "log_output_level", "info", "log `level`: debug, info, warn, error")
 	// The knobs' defaults come from istiod's environment variables, so the
 	// variables work as in istiod and a flag given explicitly wins.
-	fs.DurationVar(&f.push.DebounceAfter, "debounceAfter", env.DebounceAfter, "quiet period that closes a debounce window ("+push.EnvDebounceAfter+")")
-	fs.DurationVar(&f.push.DebounceMax, "debounceMax", env.DebounceMax, "longest a debounce window stays open ("+push.EnvDebounceMax+")")
+	durationVar(fs, &f.push.DebounceAfter, "debounceAfter", env.DebounceAfter, "quiet period that closes a debounce window ("+push.EnvDebounceAfter+")")
+	durationVar(fs, &f.push.DebounceMax, "debounceMax", env.DebounceMax, "longest a debounce window stays open ("+push.EnvDebounceMax+")")
 	fs.BoolVar(&f.push.EnableEDSDebounce, "enableEDSDebounce", env.EnableEDSDebounce, "debounce endpoint-only changes too ("+push.EnvEnableEDSDebounce+")")
-	fs.IntVar(&f.push.PushThrottle, "pushThrottle", env.PushThrottle, "concurrent pushes; 0 = min(15+5*GOMAXPROCS, 100) ("+push.EnvPushThrottle+")")
-	fs.Float64Var(&f.push.MaxRequestsPerSecond, "maxRequestsPerSecond", env.MaxRequestsPerSecond, "new xDS streams per second; 0 = automatic ("+push.EnvMaxRequestsPerSecond+")")
-	fs.DurationVar(&f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
+	countVar(fs, &f.push.PushThrottle, "pushThrottle", env.PushThrottle, "concurrent pushes; 0 = min(15+5*GOMAXPROCS, 100) ("+push.EnvPushThrottle+")")
+	rateVar(fs, &f.push.MaxRequestsPerSecond, "maxRequestsPerSecond", env.MaxRequestsPerSecond, "new xDS streams per second; 0 = automatic ("+push.EnvMaxRequestsPerSecond+")")
+	durationVar(fs, &f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
 }
 

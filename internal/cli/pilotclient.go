@@ -62,9 +62,9 @@ func newPilotClient(cmd, server string, env pilotEnv) (*pilotClient, error) {
 	if !strings.Contains(server, "://") {
 		server = "http://" + server
 	}
-	u, err := url.Parse(server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want a URL such as %s", server, defaultPilotServer)
+	u, err := checkURL(server)
+	if err != nil {
+		return nil, fmt.Errorf("--server %q: %v; for example %s", server, err, defaultPilotServer)
 	}
 	c := env.client
 	if c == nil {

@@ -63,23 +63,23 @@ var (
 
 func newServerFlagSet(f *serverFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("meshperf server", flag.ContinueOnError)
-	fs.StringVar(&f.httpPort, "http-port", "8080",
+	addrVar(fs, &f.httpPort, "http-port", "8080", fortioPort,
 		"HTTP echo `port`: port (all interfaces), host:port, /unix/socket/path or \"disabled\"")
-	fs.StringVar(&f.grpcPort, "grpc-port", "8079",
+	addrVar(fs, &f.grpcPort, "grpc-port", "8079", fortioPort,
 		"gRPC health + ping `port`: port, host:port, /unix/socket/path or \"disabled\"")
-	fs.StringVar(&f.tcpPort, "tcp-port", "8078",
+	addrVar(fs, &f.tcpPort, "tcp-port", "8078", fortioPort,
 		"TCP echo `port`: port, host:port, /unix/socket/path or \"disabled\"")
-	fs.DurationVar(&f.maxDelay, "max-echo-delay", echo.DefaultMaxDelay,
+	durationVar(fs, &f.maxDelay, "max-echo-delay", echo.DefaultMaxDelay,
 		"cap for the delay= echo parameter and gRPC ping delay")
-	fs.IntVar(&f.maxPayloadKB, "maxpayloadsizekb", echo.DefaultMaxPayloadBytes/1024,
+	intVar(fs, &f.maxPayloadKB, "maxpayloadsizekb", echo.DefaultMaxPayloadBytes/1024, 0, 1<<20,
 		"cap for the size= echo parameter, in `KiB`")
 	fs.StringVar(&f.debugPath, "echo-debug-path", echo.DefaultDebugPath,
 		"`path` answering with a dump of the request; empty turns it off")
 	fs.StringVar(&f.healthService, "healthservice", "",
 		"gRPC health service `name` reported SERVING besides \"\" (default \"ping\")")
-	fs.UintVar(&f.grpcMaxStreams, "grpc-max-streams", 0,
+	intVar(fs, &f.grpcMaxStreams, "grpc-max-streams", 0, 0, 1<<32-1,
 		"gRPC server MaxConcurrentStreams; 0 leaves gRPC's default")
-	fs.DurationVar(&f.idleTimeout, "server-idle-timeout", echo.DefaultIdleTimeout,
+	durationVar(fs, &f.idleTimeout, "server-idle-timeout", echo.DefaultIdleTimeout,
 		"HTTP keep-alive idle and header read timeout")
 	fs.StringVar(&f.logLevel, "loglevel", "Info",
 		"log `level`: Debug, Verbose, Info, Warning, Error, Critical or Fatal")
@@ -102,9 +102,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(io.Discard) // errors are reported as one line below
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			_, _ = fmt.Fprintln(stdout, "usage: meshperf server [flags]")
-			fs.PrintDefaults()
+			printUsage(stdout, fs, "meshperf server [flags]", "The echo server: HTTP/1.1 and h2c (HTTPS with -cert/-key), TCP echo, gRPC health and ping, with Fortio's flags.")
 			return 0
 		}
 		_, _ = fmt.Fprintf(stderr, "meshperf server: %v (see meshperf server -h)\n", err)
@@ -142,15 +140,6 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func (f *serverFlags) config(fs *flag.FlagSet, stderr io.Writer) (echo.Config, error) {
 	if fs.NArg() > 0 {
 		return echo.Config{}, fmt.Errorf("unexpected argument %q: meshperf server takes only flags", fs.Arg(0))
-	}
-	if f.maxDelay < 0 {
-		return echo.Config{}, fmt.Errorf("-max-echo-delay %v: must not be negative", f.maxDelay)
-	}
-	if f.maxPayloadKB < 0 || f.maxPayloadKB > 1<<20 {
-		return echo.Config{}, fmt.Errorf("-maxpayloadsizekb %d: must be from 0 to 1048576 (1 GiB)", f.maxPayloadKB)
-	}
-	if f.grpcMaxStreams > 1<<32-1 {
-		return echo.Config{}, fmt.Errorf("-grpc-max-streams %d: too large", f.grpcMaxStreams)
 	}
 	level, err := parseLogLevel(f.logLevel)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
+	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 // repoRoot is the module root, from this package's directory.
@@ -51,7 +52,7 @@ func binaries(t *testing.T) (meshperf, proxy string) {
 		}
 	}
 	if proxy == "" {
-		t.Skip("meshperf-proxy is not built: run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
+		testenv.Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
 	}
 	if b := os.Getenv("MESHPERF_BIN"); b != "" {
 		return b, proxy
@@ -108,9 +109,7 @@ func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string,
 }
 
 func TestLabAllModesNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces and iptables (the loopback test runs without)")
-	}
+	testenv.NeedNetns(t) // the loopback test runs without
 	testAllModes(t, pod.KindNetns)
 }
 
@@ -219,6 +218,7 @@ func checkNothingLeft(t *testing.T, rep *Report) {
 func TestLabSidecarKilledMidRun(t *testing.T) {
 	kind := pod.KindLoopback
 	if os.Geteuid() == 0 {
+		testenv.NeedNetns(t)
 		kind = pod.KindNetns
 	}
 	s := tinyScenario(t, []scenario.Mode{scenario.BothSidecars}, []int{1, 2})

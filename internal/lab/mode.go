@@ -76,7 +76,7 @@ func (l *lab) teardownMode() error {
 		errs = append(errs, (*s.w).proc.Stop())
 		*s.w = nil
 		if l.kind() == pod.KindNetns {
-			errs = append(errs, uncapture(s.pod))
+			errs = append(errs, s.pod.Uncapture())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

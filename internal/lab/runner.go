@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -259,22 +258,4 @@ func (l *lab) keepNotice() {
 	} else {
 		l.logf("  remove them with: kill %s", strings.Join(pids, " "))
 	}
-}
-
-// uncapture empties the pod's nat table (iptables-restore flushes a table
-// it is given), undoing Capture when the pod loses its sidecar.
-func uncapture(p *pod.Pod) error {
-	bin, err := exec.LookPath("iptables-restore")
-	if err != nil {
-		bin = "/usr/sbin/iptables-restore"
-	}
-	c := p.Command(bin, "--wait")
-	c.Stdin = strings.NewReader("*nat\nCOMMIT\n")
-	if err := c.Start(); err != nil {
-		return fmt.Errorf("remove capture from pod %s: %w", p.Name(), err)
-	}
-	if err := c.Wait(); err != nil {
-		return fmt.Errorf("remove capture from pod %s: %s: %w", p.Name(), bin, err)
-	}
-	return nil
 }

@@ -21,10 +21,14 @@ type series struct {
 	xs, ys []float64
 }
 
-// chart is a rendered SVG with its title, for the page.
+// chart is a rendered SVG with its title, for the page; Kind names what it
+// shows and Series the modes drawn, so that the page (and its tests) can
+// say which chart is which.
 type chart struct {
-	Title string
-	SVG   string
+	Title  string
+	Kind   string
+	Series []string
+	SVG    string
 }
 
 // modeColors keeps a mode's colour the same on every chart: grey for the
@@ -36,23 +40,52 @@ var modeColors = map[string]color.RGBA{
 	"both-sidecars":  {0xd5, 0x5e, 0x00, 0xff},
 }
 
-// lineChart draws one chart: a line with points per series, a legend, axis
-// titles with units, ticks at the measured x values, and a log x axis when
-// the values span a factor of 8 or more (connection counts double).
+// modeColor is the mode's colour, or one made from the series' index for a
+// mode without one.
+func modeColor(mode string, i int) color.RGBA {
+	if c, ok := modeColors[mode]; ok {
+		return c
+	}
+	return color.RGBA{uint8(40 * i), 0x99, 0x66, 0xff}
+}
+
+// lineChart draws one chart against a measured axis: a line with points
+// per series, ticks at the measured x values, and a log x axis when the
+// values span a factor of 8 or more (connection counts double).
 func lineChart(title, xLabel, yLabel string, ss []series) (chart, error) {
+	return renderLines(title, xLabel, yLabel, ss, func(p *plot.Plot) {
+		p.Y.Min = 0
+		if p.Y.Max <= 0 {
+			p.Y.Max = 1
+		}
+		p.Y.Max *= 1.25 // room for the legend above the lines
+		var xs []float64
+		for _, s := range ss {
+			for j, y := range s.ys {
+				if !math.IsNaN(y) && !math.IsInf(y, 0) {
+					xs = append(xs, s.xs[j])
+				}
+			}
+		}
+		xTicks(p, xs)
+	})
+}
+
+// renderLines draws series as lines with points and a legend; axes sets
+// the scales and ranges.
+func renderLines(title, xLabel, yLabel string, ss []series, axes func(*plot.Plot)) (chart, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	sans(p)
 	p.Add(plotter.NewGrid())
-	var xs []float64
+	var drawn []string
 	for i, s := range ss {
 		pts := make(plotter.XYs, 0, len(s.xs))
 		for j := range s.xs {
 			if !math.IsNaN(s.ys[j]) && !math.IsInf(s.ys[j], 0) {
 				pts = append(pts, plotter.XY{X: s.xs[j], Y: s.ys[j]})
-				xs = append(xs, s.xs[j])
 			}
 		}
 		if len(pts) == 0 {
@@ -62,23 +95,23 @@ func lineChart(title, xLabel, yLabel string, ss []series) (chart, error) {
 		if err != nil {
 			return chart{}, fmt.Errorf("chart %q: %w", title, err)
 		}
-		c, ok := modeColors[s.name]
-		if !ok {
-			c = color.RGBA{uint8(40 * i), 0x99, 0x66, 0xff}
-		}
+		c := modeColor(s.name, i)
 		line.Color, line.Width = c, vg.Points(1.8)
 		points.Color, points.Shape, points.Radius = c, draw.CircleGlyph{}, vg.Points(2.6)
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
+		drawn = append(drawn, s.name)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(-4)
-	p.Y.Min = 0
-	if p.Y.Max <= 0 {
-		p.Y.Max = 1
-	}
-	p.Y.Max *= 1.25 // room for the legend above the lines
-	xTicks(p, xs)
+	axes(p)
+	c, err := renderChart(p, title)
+	c.Series = drawn
+	return c, err
+}
+
+// renderChart writes the plot as an SVG element for the page.
+func renderChart(p *plot.Plot, title string) (chart, error) {
 	c := vgsvg.New(5.4*vg.Inch, 3.4*vg.Inch)
 	p.Draw(draw.New(c))
 	var buf bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -73,6 +74,7 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"maxErr": func() int { return MaxErrorPercent },
+	"join":   func(v []string) string { return strings.Join(v, ",") },
 }
 
 var pageTemplate = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCTYPE html>
@@ -119,8 +121,7 @@ svg.chart text{font-family:"Liberation Sans",Arial,Helvetica,sans-serif!importan
 {{with .Summary.Excluded}}<p>Left out of the summary:</p><ul>{{range .}}<li><code>{{.Label}}</code> ({{.Mode}}): {{.Reason}}</li>{{end}}</ul>{{end}}
 
 {{range .Sections}}<h2>{{.Heading}}</h2>
-{{with .Note}}<p class="note">{{.}}</p>{{end}}
-{{with .Charts}}<div class="charts">{{range .}}<figure style="margin:0">{{svg .SVG}}</figure>{{end}}</div>{{end}}
+<div class="charts">{{range .Charts}}<figure style="margin:0" data-kind="{{.Kind}}" data-series="{{join .Series}}">{{svg .SVG}}</figure>{{end}}</div>
 {{end}}
 <h2>Runs</h2>
 <div class="scroll"><table id="runs">

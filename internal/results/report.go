@@ -1,16 +1,15 @@
 package results
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 )
 
-// section is a group of charts on the page, or a note saying why a group
-// is missing.
+// section is a group of charts on the page.
 type section struct {
 	Heading string
-	Note    string
 	Charts  []chart
 }
 
@@ -33,55 +32,67 @@ var (
 	}
 )
 
-// chartSections builds the charts for the axes that vary: latency against
-// connections (one set per rate), latency against rate (one set per
+// chartSections builds the report's charts. Every point of the matrix gets
+// its own: what each mode adds to P50/P90/P99, each mode's latency
+// spectrum, and CPU and memory per proxy, so a single-point run such as
+// `quick` has its pictures too. Then, for the axes that vary, latency
+// against connections (one set per rate), latency against rate (one set per
 // connection count), and proxy CPU and memory against rate (or against
-// connections when only they vary). Runs at "max" rate have no place on a
-// rate axis and are left off those charts.
+// connections when only they vary); runs at "max" rate have no place on a
+// rate axis and are left off those. An axis with one value gets no section.
 func chartSections(s Summary) ([]section, error) {
-	conns, rates := axisValues(s)
 	var out []section
-	if len(conns) > 1 {
-		sec, err := seriesSection("Latency against connections", "connections", s, latencyMetrics,
-			byConnections, rates, "at %s qps")
+	for _, p := range s.Points {
+		sec, err := pointSection(p)
 		if err != nil {
 			return nil, err
 		}
+		if len(sec.Charts) > 0 {
+			out = append(out, sec)
+		}
+	}
+	conns, rates := axisValues(s)
+	add := func(heading, xLabel string, ms []metric, x axis, fixed []int, fixedFmt string) error {
+		sec, err := seriesSection(heading, xLabel, s, ms, x, fixed, fixedFmt)
 		out = append(out, sec)
-	} else {
-		out = append(out, section{Heading: "Latency against connections",
-			Note: fmt.Sprintf("No chart: every run used %s, so there is no connection axis.", plural(first(conns), "connection"))})
+		return err
+	}
+	var err error
+	if len(conns) > 1 {
+		err = errors.Join(err, add("Latency against connections", "connections", latencyMetrics, byConnections, rates, "at %s qps"))
 	}
 	if len(rates) > 1 {
-		sec, err := seriesSection("Latency against request rate", "requested rate (qps)", s, latencyMetrics,
-			byRate, conns, "%s connections")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sec)
-	} else {
-		out = append(out, section{Heading: "Latency against request rate",
-			Note: "No chart: the runs used a single request rate, so there is no rate axis."})
+		err = errors.Join(err, add("Latency against request rate", "requested rate (qps)", latencyMetrics, byRate, conns, "%s connections"))
 	}
-	var cost section
-	var err error
 	switch {
 	case !hasSidecarMode(s):
-		cost = section{Heading: "Proxy CPU and memory", Note: "No chart: no mode with a sidecar was run."}
 	case len(rates) > 1:
-		cost, err = seriesSection("Proxy CPU and memory against request rate", "requested rate (qps)", s, costMetrics,
-			byRate, conns, "%s connections")
+		err = errors.Join(err, add("Proxy CPU and memory against request rate", "requested rate (qps)", costMetrics, byRate, conns, "%s connections"))
 	case len(conns) > 1:
-		cost, err = seriesSection("Proxy CPU and memory against connections", "connections", s, costMetrics,
-			byConnections, rates, "at %s qps")
-	default:
-		cost = section{Heading: "Proxy CPU and memory",
-			Note: "No chart: a single point was run; the figures are in the summary table."}
+		err = errors.Join(err, add("Proxy CPU and memory against connections", "connections", costMetrics, byConnections, rates, "at %s qps"))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return append(out, cost), nil
+	return out, nil
+}
+
+// pointSection is one point's charts: added latency, spectrum, proxy cost.
+func pointSection(p Point) (section, error) {
+	sec := section{Heading: "At " + pointText(p)}
+	if c, ok, err := addedLatencyChart(p); err != nil {
+		return sec, err
+	} else if ok {
+		sec.Charts = append(sec.Charts, c)
+	}
+	if c, ok, err := spectrumChart(p); err != nil {
+		return sec, err
+	} else if ok {
+		sec.Charts = append(sec.Charts, c)
+	}
+	cost, err := proxyCostCharts(p)
+	sec.Charts = append(sec.Charts, cost...)
+	return sec, err
 }
 
 type axis int
@@ -125,6 +136,7 @@ func seriesSection(heading, xLabel string, s Summary, ms []metric, x axis, fixed
 			if err != nil {
 				return sec, err
 			}
+			c.Kind = "against-" + map[axis]string{byConnections: "connections", byRate: "rate"}[x]
 			sec.Charts = append(sec.Charts, c)
 		}
 	}
@@ -160,13 +172,6 @@ func sortedKeys(m map[int]bool) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-func first(v []int) int {
-	if len(v) == 0 {
-		return 0
-	}
-	return v[0]
 }
 
 func hasSidecarMode(s Summary) bool {

@@ -76,6 +76,9 @@ type Run struct {
 	StartTime    time.Time //
 	Network      string    // "netns" or "loopback", as the runner set the pods up
 	Latency      Latency   // ms
+	// Spectrum is the latency at SpectrumPercentiles, ms; nil when the
+	// result had no successful calls (or the run predates it).
+	Spectrum []PercentileValue
 	// Corrected says Latency is corrected for coordinated omission (meshperf's
 	// load generator at a set rate); false for Fortio's own results.
 	Corrected     bool
@@ -134,6 +137,7 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Calls:       f.DurationHistogram.Count,
 		Errors:      f.ErrorsDurationHistogram.Count,
 		Latency:     latencyFrom(f.DurationHistogram),
+		Spectrum:    spectrumFrom(f.DurationHistogram),
 	}
 	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
 		q, err := strconv.ParseFloat(f.RequestedQPS, 64)

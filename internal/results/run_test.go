@@ -2,6 +2,7 @@ package results
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -50,6 +51,17 @@ func TestFromFortioJSONSynthetic(t *testing.T) {
 	}
 	if !near(r.Latency.P50, 0.5) || !near(r.Latency.P9999, 1.999) || !near(r.Latency.P99, 1.9) || !near(r.Latency.Min, 0.1) {
 		t.Errorf("latency = %+v", r.Latency)
+	}
+	// The spectrum: exact where the result has the percentile (P50, P90),
+	// interpolated in the buckets elsewhere (P95: 1 + (95-90)/10 ms).
+	if len(r.Spectrum) != len(SpectrumPercentiles) {
+		t.Fatalf("spectrum has %d points, want %d", len(r.Spectrum), len(SpectrumPercentiles))
+	}
+	for _, want := range []PercentileValue{{50, 0.5}, {90, 1}, {95, 1.5}, {99.99, 1.999}} {
+		i := slices.IndexFunc(r.Spectrum, func(pv PercentileValue) bool { return pv.Percentile == want.Percentile })
+		if i < 0 || !near(r.Spectrum[i].Ms, want.Ms) {
+			t.Errorf("spectrum %v: want P%v = %v ms", r.Spectrum, want.Percentile, want.Ms)
+		}
 	}
 	if _, err := FromFortioJSON([]byte(`{"foo":1}`)); err == nil {
 		t.Error("accepted a JSON that is not a load result")

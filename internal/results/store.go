@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] takes a database from version i to i+1. The schema, for
 // readers such as the dashboard:
@@ -30,6 +30,10 @@ const SchemaVersion = 2
 //   - processes: the per-process figures of a run (run_row = runs.id):
 //     role client-sidecar | server-sidecar | client-app | server-app, vcpu
 //     (CPU seconds per second), rss_mb / pss_mb (averages) and max_rss_mb, MiB.
+//   - cp_runs: control-plane load tests (cpruns.go).
+//   - run_percentiles: a run's latency spectrum (run_row = runs.id): ms at
+//     each of SpectrumPercentiles (percentile 0-100). Runs stored before
+//     schema 3 have none.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -73,6 +77,12 @@ var migrations = []string{
 	);
 	CREATE INDEX processes_run_row ON processes(run_row);`,
 	migrationControlPlaneRuns, // cpruns.go
+	`CREATE TABLE run_percentiles (
+		run_row    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+		percentile REAL    NOT NULL,
+		ms         REAL    NOT NULL,
+		PRIMARY KEY (run_row, percentile)
+	);`,
 }
 
 // Store is the results database.
@@ -173,6 +183,12 @@ func (s *Store) Insert(r Run) error {
 			return fmt.Errorf("store run %s: process %s: %w", r.Label, p.Role, err)
 		}
 	}
+	for _, pv := range r.Spectrum {
+		if _, err := tx.Exec(`INSERT INTO run_percentiles (run_row, percentile, ms) VALUES (?,?,?)`,
+			row, pv.Percentile, pv.Ms); err != nil {
+			return fmt.Errorf("store run %s: P%v: %w", r.Label, pv.Percentile, err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store run %s: %w", r.Label, err)
 	}
@@ -234,6 +250,9 @@ func (s *Store) Runs(f Filter) ([]Run, error) {
 		if runs[i].Processes, err = s.processes(ids[i]); err != nil {
 			return nil, err
 		}
+		if runs[i].Spectrum, err = s.spectrum(ids[i]); err != nil {
+			return nil, err
+		}
 	}
 	return runs, nil
 }
@@ -277,6 +296,23 @@ func (s *Store) processes(row int64) ([]Process, error) {
 		}
 		p.VCPU, p.RSSMB, p.PSSMB, p.MaxRSSMB = fromNull(v[0]), fromNull(v[1]), fromNull(v[2]), fromNull(v[3])
 		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) spectrum(row int64) ([]PercentileValue, error) {
+	rows, err := s.db.Query(`SELECT percentile, ms FROM run_percentiles WHERE run_row = ? ORDER BY percentile`, row)
+	if err != nil {
+		return nil, fmt.Errorf("read percentiles: %w", err)
+	}
+	defer rows.Close()
+	var out []PercentileValue
+	for rows.Next() {
+		var pv PercentileValue
+		if err := rows.Scan(&pv.Percentile, &pv.Ms); err != nil {
+			return nil, fmt.Errorf("read percentiles: %w", err)
+		}
+		out = append(out, pv)
 	}
 	return out, rows.Err()
 }

@@ -22,6 +22,7 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 			{Role: RoleClientSidecar, PID: 11, VCPU: 0.1, RSSMB: 12, PSSMB: 10, MaxRSSMB: 13},
 			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
 		},
+		Spectrum:   []PercentileValue{{50, 0.3}, {90, 0.5}, {99.99, 3.5}},
 		FortioJSON: "/tmp/x.json",
 	}
 }

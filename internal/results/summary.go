@@ -50,7 +50,19 @@ type ModeResult struct {
 	VCPUPerProxy   float64
 	VCPUPer1000RPS float64
 	MBPerProxy     float64
+	// The lowest and highest repetition of the figures the report draws
+	// with whiskers: added latency (each repetition against no-mesh's
+	// median), vCPU and MB per proxy. With one repetition both ends are the
+	// median; NaN where the figure is.
+	AddedP50Span, AddedP90Span, AddedP99Span Span
+	VCPUSpan, MBSpan                         Span
+	// Spectrum is the latency at SpectrumPercentiles, each the median over
+	// repetitions; nil when the runs have none.
+	Spectrum []PercentileValue
 }
+
+// Span is the range of a figure over repetitions.
+type Span struct{ Lo, Hi float64 }
 
 // Excluded is a run left out of the summary, with the reason.
 type Excluded struct {
@@ -102,10 +114,15 @@ func Summarize(runs []Run) Summary {
 			}
 			mr := modeResult(m, rs)
 			mr.AddedP50, mr.AddedP90, mr.AddedP99 = math.NaN(), math.NaN(), math.NaN()
+			nan := Span{math.NaN(), math.NaN()}
+			mr.AddedP50Span, mr.AddedP90Span, mr.AddedP99Span = nan, nan, nan
 			if hasBase {
 				mr.AddedP50 = mr.P50 - baseRes.P50
 				mr.AddedP90 = mr.P90 - baseRes.P90
 				mr.AddedP99 = mr.P99 - baseRes.P99
+				mr.AddedP50Span = spanOf(rs, func(r Run) float64 { return r.Latency.P50 - baseRes.P50 })
+				mr.AddedP90Span = spanOf(rs, func(r Run) float64 { return r.Latency.P90 - baseRes.P90 })
+				mr.AddedP99Span = spanOf(rs, func(r Run) float64 { return r.Latency.P99 - baseRes.P99 })
 			}
 			p.Modes = append(p.Modes, mr)
 		}
@@ -158,6 +175,8 @@ func modeResult(mode string, rs []Run) ModeResult {
 		}
 		return Median(v)
 	}
+	vcpu := func(r Run) float64 { v, _ := r.SidecarVCPU(); return v }
+	mb := func(r Run) float64 { v, _ := r.SidecarRSSMB(); return v }
 	return ModeResult{
 		Mode:           mode,
 		Runs:           len(rs),
@@ -165,10 +184,32 @@ func modeResult(mode string, rs []Run) ModeResult {
 		P50:            col(func(r Run) float64 { return r.Latency.P50 }),
 		P90:            col(func(r Run) float64 { return r.Latency.P90 }),
 		P99:            col(func(r Run) float64 { return r.Latency.P99 }),
-		VCPUPerProxy:   col(func(r Run) float64 { v, _ := r.SidecarVCPU(); return v }),
+		VCPUPerProxy:   col(vcpu),
 		VCPUPer1000RPS: col(Run.VCPUPer1000RPS),
-		MBPerProxy:     col(func(r Run) float64 { v, _ := r.SidecarRSSMB(); return v }),
+		MBPerProxy:     col(mb),
+		VCPUSpan:       spanOf(rs, vcpu),
+		MBSpan:         spanOf(rs, mb),
+		Spectrum:       medianSpectrum(rs),
 	}
+}
+
+// spanOf is the lowest and highest value of get over the runs, leaving out
+// NaN; NaN at both ends when every value is.
+func spanOf(rs []Run, get func(Run) float64) Span {
+	s := Span{math.NaN(), math.NaN()}
+	for _, r := range rs {
+		v := get(r)
+		if math.IsNaN(v) {
+			continue
+		}
+		if math.IsNaN(s.Lo) || v < s.Lo {
+			s.Lo = v
+		}
+		if math.IsNaN(s.Hi) || v > s.Hi {
+			s.Hi = v
+		}
+	}
+	return s
 }
 
 // Median of the values that are not NaN; NaN if there are none. An even

@@ -67,6 +67,13 @@ func TestSummarizeArithmetic(t *testing.T) {
 		{"+P50", both.AddedP50, 0.25}, {"+P90", both.AddedP90, 0.25}, {"+P99", both.AddedP99, 0.25},
 		{"vCPU/proxy", both.VCPUPerProxy, 0.20}, {"vCPU/1k rps", both.VCPUPer1000RPS, 0.225},
 		{"MB/proxy", both.MBPerProxy, 20}, {"actual qps", both.ActualQPS, 900},
+		// Spans: each repetition against no-mesh's median (P50 0.40 and 0.50
+		// against 0.20; P99 0.70 and 0.80 against 0.50), per-proxy figures
+		// per repetition.
+		{"+P50 low", both.AddedP50Span.Lo, 0.20}, {"+P50 high", both.AddedP50Span.Hi, 0.30},
+		{"+P99 low", both.AddedP99Span.Lo, 0.20}, {"+P99 high", both.AddedP99Span.Hi, 0.30},
+		{"vCPU low", both.VCPUSpan.Lo, 0.20}, {"vCPU high", both.VCPUSpan.Hi, 0.20},
+		{"MB low", both.MBSpan.Lo, 15}, {"MB high", both.MBSpan.Hi, 25},
 	}
 	for _, c := range checks {
 		if !near(c.got, c.want) {
@@ -80,7 +87,7 @@ func TestSummarizeArithmetic(t *testing.T) {
 		t.Errorf("no-mesh has a proxy cost %v", nm.VCPUPerProxy)
 	}
 	ss, _ := s.Points[1].mode("server-sidecar")
-	if !math.IsNaN(ss.AddedP90) || ss.Runs != 1 || !near(ss.VCPUPer1000RPS, 0.05) {
+	if !math.IsNaN(ss.AddedP90) || !math.IsNaN(ss.AddedP90Span.Lo) || ss.Runs != 1 || !near(ss.VCPUPer1000RPS, 0.05) {
 		t.Errorf("point without baseline: %+v (added must be NaN)", ss)
 	}
 	if len(s.Excluded) != 2 || s.Excluded[0].Reason != "10.5% errors (over 10%)" || s.Excluded[1].Reason != "failed: proxy exited" {

@@ -6,13 +6,13 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cli"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 // The test binary doubles as meshperf pilot: the driver runs it as its
@@ -88,9 +88,7 @@ func TestLabScopingCutsPushes(t *testing.T) {
 // book's PromQL push count must equal the directly scraped delta, and its
 // P99 must be in the same range as the scraped histogram's.
 func TestPrometheusMatchesScrape(t *testing.T) {
-	if _, err := exec.LookPath("prometheus"); err != nil {
-		t.Skip("prometheus is not installed (apt-get install prometheus); CI installs it")
-	}
+	testenv.NeedCommand(t, "prometheus", "prometheus")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m, err := shape.BookLab(shape.BookLabOptions{NoExtra: true, Seed: 1})

@@ -44,7 +44,7 @@ func startPilot(t *testing.T) (*discovery.Server, string) {
 	return startPilotWith(t, nil)
 }
 
-func startPilotWith(t *testing.T, tune func(*push.Options)) (*discovery.Server, string) {
+func startPilotWith(t testing.TB, tune func(*push.Options)) (*discovery.Server, string) {
 	t.Helper()
 	rs, err := config.Decode("test.yaml", []byte(testMesh))
 	if err != nil {

@@ -2,12 +2,12 @@ package pod
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
+
+	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
 // Istio's sidecar defaults.
@@ -120,7 +120,7 @@ func sortedPorts(lists ...[]uint16) []uint16 {
 // applyCapture loads rules into the pod's namespace with one
 // iptables-restore, which commits the table in a single transaction.
 func applyCapture(p *Pod, rules string) error {
-	bin, err := findIptablesRestore()
+	bin, err := syscmd.Find("iptables-restore", "iptables")
 	if err != nil {
 		return fmt.Errorf("pod %s: capture: %w", p.name, err)
 	}
@@ -135,17 +135,4 @@ func applyCapture(p *Pod, rules string) error {
 		return fmt.Errorf("pod %s: capture: %s: %w: %s", p.name, bin, err, strings.TrimSpace(out.String()))
 	}
 	return nil
-}
-
-func findIptablesRestore() (string, error) {
-	if p, err := exec.LookPath("iptables-restore"); err == nil {
-		return p, nil
-	}
-	// Non-root PATHs often lack the sbin directories.
-	for _, p := range []string{"/usr/sbin/iptables-restore", "/sbin/iptables-restore"} {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", errors.New("iptables-restore not found; install iptables (apt-get install iptables)")
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 // helperEnv makes the test binary act as a small server process started in a
@@ -60,18 +62,11 @@ func waitForLog(t *testing.T, path, want string) {
 	}
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veths, a bridge and iptables rules")
-	}
-}
-
 // newTestNetwork creates a bridge network that is closed when the test ends;
 // a Close error fails the test.
 func newTestNetwork(t *testing.T) *BridgeNetwork {
 	t.Helper()
-	requireRoot(t)
+	testenv.NeedNetns(t)
 	n, err := NewBridgeNetwork("")
 	if err != nil {
 		t.Fatal(err)

@@ -80,6 +80,18 @@ func (p *Pod) Capture(opts CaptureOptions) error {
 	return applyCapture(p, CaptureRules(opts))
 }
 
+// Uncapture removes the capture (iptables-restore replaces the nat table it
+// is given with an empty one), as when the pod loses its sidecar.
+func (p *Pod) Uncapture() error {
+	if p.kind != KindNetns {
+		return nil
+	}
+	if err := p.checkOpen(); err != nil {
+		return err
+	}
+	return applyCapture(p, "*nat\nCOMMIT\n")
+}
+
 func (p *Pod) checkOpen() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

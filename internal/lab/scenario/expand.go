@@ -3,6 +3,8 @@ package scenario
 import (
 	"strconv"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 // RunSpec is one run of the matrix with every parameter resolved.
@@ -109,7 +111,7 @@ func (r RunSpec) LoadArgs(label, jsonPath string) []string {
 		"-timeout", r.Timeout.String(),
 		"-jitter=" + strconv.FormatBool(r.Jitter),
 		"-uniform=" + strconv.FormatBool(r.Uniform),
-		"-p", "50,75,90,99,99.9,99.99",
+		"-p", results.SpectrumFlag(),
 		"-labels", label,
 		"-json", jsonPath,
 		"-quiet",

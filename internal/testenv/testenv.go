@@ -1,0 +1,61 @@
+// Package testenv is how a test says what it needs from the machine: root,
+// a system command, the sidecar binary. When something is missing the test
+// is skipped with one message naming it and how to get it, so a run on a
+// machine without root or without a package stays green but says what it
+// did not test; scripts/test lists those skips at the end.
+//
+// With MESHPERF_TEST_REQUIRE_ALL=1 (CI, which runs as root after
+// scripts/setup installed every package) a missing requirement fails the
+// test instead, so that a full run cannot quietly turn into a partial one.
+package testenv
+
+import (
+	"os"
+	"testing"
+
+	"github.com/meshperf/meshperf/internal/syscmd"
+)
+
+// RequireAllEnv names the variable that turns skips into failures.
+const RequireAllEnv = "MESHPERF_TEST_REQUIRE_ALL"
+
+// Missing skips t, or fails it under RequireAllEnv: what is the missing
+// thing, how says how to get it. Every skip message starts with "needs " so
+// that the summary reads as a list of what this machine lacks.
+func Missing(t testing.TB, what, how string) {
+	t.Helper()
+	if os.Getenv(RequireAllEnv) == "1" {
+		t.Fatalf("needs %s: %s (%s=1: nothing may be skipped)", what, how, RequireAllEnv)
+		return
+	}
+	t.Skipf("needs %s: %s", what, how)
+}
+
+// NeedRoot skips t unless it runs as root; why says what root is for.
+func NeedRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Missing(t, "root", why)
+	}
+}
+
+// NeedCommand skips t unless the system command is installed, and returns
+// its path.
+func NeedCommand(t testing.TB, command, debianPackage string) string {
+	t.Helper()
+	p, err := syscmd.Find(command, debianPackage)
+	if err != nil {
+		Missing(t, debianPackage, err.Error())
+	}
+	return p
+}
+
+// NeedNetns skips t unless it can build the lab's pods: network namespaces,
+// veths and a bridge (root), `ip` (iproute2) and Istio's capture rules
+// (iptables-restore).
+func NeedNetns(t testing.TB) {
+	t.Helper()
+	NeedRoot(t, "creates network namespaces, veths, a bridge and iptables rules")
+	NeedCommand(t, "ip", "iproute2")
+	NeedCommand(t, "iptables-restore", "iptables")
+}
