@@ -72,7 +72,7 @@ func TestModeLabels(t *testing.T) {
 func TestLoadArgs(t *testing.T) {
 	r := RunSpec{QPS: 1000, Connections: 4, Duration: 25 * time.Second, Timeout: 3 * time.Second, Protocol: GRPC, PayloadSize: 1024}
 	got := strings.Join(r.LoadArgs("L", "/tmp/x.json"), " ")
-	want := "-qps 1000 -c 4 -t 25s -timeout 3s -jitter=false -uniform=false -p 50,75,90,99,99.9,99.99 -labels L -json /tmp/x.json -quiet -grpc -ping -payload-size 1024"
+	want := "-qps 1000 -c 4 -t 25s -timeout 3s -jitter=false -uniform=false -p 50,60,70,75,80,85,90,92.5,95,96.25,97.5,98.5,99,99.25,99.5,99.75,99.9,99.925,99.95,99.975,99.99 -labels L -json /tmp/x.json -quiet -grpc -ping -payload-size 1024"
 	if got != want {
 		t.Errorf("LoadArgs\n got %s\nwant %s", got, want)
 	}
