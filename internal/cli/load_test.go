@@ -280,6 +280,10 @@ func TestLoadGRPC(t *testing.T) {
 	}{
 		{"health", nil, "GRPC Health", false, 1},
 		{"ping", []string{"-ping", "-payload", "hi"}, "GRPC Ping", true, 1},
+		// Regression: random -payload-size bytes are not UTF-8, and a ping
+		// with them failed to marshal on every call (issue 23).
+		{"ping with payload-size", []string{"-ping", "-payload-size", "1024"}, "GRPC Ping", true, 1},
+		{"ping with a binary payload file", []string{"-ping", "-payload-file", "testdata/not-utf8.bin"}, "GRPC Ping", true, 1},
 		{"streams", []string{"-s", "2", "-c", "2"}, "GRPC Health", false, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

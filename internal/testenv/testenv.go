@@ -11,6 +11,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/syscmd"
@@ -58,4 +59,27 @@ func NeedNetns(t testing.TB) {
 	NeedRoot(t, "creates network namespaces, veths, a bridge and iptables rules")
 	NeedCommand(t, "ip", "iproute2")
 	NeedCommand(t, "iptables-restore", "iptables")
+}
+
+// FortioEnv names the Fortio binary the interoperability tests run; the
+// test set-up (scripts/setup test) installs Fortio there and scripts/test
+// sets it.
+const FortioEnv = "MESHPERF_FORTIO_BIN"
+
+// NeedFortio skips t unless a Fortio binary is given by FortioEnv or is on
+// PATH, and returns its path.
+func NeedFortio(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(FortioEnv); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		Missing(t, "fortio", FortioEnv+"="+p+" does not exist; run bash scripts/setup test")
+		return ""
+	}
+	p, err := exec.LookPath("fortio")
+	if err != nil {
+		Missing(t, "fortio", "not on PATH and "+FortioEnv+" is not set; bash scripts/setup test installs it in bin/tools")
+	}
+	return p
 }

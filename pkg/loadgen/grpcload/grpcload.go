@@ -106,7 +106,7 @@ func New(o Options, lo loadgen.Options) (*Load, error) {
 
 func (l *Load) newCaller(cc *grpc.ClientConn) loadgen.Caller {
 	if l.opts.Ping {
-		return &pingCaller{client: pingpb.NewPingServerClient(cc), opts: l.opts}
+		return &pingCaller{client: pingpb.NewPingServerClient(cc), opts: l.opts, payload: pingPayload(l.opts.Payload)}
 	}
 	return &healthCaller{client: healthpb.NewHealthClient(cc), opts: l.opts}
 }
@@ -177,9 +177,24 @@ func (c *healthCaller) Call(ctx context.Context) loadgen.Outcome {
 }
 
 type pingCaller struct {
-	client pingpb.PingServerClient
-	opts   Options
-	seq    int64
+	client  pingpb.PingServerClient
+	opts    Options
+	payload string
+	seq     int64
+}
+
+// pingPayload is the payload as the ping message's string field carries it.
+// Protobuf strings must be valid UTF-8 (gRPC refuses to marshal anything
+// else), and -payload-size's random bytes are not, so this does what Fortio
+// does for the same flags: it drops the invalid sequences and pads the
+// result with 'X' back to the length asked for, so the request still has
+// -payload-size bytes and both tools send the same kind of message.
+func pingPayload(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "")
+	if pad := len(b) - len(s); pad > 0 {
+		s += strings.Repeat("X", pad)
+	}
+	return s
 }
 
 func (c *pingCaller) Call(ctx context.Context) loadgen.Outcome {
@@ -187,7 +202,7 @@ func (c *pingCaller) Call(ctx context.Context) loadgen.Outcome {
 	defer cancel()
 	c.seq++
 	msg := &pingpb.PingMessage{
-		Seq: c.seq, Ts: time.Now().UnixNano(), Payload: string(c.opts.Payload),
+		Seq: c.seq, Ts: time.Now().UnixNano(), Payload: c.payload,
 		DelayNanos: c.opts.PingDelay.Nanoseconds(),
 	}
 	resp, err := c.client.Ping(ctx, msg)
