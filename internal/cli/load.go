@@ -141,7 +141,7 @@ func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, e
 	switch {
 	case f.grpc:
 		l, err := grpcload.New(grpcload.Options{
-			Target: target, Ping: f.ping, Payload: payload, PingDelay: f.pingDelay,
+			Target: target, Ping: f.ping, Payload: payload, Headers: f.headers, PingDelay: f.pingDelay,
 			HealthService: f.healthService, Streams: f.streams, Timeout: f.timeout, TLS: tlsOpts,
 			UseTLS: f.insecure || f.caCert != "" || f.cert != "",
 		}, lo)

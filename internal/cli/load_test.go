@@ -33,6 +33,9 @@ import (
 	"github.com/meshperf/meshperf/pkg/loadgen/grpcload"
 	"github.com/meshperf/meshperf/pkg/loadgen/httpload"
 	"github.com/meshperf/meshperf/pkg/loadgen/tcpload"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // runLoadT runs `meshperf load args...` in process and returns what it said.
@@ -458,5 +461,47 @@ func TestLoadStallShowsInCorrectedLatencyNotServiceTime(t *testing.T) {
 	}
 	if math.Abs(r.ActualQPS-200) > 20 {
 		t.Errorf("ActualQPS %.1f, want within 10%% of 200", r.ActualQPS)
+	}
+}
+
+// recordingHealth is a gRPC health server that keeps the metadata of the
+// last call.
+type recordingHealth struct {
+	healthpb.UnimplementedHealthServer
+	mu sync.Mutex
+	md metadata.MD
+}
+
+func (h *recordingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	h.mu.Lock()
+	h.md = md
+	h.mu.Unlock()
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// -H on a gRPC load: Host is the :authority (a sidecar routes by it, as
+// Fortio sends it), User-Agent the user agent, anything else metadata.
+func TestLoadGRPCHeaders(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recordingHealth{}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, rec)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	runJSON(t, "-grpc", "-n", "3", "-c", "1", "-H", "Host: echo.lab.svc.cluster.local:8079",
+		"-H", "User-Agent: meshperf-test", "-H", "x-tenant: blue", ln.Addr().String())
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for k, want := range map[string]string{":authority": "echo.lab.svc.cluster.local:8079", "x-tenant": "blue"} {
+		if got := rec.md.Get(k); len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if ua := rec.md.Get("user-agent"); len(ua) != 1 || !strings.HasPrefix(ua[0], "meshperf-test") {
+		t.Errorf("user-agent %q, want it to start with meshperf-test", ua)
 	}
 }

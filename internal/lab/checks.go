@@ -8,16 +8,24 @@ import (
 
 // trafficChecks compare each sidecar's Istio counters before and after a run:
 // every sidecar the mode puts on the path must have counted the run's calls
-// (connections for tcp), and with mTLS the server sidecar must have seen
-// them as mutual TLS from the client's identity. A mode without a sidecar
+// (connections for tcp; gRPC calls as gRPC), and with mTLS the server sidecar
+// must have seen them as mutual TLS from the client's identity. A mode without a sidecar
 // on a side has nothing to check there.
 func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnapshot) []Check {
 	metric, unit, want := "istio_requests_total", "requests", float64(calls)
-	if spec.Protocol == scenario.TCP {
+	switch spec.Protocol {
+	case scenario.TCP:
 		metric, unit, want = "istio_tcp_connections_opened_total", "connections", float64(spec.Connections)
+	case scenario.GRPC:
+		unit = "gRPC requests"
 	}
 	want = max(want, 1)
 	delta := func(b, a string, labels map[string]string) float64 {
+		// gRPC calls must have been seen as gRPC (request_protocol="grpc"),
+		// which also shows they crossed each sidecar as HTTP/2.
+		if spec.Protocol == scenario.GRPC {
+			labels["request_protocol"] = "grpc"
+		}
 		return sumMetric(a, metric, labels) - sumMetric(b, metric, labels)
 	}
 	check := func(name string, got float64) Check {

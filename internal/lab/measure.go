@@ -101,14 +101,16 @@ func (l *lab) target(spec scenario.RunSpec) (args []string) {
 	if client, _ := spec.Mode.Sidecars(); client && l.kind() == pod.KindLoopback {
 		addr = netip.AddrPortFrom(l.client.IP(), uint16(l.outbound.ForProtocol(spec.Protocol)))
 	}
+	// The client sidecar routes HTTP and gRPC by Host (gRPC's :authority),
+	// as for a call to the Service.
+	host := []string{"-H", "Host: " + ServerHost()}
 	switch spec.Protocol {
 	case scenario.TCP:
 		return []string{"tcp://" + addr.String()}
 	case scenario.GRPC:
-		return []string{addr.String()}
+		return append(host, addr.String())
 	}
-	// The client sidecar routes HTTP by Host, as for a call to the Service.
-	return []string{"-H", "Host: " + ServerHost(), "http://" + addr.String() + spec.EchoPath()}
+	return append(host, "http://"+addr.String()+spec.EchoPath())
 }
 
 // runOne runs the load generator in the client pod, sampling every

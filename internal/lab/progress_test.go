@@ -129,6 +129,22 @@ func TestTrafficChecks(t *testing.T) {
 	if n := len(trafficChecks(scenario.RunSpec{Mode: scenario.NoMesh}, 2000, before, after)); n != 0 {
 		t.Errorf("no-mesh has %d checks, want none", n)
 	}
+	// A gRPC run counts only calls the sidecars saw as gRPC: these were
+	// counted as plain HTTP, so every check fails.
+	spec.Protocol = scenario.GRPC
+	for _, c := range trafficChecks(spec, 2000, before, after) {
+		if c.OK || !strings.Contains(c.Detail, "0 gRPC requests counted") {
+			t.Errorf("gRPC check passed on HTTP counts: %+v", c)
+		}
+	}
+	grpc := func(labels string) string { return labels + `,request_protocol="grpc"` }
+	before = metricsSnapshot{client: line(grpc(src), 0), server: line(grpc(dst), 0)}
+	after = metricsSnapshot{client: line(grpc(src), 2000), server: line(grpc(dst), 2000)}
+	for _, c := range trafficChecks(spec, 2000, before, after) {
+		if !c.OK {
+			t.Errorf("gRPC check failed on gRPC counts: %+v", c)
+		}
+	}
 }
 
 func TestConvergenceChecks(t *testing.T) {

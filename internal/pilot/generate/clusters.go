@@ -28,9 +28,13 @@ type DestinationRules func(host string) *networking.DestinationRule
 // OutboundClusters returns one cluster per service port, one per subset of the
 // service's DestinationRule, and Istio's BlackHole and Passthrough clusters.
 func OutboundClusters(services []*model.Service, rules DestinationRules) ([]*clusterv3.Cluster, error) {
+	passthrough, err := passthroughCluster(PassthroughCluster)
+	if err != nil {
+		return nil, err
+	}
 	out := []*clusterv3.Cluster{
 		{Name: BlackHoleCluster, ClusterDiscoveryType: discovery(clusterv3.Cluster_STATIC), ConnectTimeout: durationpb.New(defaultConnectTimeout)},
-		passthroughCluster(PassthroughCluster),
+		passthrough,
 	}
 	for _, svc := range services {
 		var dr *networking.DestinationRule
@@ -79,6 +83,9 @@ func outboundCluster(svc *model.Service, port model.ServicePort, subset string, 
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource(), ServiceName: name}
 	}
 	applyTrafficPolicy(c, policy)
+	if err := setUpstreamProtocol(c, protocolFor(port.Protocol)); err != nil {
+		return nil, err
+	}
 	if !svc.MeshExternal {
 		matches, err := autoMTLS(port.Number, subset, svc.Hostname, policy.GetTls())
 		if err != nil {
@@ -103,13 +110,16 @@ func dnsLoadAssignment(cluster, host string, port model.ServicePort) *endpointv3
 	}
 }
 
-func passthroughCluster(name string) *clusterv3.Cluster {
-	return &clusterv3.Cluster{
+// passthroughCluster sends to each connection's original destination, in
+// the client's HTTP version.
+func passthroughCluster(name string) (*clusterv3.Cluster, error) {
+	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: discovery(clusterv3.Cluster_ORIGINAL_DST),
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
 	}
+	return c, setUpstreamProtocol(c, upstreamDownstream)
 }
 
 func discovery(t clusterv3.Cluster_DiscoveryType) *clusterv3.Cluster_Type {

@@ -312,7 +312,11 @@ func TestGoldenListeners(t *testing.T) {
 		msgs = append(msgs, l)
 	}
 	msgs = append(msgs, permissive, strict)
-	for _, c := range InboundClusters(ports) {
+	inboundClusters, err := InboundClusters(ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range inboundClusters {
 		msgs = append(msgs, c)
 	}
 	golden(t, "bookinfo-listeners", msgs...)

@@ -233,20 +233,29 @@ func inboundHCM(port uint32, cluster string) *hcmv3.HttpConnectionManager {
 	}
 }
 
-// InboundClusters are the local workload's ports: inbound|PORT|| to 127.0.0.1,
-// plus the passthrough for undeclared ports.
-func InboundClusters(ports []InboundPort) []*clusterv3.Cluster {
-	out := []*clusterv3.Cluster{passthroughCluster(InboundPassthroughCluster)}
+// InboundClusters are the local workload's ports: inbound|PORT|| to 127.0.0.1
+// (HTTP/2 for HTTP/2 and gRPC ports), plus the passthrough for undeclared
+// ports.
+func InboundClusters(ports []InboundPort) ([]*clusterv3.Cluster, error) {
+	passthrough, err := passthroughCluster(InboundPassthroughCluster)
+	if err != nil {
+		return nil, err
+	}
+	out := []*clusterv3.Cluster{passthrough}
 	for _, p := range ports {
 		name := ClusterName(inbound, p.Port, "", "")
-		out = append(out, &clusterv3.Cluster{
+		c := &clusterv3.Cluster{
 			Name:                 name,
 			ClusterDiscoveryType: discovery(clusterv3.Cluster_STATIC),
 			ConnectTimeout:       durationpb.New(defaultConnectTimeout),
 			LoadAssignment:       dnsLoadAssignment(name, "127.0.0.1", model.ServicePort{Number: p.Port}),
-		})
+		}
+		if err := setUpstreamProtocol(c, protocolFor(p.Protocol)); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
-	return out
+	return out, nil
 }
 
 // hcmChain wraps an HTTP connection manager, with the fault and router filters,

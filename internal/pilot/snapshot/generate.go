@@ -281,8 +281,12 @@ func (s *Snapshot) inboundPorts(p *model.Proxy) []generate.InboundPort {
 }
 
 func (s *Snapshot) inboundClusters(p *model.Proxy) ([]Resource, error) {
+	clusters, err := generate.InboundClusters(s.inboundPorts(p))
+	if err != nil {
+		return nil, err
+	}
 	var out []Resource
-	for _, c := range generate.InboundClusters(s.inboundPorts(p)) {
+	for _, c := range clusters {
 		r, err := encode(c.Name, c)
 		if err != nil {
 			return nil, err

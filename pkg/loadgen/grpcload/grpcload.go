@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/meshperf/meshperf/pkg/loadgen"
 	"github.com/meshperf/meshperf/pkg/pingpb"
@@ -21,9 +22,12 @@ import (
 
 // Options are the gRPC settings of a run.
 type Options struct {
-	Target        string // host:port, or https://host:port for TLS
-	Ping          bool   // ping service instead of health
-	Payload       []byte // ping payload
+	Target  string // host:port, or https://host:port for TLS
+	Ping    bool   // ping service instead of health
+	Payload []byte // ping payload
+	// Headers are -H "Name: value" lines, sent as metadata on every call;
+	// as in Fortio, Host sets the :authority and User-Agent the user agent.
+	Headers       []string
 	PingDelay     time.Duration
 	HealthService string
 	Streams       int // per connection; calls in flight on each
@@ -56,10 +60,11 @@ func CodeName(code int) string {
 
 // Load is a prepared gRPC run.
 type Load struct {
-	opts   Options
-	load   loadgen.Options
-	runner *loadgen.Runner
-	conns  []*grpc.ClientConn
+	opts     Options
+	metadata metadata.MD // sent on every call; nil without -H
+	load     loadgen.Options
+	runner   *loadgen.Runner
+	conns    []*grpc.ClientConn
 }
 
 // New prepares connections (dialled lazily on the first call) and the runner:
@@ -81,11 +86,16 @@ func New(o Options, lo loadgen.Options) (*Load, error) {
 		}
 		creds = credentials.NewTLS(cfg)
 	}
+	dialOpts, md, err := headerOptions(o.Headers)
+	if err != nil {
+		return nil, err
+	}
+	dialOpts = append(dialOpts, grpc.WithTransportCredentials(creds))
 	streams := max(o.Streams, 1)
-	l := &Load{opts: o, load: lo}
+	l := &Load{opts: o, load: lo, metadata: md}
 	var callers []loadgen.Caller
 	for range lo.Connections {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		cc, err := grpc.NewClient(addr, dialOpts...)
 		if err != nil {
 			l.closeAll()
 			return nil, fmt.Errorf("gRPC target %q: %w", o.Target, err)
@@ -96,7 +106,6 @@ func New(o Options, lo loadgen.Options) (*Load, error) {
 		}
 	}
 	l.load.Connections = len(callers)
-	var err error
 	if l.runner, err = loadgen.NewRunner(l.load, callers); err != nil {
 		l.closeAll()
 		return nil, err
@@ -106,9 +115,44 @@ func New(o Options, lo loadgen.Options) (*Load, error) {
 
 func (l *Load) newCaller(cc *grpc.ClientConn) loadgen.Caller {
 	if l.opts.Ping {
-		return &pingCaller{client: pingpb.NewPingServerClient(cc), opts: l.opts, payload: pingPayload(l.opts.Payload)}
+		return &pingCaller{client: pingpb.NewPingServerClient(cc), opts: l.opts, md: l.metadata, payload: pingPayload(l.opts.Payload)}
 	}
-	return &healthCaller{client: healthpb.NewHealthClient(cc), opts: l.opts}
+	return &healthCaller{client: healthpb.NewHealthClient(cc), opts: l.opts, md: l.metadata}
+}
+
+// headerOptions turns -H lines into what gRPC sends: Host becomes the
+// :authority (so a sidecar routes the call by the service's name, as for
+// HTTP) and User-Agent the user agent, both dial options; every other
+// header is metadata on each call. This is Fortio's mapping.
+func headerOptions(headers []string) ([]grpc.DialOption, metadata.MD, error) {
+	var opts []grpc.DialOption
+	var md metadata.MD
+	for _, h := range headers {
+		name, value, err := loadgen.ParseHeader(h)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch strings.ToLower(name) {
+		case "host":
+			opts = append(opts, grpc.WithAuthority(value))
+		case "user-agent":
+			opts = append(opts, grpc.WithUserAgent(value))
+		default:
+			if md == nil {
+				md = metadata.MD{}
+			}
+			md.Append(name, value)
+		}
+	}
+	return opts, md, nil
+}
+
+// withMetadata attaches the -H metadata to a call's context.
+func withMetadata(ctx context.Context, md metadata.MD) context.Context {
+	if md == nil {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // Runner is the engine driving this load, for progress display.
@@ -163,10 +207,11 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 type healthCaller struct {
 	client healthpb.HealthClient
 	opts   Options
+	md     metadata.MD
 }
 
 func (c *healthCaller) Call(ctx context.Context) loadgen.Outcome {
-	ctx, cancel := withTimeout(ctx, c.opts.Timeout)
+	ctx, cancel := withTimeout(withMetadata(ctx, c.md), c.opts.Timeout)
 	defer cancel()
 	resp, err := c.client.Check(ctx, &healthpb.HealthCheckRequest{Service: c.opts.HealthService})
 	if err != nil {
@@ -179,6 +224,7 @@ func (c *healthCaller) Call(ctx context.Context) loadgen.Outcome {
 type pingCaller struct {
 	client  pingpb.PingServerClient
 	opts    Options
+	md      metadata.MD
 	payload string
 	seq     int64
 }
@@ -198,7 +244,7 @@ func pingPayload(b []byte) string {
 }
 
 func (c *pingCaller) Call(ctx context.Context) loadgen.Outcome {
-	ctx, cancel := withTimeout(ctx, c.opts.Timeout)
+	ctx, cancel := withTimeout(withMetadata(ctx, c.md), c.opts.Timeout)
 	defer cancel()
 	c.seq++
 	msg := &pingpb.PingMessage{

@@ -87,24 +87,10 @@ func (o Options) method() string {
 // header is one parsed -H.
 type header struct{ name, value string }
 
-// ParseHeader splits a -H value "Name: value", rejecting what would corrupt the
-// request on the wire.
-func ParseHeader(h string) (name, value string, err error) {
-	name, value, ok := strings.Cut(h, ":")
-	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-	switch {
-	case !ok || name == "":
-		return "", "", fmt.Errorf("header %q: want Name: value", h)
-	case strings.ContainsAny(name, " \t\r\n:"), strings.ContainsAny(value, "\r\n"):
-		return "", "", fmt.Errorf("header %q: a name has no spaces and neither part has line breaks", h)
-	}
-	return name, value, nil
-}
-
 func (o Options) headers() ([]header, error) {
 	out := make([]header, 0, len(o.Headers))
 	for _, h := range o.Headers {
-		n, v, err := ParseHeader(h)
+		n, v, err := loadgen.ParseHeader(h)
 		if err != nil {
 			return nil, err
 		}

@@ -98,6 +98,17 @@ impl Handled {
     }
 }
 
+/// Envoy's gRPC test: HTTP/2 with a content-type of `application/grpc`,
+/// alone or with a suffix (`+proto`, `+json`).
+fn request_protocol<B>(req: &Request<B>) -> RequestProtocol {
+    if req.version() != Version::HTTP_2 {
+        return RequestProtocol::Http;
+    }
+    let grpc =
+        req.headers().get(hyper::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if grpc { RequestProtocol::Grpc } else { RequestProtocol::Http2 }
+}
+
 pub(crate) fn local_reply(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
     let mut resp = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
     *resp.status_mut() = status;
@@ -108,7 +119,7 @@ pub(crate) fn local_reply(status: StatusCode, body: Bytes) -> Response<ProxyBody
 impl HttpConn {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let start = Instant::now();
-        let protocol = if req.version() == Version::HTTP_2 { RequestProtocol::Http2 } else { RequestProtocol::Http };
+        let protocol = request_protocol(&req);
         let method = req.method().as_str().to_string();
         let authority = authority(&req).to_string();
         let request_bytes = Arc::new(AtomicU64::new(0));

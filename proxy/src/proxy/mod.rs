@@ -103,11 +103,14 @@ pub enum SecurityPolicy {
     MutualTls,
 }
 
-/// Istio's `request_protocol` label.
+/// The request's protocol: HTTP/1.x, HTTP/2, or gRPC (any HTTP/2 request
+/// whose content-type is `application/grpc...`, as Envoy tells them apart),
+/// which Istio's `request_protocol` label reports as `http` or `grpc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestProtocol {
     Http,
     Http2,
+    Grpc,
     Tcp,
 }
 

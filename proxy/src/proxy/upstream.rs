@@ -101,18 +101,19 @@ impl Pools {
             return c;
         }
         let client = self.build_client(cluster, h2);
-        if let Ok(mut m) = self.clusters.write() {
-            let fresh = || ClusterClients { connect_timeout: cluster.connect_timeout, http1: None, http2: None };
-            let entry = m.entry(cluster.name.clone()).or_insert_with(fresh);
-            if entry.connect_timeout != cluster.connect_timeout {
-                *entry = fresh();
-            }
-            match &client {
-                UpstreamClient::Http1(p) => drop(entry.http1.get_or_insert_with(|| p.clone())),
-                UpstreamClient::Http2(c) => drop(entry.http2.get_or_insert_with(|| c.clone())),
-            }
+        let Ok(mut m) = self.clusters.write() else { return client };
+        let fresh = || ClusterClients { connect_timeout: cluster.connect_timeout, http1: None, http2: None };
+        let entry = m.entry(cluster.name.clone()).or_insert_with(fresh);
+        if entry.connect_timeout != cluster.connect_timeout {
+            *entry = fresh();
         }
-        client
+        // Requests that raced here on first use all get the client stored
+        // first: each returning its own would open its own connections (two
+        // HTTP/2 connections where one carries every stream).
+        match client {
+            UpstreamClient::Http1(p) => UpstreamClient::Http1(entry.http1.get_or_insert(p).clone()),
+            UpstreamClient::Http2(c) => UpstreamClient::Http2(entry.http2.get_or_insert(c).clone()),
+        }
     }
 
     fn build_client(&self, cluster: &Cluster, h2: bool) -> UpstreamClient {

@@ -56,6 +56,7 @@ fn pool() -> &'static DescriptorPool {
             "envoy/extensions/transport_sockets/tls/v3/tls.proto",
             "envoy/extensions/transport_sockets/tls/v3/secret.proto",
             "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
+            "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
         ];
         let mut c = protox::Compiler::new(includes).expect("protox includes");
         c.include_imports(true);
@@ -130,6 +131,11 @@ fn shop_cart_proxy_golden_converts() {
         (Some("default"), Some("ROOTCA"))
     );
     assert_eq!(tls.alpn, ["istio-peer-exchange", "istio"]);
+    // Upstream HTTP versions as pilot chose them: HTTP/2 for the gRPC port,
+    // the client's own through the passthrough, the default elsewhere.
+    assert_eq!(s.clusters["outbound|9000||payments.shop.svc.cluster.local"].protocol, UpstreamProtocol::Http2);
+    assert_eq!(passthrough.protocol, UpstreamProtocol::UseDownstream);
+    assert_eq!(cart.protocol, UpstreamProtocol::Http1);
     let inbound = &s.clusters["inbound|8080||"];
     let la = inbound.load_assignment.as_ref().expect("static endpoints");
     assert_eq!(la.endpoints[0].address, EndpointAddress::Socket("127.0.0.1:8080".parse().unwrap()));

@@ -10,7 +10,7 @@ use foldhash::HashMap;
 use super::{
     Peer, Protocol, Reporter, RequestRecord, ResponseFlags, SecurityPolicy, ServiceName, TcpRecord, Telemetry,
 };
-use crate::proxy::{self, RequestInfo, RequestObserver, TcpInfo};
+use crate::proxy::{self, RequestInfo, RequestObserver, RequestProtocol, TcpInfo};
 
 /// Records the data path's requests and connections in [`Telemetry`].
 pub struct Observer {
@@ -118,7 +118,10 @@ impl RequestObserver for Observer {
             source,
             destination,
             destination_service: self.service(info.cluster.as_deref(), info.destination_service.as_deref()),
-            protocol: Protocol::Http,
+            protocol: match info.protocol {
+                RequestProtocol::Grpc => Protocol::Grpc,
+                _ => Protocol::Http,
+            },
             response_code: info.response_code,
             response_flags: flags(&info.response_flags),
             security: security(info.security_policy, reporter),
