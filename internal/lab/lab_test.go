@@ -165,6 +165,9 @@ func testAllModes(t *testing.T, kind pod.Kind, proto scenario.Protocol, mtls boo
 			r.Calls < 300 || r.Errors != 0 {
 			t.Errorf("%s: network %q protocol %q mTLS %v, %d calls, %d errors", r.Label, r.Network, r.Protocol, r.MTLS, r.Calls, r.Errors)
 		}
+		if len(r.Spectrum) != len(results.SpectrumPercentiles) {
+			t.Errorf("%s: %d points of latency spectrum, want %d", r.Label, len(r.Spectrum), len(results.SpectrumPercentiles))
+		}
 		var names []string
 		for _, c := range o.Checks {
 			names = append(names, c.Name)
@@ -215,6 +218,11 @@ func checkOutputs(t *testing.T, rep *Report) {
 	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
 	if err != nil || len(runs) != len(rep.Outcomes) {
 		t.Errorf("store has %d runs (%v), want %d", len(runs), err, len(rep.Outcomes))
+	}
+	for _, r := range runs {
+		if !r.Failed && len(r.Spectrum) == 0 {
+			t.Errorf("%s: stored without its latency spectrum", r.Label)
+		}
 	}
 }
 

@@ -252,7 +252,7 @@ func roleOf(w *watched) string {
 // merge lays the load generator's figures over the runner's fields.
 func merge(r, got results.Run) results.Run {
 	r.StartTime, r.ActualQPS, r.Duration = got.StartTime, got.ActualQPS, got.Duration
-	r.Latency, r.Corrected, r.Calls, r.Errors = got.Latency, got.Corrected, got.Calls, got.Errors
+	r.Latency, r.Spectrum, r.Corrected, r.Calls, r.Errors = got.Latency, got.Spectrum, got.Corrected, got.Calls, got.Errors
 	r.ErrorPercent, r.ResponseSize, r.FortioJSON = got.ErrorPercent, got.ResponseSize, got.FortioJSON
 	if got.Label != "" {
 		r.Label = got.Label

@@ -90,6 +90,9 @@ def compare():
             print(f"{full_id:<56} {base:>12.1f} {'-':>12} {'not run':>8}")
             continue
         print(f"{full_id:<56} {base:>12.1f} {now:>12.1f} {100 * (now - base) / base:>+7.1f}%")
+    for full_id, now in sorted(current.items()):
+        if full_id not in summary["median_ns"]:
+            print(f"{full_id:<56} {'-':>12} {now:>12.1f} {'new':>8}")
     print("(medians; on this shared 2-core machine differences under ~10% are noise)")
 
 

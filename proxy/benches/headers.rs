@@ -35,6 +35,19 @@ fn request_headers() -> HeaderMap {
     ])
 }
 
+/// A gRPC call's headers (HTTP/2: no Host, the authority is in the URI).
+fn grpc_request_headers() -> HeaderMap {
+    headers(&[
+        ("content-type", "application/grpc"),
+        ("user-agent", "grpc-go/1.85.0"),
+        ("te", "trailers"),
+        ("grpc-timeout", "2999m"),
+        ("grpc-accept-encoding", "gzip"),
+        ("x-b3-traceid", "80f198ee56343ba864fe8b2a57d3eff7"),
+        ("x-b3-spanid", "e457b5a2e4d86bd1"),
+    ])
+}
+
 /// An upstream HTTP/1.1 response's headers, hop-by-hop ones included.
 fn response_headers() -> HeaderMap {
     headers(&[
@@ -95,6 +108,18 @@ fn bench_headers(c: &mut Criterion) {
         b.iter_batched_ref(
             || with_id.clone(),
             |h| prepare_headers(h, black_box(&rewrite), black_box(&uri)),
+            BatchSize::SmallInput,
+        )
+    });
+
+    // A gRPC call as grpc-go sends it over HTTP/2: the authority in the URI,
+    // te: trailers (kept for the upstream), a deadline.
+    let grpc_uri: Uri = "http://echo.lab.svc.cluster.local:8079/fgrpc.PingServer/Ping".parse().expect("uri");
+    let grpc = grpc_request_headers();
+    g.bench_function("prepare_headers/grpc_call", |b| {
+        b.iter_batched_ref(
+            || grpc.clone(),
+            |h| prepare_headers(h, black_box(&plain), black_box(&grpc_uri)),
             BatchSize::SmallInput,
         )
     });
