@@ -3,6 +3,7 @@ package echo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/pkg/pingpb"
 )
 
@@ -58,19 +60,16 @@ func TestCloseStopsEverything(t *testing.T) {
 	// server's side of it holds the TCP echo port in FIN_WAIT_2, which blocks a
 	// bind; once closed it moves to TIME_WAIT, which does not.
 	conn.Close()
+	// That move happens when our FIN reaches the server's side, not within
+	// conn.Close, so the bind may fail for a moment: retry until it succeeds.
 	for _, a := range addrs {
-		var err error
-		for try := 0; try < 50; try++ {
-			var ln net.Listener
-			if ln, err = net.Listen("tcp", a); err == nil {
-				ln.Close()
-				break
+		testutil.Eventually(t, 10*time.Second, func() error {
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				return fmt.Errorf("%s is still taken after Close: %w", a, err)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Errorf("%s is still taken after Close: %v", a, err)
-		}
+			return ln.Close()
+		})
 	}
 }
 

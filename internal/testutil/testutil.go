@@ -5,6 +5,7 @@ package testutil
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // pollInterval is how often Eventually checks: short enough that a test
@@ -70,6 +74,22 @@ func Golden(t testing.TB, path string, got []byte) {
 		t.Errorf("%s differs from what the code produces; if the change is intended, run the test with -update and review the diff\n%s",
 			path, firstDifference(string(want), string(got)))
 	}
+}
+
+// ProtoJSON is m as indented JSON with stable spacing, for golden files of
+// generated config: protojson varies its whitespace on purpose, so its output
+// is re-indented.
+func ProtoJSON(t testing.TB, m proto.Message) []byte {
+	t.Helper()
+	compact, err := protojson.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // firstDifference shows the first line where want and got part, so that a

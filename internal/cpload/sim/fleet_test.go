@@ -2,9 +2,12 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestFleetAgainstPilot runs 20 simulated sidecars against meshperf's control
@@ -55,8 +58,11 @@ func testFleet(t *testing.T, delta bool) {
 		t.Fatalf("%d proxies reject, want 5 (a quarter of 20)", nackers)
 	}
 	// The server counts NACKs as they arrive; the last may still be in flight.
-	waitFor(t, ctx, "pilot_total_xds_rejects{type=rds} to reach 5", func() bool {
-		return counter(t, s, "pilot_total_xds_rejects", "type", "rds") >= float64(nackers)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := counter(t, s, "pilot_total_xds_rejects", "type", "rds"); got < float64(nackers) {
+			return fmt.Errorf("pilot_total_xds_rejects{type=rds} = %v, want %d", got, nackers)
+		}
+		return nil
 	})
 
 	// A new Service reaches every proxy as a new cluster (watched before the
@@ -183,15 +189,4 @@ func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Contex
 		t.Fatal(err)
 	}
 	return f, ctx
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }

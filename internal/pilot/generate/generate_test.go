@@ -2,63 +2,34 @@ package generate
 
 import (
 	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files from the generated config")
-
-// golden compares generated resources with testdata/golden/NAME.json.
+// golden compares generated resources, as a JSON array, with
+// testdata/golden/NAME.json (go test -update rewrites it).
 func golden(t *testing.T, name string, msgs ...proto.Message) {
 	t.Helper()
 	var buf bytes.Buffer
 	buf.WriteString("[\n")
 	for i, m := range msgs {
-		b, err := protojson.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// protojson varies its whitespace on purpose; re-indent for stable files.
-		var out bytes.Buffer
-		if err := json.Indent(&out, b, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		buf.Write(out.Bytes())
+		buf.Write(testutil.ProtoJSON(t, m))
 		if i < len(msgs)-1 {
 			buf.WriteString(",")
 		}
 		buf.WriteString("\n")
 	}
 	buf.WriteString("]\n")
-	path := filepath.Join("testdata", "golden", name+".json")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(want, buf.Bytes()) {
-		t.Errorf("%s differs from the generated config; if the change is intended, run go test ./internal/pilot/generate -update and review the diff", path)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "golden", name+".json"), buf.Bytes())
 }
 
 // bookinfo is a small representative mesh: an HTTP service with subsets and a

@@ -435,7 +435,9 @@ func TestDebounceOnRealClock(t *testing.T) {
 		go d.Run(context.Background(), in)
 		start := time.Now()
 		in <- model.NewPushRequest(model.ReasonConfig, true, start)
-		time.Sleep(60 * time.Millisecond) // virtual time
+		// Inside the bubble time is virtual: this sleep moves the clock 60ms
+		// without waiting, and is the event spacing under test.
+		time.Sleep(60 * time.Millisecond)
 		in <- model.NewPushRequest(model.ReasonConfig, true, time.Now())
 		got := <-pushed
 		if waited := time.Since(start); waited != 160*time.Millisecond || got.Reasons() != 2 {

@@ -2,22 +2,17 @@ package snapshot
 
 import (
 	"bytes"
-	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the generated config")
 
 // goldenProxy writes a proxy's whole configuration (clusters, the endpoints
 // they name, listeners, the routes they name) and compares it with
-// testdata/golden/NAME.json.
+// testdata/golden/NAME.json (go test -update rewrites it).
 func goldenProxy(t *testing.T, name string, s *Snapshot, p *model.Proxy) {
 	t.Helper()
 	var buf bytes.Buffer
@@ -27,15 +22,7 @@ func goldenProxy(t *testing.T, name string, s *Snapshot, p *model.Proxy) {
 			t.Fatal(err)
 		}
 		for _, r := range rs {
-			b, err := protojson.Marshal(r.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			if err := json.Indent(&out, b, "", "  "); err != nil { // protojson's spacing varies on purpose
-				t.Fatal(err)
-			}
-			buf.Write(out.Bytes())
+			buf.Write(testutil.ProtoJSON(t, r.Body))
 			buf.WriteString("\n")
 		}
 		return rs
@@ -53,20 +40,7 @@ func goldenProxy(t *testing.T, name string, s *Snapshot, p *model.Proxy) {
 		}
 	}
 	add(RouteType, rds)
-	path := filepath.Join("testdata", "golden", name+".json")
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(want, buf.Bytes()) {
-		t.Errorf("%s differs from the generated config; if intended, run go test ./internal/pilot/snapshot -update and review the diff", path)
-	}
+	testutil.Golden(t, filepath.Join("testdata", "golden", name+".json"), buf.Bytes())
 }
 
 // The shop mesh: services in two namespaces, a DestinationRule with a subset,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func drYAML(ns, name, host string) string {
@@ -44,19 +45,33 @@ func openTempDir(t *testing.T, dir string) (*Dir, *logBuffer) {
 	return d, &logs
 }
 
-// waitHost waits until the object exists with the host ("" = absent).
+// waitHost waits until the DestinationRule exists with the host.
 func waitHost(t *testing.T, d *Dir, k config.Key, host string) *config.Resource {
 	t.Helper()
 	var got *config.Resource
-	waitFor(t, func() bool {
+	testutil.Eventually(t, hangGuard, func() error {
 		r, ok := d.Get(k)
-		got = r
-		if host == "" {
-			return !ok
+		switch {
+		case !ok:
+			return fmt.Errorf("%v is not in the store", k)
+		case hostOf(r) != host:
+			return fmt.Errorf("%v has host %q, want %q", k, hostOf(r), host)
 		}
-		return ok && hostOf(r) == host
+		got = r
+		return nil
 	})
 	return got
+}
+
+// waitGone waits until the object is no longer in the store.
+func waitGone(t *testing.T, d *Dir, k config.Key) {
+	t.Helper()
+	testutil.Eventually(t, hangGuard, func() error {
+		if _, ok := d.Get(k); ok {
+			return fmt.Errorf("%v is still in the store", k)
+		}
+		return nil
+	})
 }
 
 func TestDirReadsTheTreeAndFollowsChanges(t *testing.T) {
@@ -96,7 +111,7 @@ func TestDirReadsTheTreeAndFollowsChanges(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "sub", "b.json")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, ok := d.Get(config.Key{Kind: config.KindNamespace, Name: "a"}); return !ok })
+	waitGone(t, d, config.Key{Kind: config.KindNamespace, Name: "a"})
 	evs = rec.waitEvents(t, 2)
 	if evs[1].Type != Deleted || evs[1].Key.Kind != config.KindNamespace || evs[1].Revision != start+2 {
 		t.Errorf("delete event %+v", evs[1])
@@ -136,7 +151,7 @@ func TestDirKeepsLastGoodContentOfABadFile(t *testing.T) {
 	rev := d.Revision()
 
 	writeFile(t, path, drYAML("a", "one", "good")+"  bogusField: 1\n: : :\n")
-	waitFor(t, func() bool { return logs.lines("a.yaml") == 1 })
+	logs.waitLine(t, "a.yaml")
 	if r, ok := d.Get(drKey("a", "one")); !ok || hostOf(r) != "good" || d.Revision() != rev {
 		t.Fatalf("a half-written file dropped or changed its config (revision %d, was %d)", d.Revision(), rev)
 	}
@@ -148,7 +163,7 @@ func TestDirKeepsLastGoodContentOfABadFile(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "file is empty") })
+	logs.waitLine(t, "file is empty")
 
 	// Other changes re-read the directory but do not repeat the complaint.
 	writeFile(t, filepath.Join(dir, "b.yaml"), drYAML("b", "other", "o"))
@@ -163,7 +178,7 @@ func TestDirKeepsLastGoodContentOfABadFile(t *testing.T) {
 	// Fixed: the new content is taken.
 	writeFile(t, path, drYAML("a", "one", "fixed"))
 	waitHost(t, d, drKey("a", "one"), "fixed")
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "valid again") })
+	logs.waitLine(t, "valid again")
 }
 
 func TestDirFirstFileWinsADuplicate(t *testing.T) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // destinationRule is a small valid namespaced object whose spec is one host.
@@ -69,23 +71,31 @@ func (r *recorder) get() []Event {
 	return append([]Event(nil), r.events...)
 }
 
+// hangGuard bounds every wait of these tests: a watch that never delivers
+// fails the test instead of hanging it. It is not a timing goal.
+const hangGuard = 10 * time.Second
+
 // waitEvents waits until the recorder holds at least n events.
 func (r *recorder) waitEvents(t *testing.T, n int) []Event {
 	t.Helper()
-	waitFor(t, func() bool { return len(r.get()) >= n })
+	testutil.Eventually(t, hangGuard, func() error {
+		if got := len(r.get()); got < n {
+			return fmt.Errorf("%d events delivered, want %d", got, n)
+		}
+		return nil
+	})
 	return r.get()
 }
 
-// waitFor polls cond; the deadline only guards against a hang.
-func waitFor(t *testing.T, cond func() bool) {
+// waitLine waits until the log holds a line containing substr.
+func (l *logBuffer) waitLine(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
+	testutil.Eventually(t, hangGuard, func() error {
+		if l.lines(substr) == 0 {
+			return fmt.Errorf("no log line contains %q:\n%s", substr, l)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // logBuffer is a slog destination tests can read while the store logs.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // writeConcurrently runs writers goroutines, each applying perWriter
@@ -94,10 +95,13 @@ func TestListThenWatchMissesAndRepeatsNothing(t *testing.T) {
 
 	wg.Wait()
 	final := db.Revision()
-	waitFor(t, func() bool {
+	testutil.Eventually(t, hangGuard, func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return int64(len(seen)) == final-listedAt
+		if n := int64(len(seen)); n != final-listedAt {
+			return fmt.Errorf("%d events after the list at revision %d, want %d", n, listedAt, final-listedAt)
+		}
+		return nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -171,9 +175,11 @@ func TestSlowWatcherDoesNotBlockWritersAndIsToldToResync(t *testing.T) {
 
 func waitForResync(t *testing.T, rec *recorder) []Event {
 	t.Helper()
-	waitFor(t, func() bool {
-		evs := rec.get()
-		return len(evs) > 0 && evs[len(evs)-1].Type == Resync
+	testutil.Eventually(t, hangGuard, func() error {
+		if evs := rec.get(); len(evs) == 0 || evs[len(evs)-1].Type != Resync {
+			return fmt.Errorf("the last of %d events is not a Resync", len(evs))
+		}
+		return nil
 	})
 	return rec.get()
 }

@@ -85,7 +85,7 @@ func benchPush(e *testEnv, b *testing.B, proxies int) {
 		c := e.sotw(b, ctx, testNode(b, "1.22.0"))
 		c.ask(ClusterType)
 		c.recv()
-		conns = append(conns, waitFor(b, e.hooks.connected))
+		conns = append(conns, nextConn(b, e.hooks.connected))
 		readers.Go(func() {
 			for {
 				if _, err := c.stream.Recv(); err != nil {

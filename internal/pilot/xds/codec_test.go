@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // testBodies returns n cluster Bodies of about size bytes each.
@@ -164,14 +166,15 @@ func TestResourceCacheForgetsCollectedBodies(t *testing.T) {
 	if got := cache.size.Load(); got != 10 {
 		t.Fatalf("cache holds %d entries, want 10", got)
 	}
-	deadline := time.Now().Add(10 * time.Second) // a hang guard, not a timing goal
-	for cache.size.Load() > 0 && time.Now().Before(deadline) {
+	// A collection queues the entries' cleanups; they run on their own
+	// goroutine afterwards, so collect until they have run.
+	testutil.Eventually(t, 10*time.Second, func() error {
 		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := cache.size.Load(); got != 0 {
-		t.Errorf("cache holds %d entries after their Bodies were collected", got)
-	}
+		if got := cache.size.Load(); got != 0 {
+			return fmt.Errorf("cache holds %d entries after their Bodies were collected", got)
+		}
+		return nil
+	})
 }
 
 // The same Body under another name (or version) must still encode correctly:

@@ -72,7 +72,7 @@ func TestDeltaSubscribeAckPushRemoveNack(t *testing.T) {
 	ctx := testCtx(t)
 	c := e.delta(t, ctx, testNode(t, "1.22.0"))
 	c.subscribe(ClusterType) // wildcard
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	if !conn.Delta() {
 		t.Error("a delta stream's connection says it is not delta")
 	}

@@ -126,9 +126,10 @@ func (h *fakeHooks) OnConnect(c *Connection) error {
 
 func (h *fakeHooks) OnDisconnect(c *Connection) { h.disconnected <- c }
 
-// waitFor returns the next connection from ch, failing after a generous bound
-// (a hang guard, not a timing goal).
-func waitFor(t testing.TB, ch <-chan *Connection) *Connection {
+// nextConn receives the next connection event from ch (a hook's report, not
+// a polled condition), failing after a generous bound (a hang guard, not a
+// timing goal).
+func nextConn(t testing.TB, ch <-chan *Connection) *Connection {
 	t.Helper()
 	select {
 	case c := <-ch:

@@ -26,7 +26,7 @@ func TestSotWConnectRequestAckPushNack(t *testing.T) {
 	c := e.sotw(t, ctx, testNode(t, "1.22.0"))
 
 	c.ask(ClusterType)
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	p := conn.Proxy()
 	if p.ID != testNodeID || p.Namespace != "reviews-ns" || p.PodName != "reviews-v1-abc" ||
 		!slices.Equal(p.IPAddresses, []string{"10.1.0.8", "fd00::8"}) || p.Labels["app"] != "reviews" ||
@@ -102,7 +102,7 @@ func TestSotWStaleNonceIsIgnored(t *testing.T) {
 	ctx := testCtx(t)
 	c := e.sotw(t, ctx, testNode(t, "1.22.0"))
 	c.ask(ClusterType)
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	cds1 := c.expect(ClusterType)
 	if err := e.srv.Push(ctx, conn, nil); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestSotWNewRouteNamesAreAnswered(t *testing.T) {
 	c.ack(rds2)
 	c.ask(ListenerType)
 	c.expect(ListenerType)
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	for _, st := range conn.SyncStatus() {
 		if st.TypeURL == RouteType {
 			t.Errorf("routes still watched after unsubscribing: %+v", st)
@@ -206,8 +206,8 @@ func TestDisconnectRunsHooksAndLowersGauge(t *testing.T) {
 	c := e.sotw(t, ctx, testNode(t, "1.23.1"))
 	c.ask(ClusterType)
 	c.expect(ClusterType)
-	conn := waitFor(t, e.hooks.connected)
-	if added := waitFor(t, ph.added); added != conn {
+	conn := nextConn(t, e.hooks.connected)
+	if added := nextConn(t, ph.added); added != conn {
 		t.Errorf("push hook got %s, want %s", added.ID(), conn.ID())
 	}
 	if got := e.srv.Connections(); len(got) != 1 || got[0] != conn {
@@ -217,10 +217,10 @@ func TestDisconnectRunsHooksAndLowersGauge(t *testing.T) {
 		t.Errorf("pilot_xds = %v while connected", got)
 	}
 	cancel()
-	if gone := waitFor(t, e.hooks.disconnected); gone != conn {
+	if gone := nextConn(t, e.hooks.disconnected); gone != conn {
 		t.Errorf("OnDisconnect got %s", gone.ID())
 	}
-	if removed := waitFor(t, ph.removed); removed != conn {
+	if removed := nextConn(t, ph.removed); removed != conn {
 		t.Errorf("push hook removed %s", removed.ID())
 	}
 	if got := metricValue(t, e.reg, "pilot_xds", map[string]string{"version": "1.23.1"}); got != 0 {
@@ -243,7 +243,7 @@ func TestEndpointPushSendsOnlyEndpoints(t *testing.T) {
 	c.ack(c.expect(ClusterType))
 	c.ask(EndpointType, "a")
 	c.ack(c.expect(EndpointType), "a")
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	req := model.NewPushRequest(model.ReasonEndpoint, false, time.Now())
 	if err := e.srv.Push(ctx, conn, req); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestGenerationFailureOnPushKeepsStream(t *testing.T) {
 	c.ack(c.expect(ClusterType))
 	c.ask(ListenerType)
 	c.ack(c.expect(ListenerType))
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	gen.set(func(g *fakeGen) { g.fail[ClusterType] = errors.New("scope not built") })
 	err := e.srv.Push(ctx, conn, nil)
 	if err == nil || !strings.Contains(err.Error(), "scope not built") {
@@ -304,7 +304,7 @@ func TestGenerationFailureOnRequestEndsStream(t *testing.T) {
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "no gateway for this proxy") {
 		t.Errorf("stream ended with %v", err)
 	}
-	waitFor(t, e.hooks.disconnected)
+	nextConn(t, e.hooks.disconnected)
 	if got := metricValue(t, e.reg, "pilot_total_xds_internal_errors", nil); got != 1 {
 		t.Errorf("pilot_total_xds_internal_errors = %v", got)
 	}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // Pushes from two callers, the proxy's ACKs and debug readers all at once: the
@@ -26,7 +28,7 @@ func TestPushWhileProxyAcks(t *testing.T) {
 	ctx := testCtx(t)
 	c := e.sotw(t, ctx, testNode(t, ""))
 	c.ask(ClusterType)
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 
 	const pushers, perPusher = 2, 25
 	const want = 1 + pushers*perPusher
@@ -106,17 +108,15 @@ func TestSendTimeoutEndsStreamOfProxyThatStopsReading(t *testing.T) {
 	ctx := testCtx(t)
 	c := e.sotw(t, ctx, testNode(t, ""))
 	c.ask(ClusterType) // and never read
-	conn := waitFor(t, e.hooks.connected)
+	conn := nextConn(t, e.hooks.connected)
 	// gRPC accepts one message whole while it has any write quota, so the
 	// answer to the request goes into the buffers; the push after it blocks.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if st := conn.SyncStatus(); len(st) == 1 && st[0].NonceSent != "" {
-			break
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st := conn.SyncStatus(); len(st) != 1 || st[0].NonceSent == "" {
+			return fmt.Errorf("the first response was never sent: sync status %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first response was never sent")
-		}
-	}
+		return nil
+	})
 	err := e.srv.Push(ctx, conn, nil)
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), EnvSendTimeout) {
 		t.Errorf("Push to a proxy that stopped reading returned %v", err)
@@ -127,7 +127,7 @@ func TestSendTimeoutEndsStreamOfProxyThatStopsReading(t *testing.T) {
 	if got := metricValue(t, e.reg, "pilot_xds_pushes", map[string]string{"type": "cds_senderr"}); got != 1 {
 		t.Errorf("pilot_xds_pushes{type=cds_senderr} = %v, want 1", got)
 	}
-	if gone := waitFor(t, e.hooks.disconnected); gone != conn {
+	if gone := nextConn(t, e.hooks.disconnected); gone != conn {
 		t.Errorf("disconnected %s", gone.ID())
 	}
 	if err := e.srv.Push(ctx, conn, nil); !errors.Is(err, ErrConnectionClosed) {
