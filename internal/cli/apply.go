@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,8 +16,8 @@ import (
 // and validates every file here, so that a mistake is reported with its file
 // and document without touching the control plane, then sends all the
 // objects in one request, which the control plane applies all or nothing.
-// Exit status: 0 applied, 1 the control plane refused or could not be
-// reached, 2 bad flags or files.
+// Exit status: 0 applied, 1 the control plane refused or did not answer,
+// 2 bad flags or files.
 func Apply(args []string, stdout, stderr io.Writer) int {
 	return runApply(context.Background(), osPilotEnv(), args, stdout, stderr)
 }
@@ -33,108 +30,83 @@ func Delete(args []string, stdout, stderr io.Writer) int {
 	return runDelete(context.Background(), osPilotEnv(), args, stdout, stderr)
 }
 
-// writeFlags are the flags of apply and delete.
-type writeFlags struct {
+// writeCommand is the command line of apply and delete: the files naming
+// the objects, and the server.
+type writeCommand struct {
+	*command
 	files  stringsFlag
-	server string
+	server serverFlag
 }
 
-func parseWriteFlags(cmd string, args []string, stdout io.Writer) (*writeFlags, bool, error) {
-	f := &writeFlags{}
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported as one line by the caller
-	fs.Var(&f.files, "f", "a YAML or JSON `file`, a directory of them (*.yaml, *.yml, *.json) or - for standard input; repeatable")
-	fs.Var(&f.files, "filename", "same as -f")
-	fs.StringVar(&f.server, "server", "", "the control plane's API `URL` (default $"+pilotServerEnv+", else "+defaultPilotServer+")")
-	fs.StringVar(&f.server, "s", "", "same as --server")
-	rest, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		_, _ = fmt.Fprintf(stdout, "usage: %s -f FILE|DIR|- [-f ...] [--server URL]\n", cmd)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil, true, nil
-	}
+func newWriteCommand(name, about string) *writeCommand {
+	c := &writeCommand{command: newCommand(name, "-f FILE|DIR|- [-f ...] [flags]", about)}
+	c.flags.Var(&c.files, "f", "a YAML or JSON `file`, a directory of them (*.yaml, *.yml, *.json) or - for standard input; repeatable")
+	c.flags.Var(&c.files, "filename", "same as -f")
+	defineServerFlag(c.flags, &c.server)
+	return c
+}
+
+// parse reads the command line and returns the client of the server.
+func (c *writeCommand) parse(args []string, env pilotEnv, stdout io.Writer) (*api.Client, error) {
+	rest, err := c.command.parse(args, stdout)
 	if err != nil {
-		return nil, false, usageError{err.Error()}
+		return nil, err
 	}
 	if len(rest) > 0 {
-		return nil, false, usagef("unexpected argument %q: name the objects with -f FILE", rest[0])
+		return nil, usagef("unexpected argument %q: name the objects with -f FILE", rest[0])
 	}
-	if len(f.files) == 0 {
-		return nil, false, usagef("-f FILE|DIR|- is required")
+	if len(c.files) == 0 {
+		return nil, usagef("-f FILE|DIR|- is required")
 	}
-	return f, false, nil
+	return newPilotClient(c.server, env)
 }
 
 func runApply(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.Writer) int {
-	const cmd = "meshperf apply"
-	f, help, err := parseWriteFlags(cmd, args, stdout)
-	if help || err != nil {
-		return exitStatus(stderr, cmd, err)
-	}
-	c, err := newPilotClient(cmd, f.server, env)
+	cmd := newWriteCommand("meshperf apply", "Validates every object of the files here, so that a mistake is reported with its file and document\n"+
+		"before anything is sent, then applies them all in one request: all or nothing, as kubectl apply -f.")
+	c, err := cmd.parse(args, env, stdout)
 	if err != nil {
-		return exitStatus(stderr, cmd, usageError{err.Error()})
+		return cmd.exit(stderr, err)
 	}
-	rs, err := config.ReadPaths(f.files, env.stdin)
+	rs, err := config.ReadPaths(cmd.files, env.stdin)
 	if err != nil {
-		return exitStatus(stderr, cmd, inputError{err})
+		return cmd.exit(stderr, inputError{err})
 	}
 	if len(rs) == 0 {
-		return exitStatus(stderr, cmd, inputError{fmt.Errorf("no objects in %s", strings.Join(f.files, ", "))})
+		return cmd.exit(stderr, inputError{fmt.Errorf("no objects in %s", strings.Join(cmd.files, ", "))})
 	}
-	// The objects travel in their canonical form: they were validated here,
-	// and the server decodes exactly what was checked.
-	var body bytes.Buffer
-	for i, r := range rs {
-		b, err := config.Encode(r)
-		if err != nil {
-			return exitStatus(stderr, cmd, inputError{err})
-		}
-		if i > 0 {
-			body.WriteString("\n---\n")
-		}
-		body.Write(b)
-	}
-	var resp api.ApplyResponse
-	if err := c.call(ctx, "POST", "/api/v1/apply", nil, body.Bytes(), &resp); err != nil {
-		return exitStatus(stderr, cmd, err)
+	resp, err := c.ApplyResources(ctx, rs)
+	if err != nil {
+		return cmd.exit(stderr, pilotCallError(err))
 	}
 	for _, o := range resp.Objects {
 		_, _ = fmt.Fprintf(stdout, "%s/%s %s\n", kubectlName(o.Kind), o.Name, o.Action)
 	}
-	return 0
+	return exitOK
 }
 
 func runDelete(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.Writer) int {
-	const cmd = "meshperf delete"
-	f, help, err := parseWriteFlags(cmd, args, stdout)
-	if help || err != nil {
-		return exitStatus(stderr, cmd, err)
-	}
-	c, err := newPilotClient(cmd, f.server, env)
+	cmd := newWriteCommand("meshperf delete", "Deletes the objects the files name (only kind, namespace and name are read) in one request:\n"+
+		"all or nothing, so one that does not exist fails the whole delete.")
+	c, err := cmd.parse(args, env, stdout)
 	if err != nil {
-		return exitStatus(stderr, cmd, usageError{err.Error()})
+		return cmd.exit(stderr, err)
 	}
-	keys, err := readKeys(f.files, env.stdin)
+	keys, err := readKeys(cmd.files, env.stdin)
 	if err != nil {
-		return exitStatus(stderr, cmd, inputError{err})
+		return cmd.exit(stderr, inputError{err})
 	}
 	if len(keys) == 0 {
-		return exitStatus(stderr, cmd, inputError{fmt.Errorf("no objects in %s", strings.Join(f.files, ", "))})
+		return cmd.exit(stderr, inputError{fmt.Errorf("no objects in %s", strings.Join(cmd.files, ", "))})
 	}
-	body, err := identityDocuments(keys)
+	resp, err := c.DeleteKeys(ctx, keys)
 	if err != nil {
-		return exitStatus(stderr, cmd, err)
-	}
-	var resp api.DeleteResponse
-	if err := c.call(ctx, "POST", "/api/v1/delete", nil, body, &resp); err != nil {
-		return exitStatus(stderr, cmd, err)
+		return cmd.exit(stderr, pilotCallError(err))
 	}
 	for _, o := range resp.Objects {
 		_, _ = fmt.Fprintf(stdout, "%s %q %s\n", kubectlName(o.Kind), o.Name, o.Action)
 	}
-	return 0
+	return exitOK
 }
 
 // readKeys reads the identities of the objects in paths, expanded as
@@ -168,29 +140,4 @@ func readKeys(paths []string, stdin io.Reader) ([]config.Key, error) {
 		}
 	}
 	return keys, nil
-}
-
-// identityDocuments is a delete request: one JSON document per key holding
-// only what names it.
-func identityDocuments(keys []config.Key) ([]byte, error) {
-	type meta struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace,omitempty"`
-	}
-	type doc struct {
-		Kind     config.Kind `json:"kind"`
-		Metadata meta        `json:"metadata"`
-	}
-	var body bytes.Buffer
-	for i, k := range keys {
-		b, err := json.Marshal(doc{Kind: k.Kind, Metadata: meta{Name: k.Name, Namespace: k.Namespace}})
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			body.WriteString("\n---\n")
-		}
-		body.Write(b)
-	}
-	return body.Bytes(), nil
 }

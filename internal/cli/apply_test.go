@@ -296,9 +296,10 @@ func TestPilotServerDown(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := c.run(context.Background(), env, c.args, &out, &errOut)
 		line := oneLine(t, errOut.String())
-		want := name + ": cannot reach the control plane at " + url + " (is meshperf pilot running? --server to point elsewhere): "
-		if code != 1 || out.Len() != 0 || !strings.HasPrefix(line, want) || !strings.Contains(line, "refused") {
-			t.Errorf("%s with the server down: exit %d, stderr %q; want 1 and %q...", name, code, line, want)
+		want := name + ": cannot reach the control plane at " + url + " (is meshperf pilot running?): "
+		hint := "; --server or $" + pilotServerEnv + " to point elsewhere"
+		if code != exitFailed || out.Len() != 0 || !strings.HasPrefix(line, want) || !strings.Contains(line, "refused") || !strings.HasSuffix(line, hint) {
+			t.Errorf("%s with the server down: exit %d, stderr %q; want 1 and %q...%q", name, code, line, want, hint)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,26 +24,19 @@ func Cpload(args []string, stdout, stderr io.Writer) int {
 	return runCpload(ctx, args, stdout, stderr, nil)
 }
 
-const cploadAbout = `meshperf cpload run  [flags]   one load test: shape x churn x knobs against meshperf pilot or --target
-meshperf cpload lab  [flags]   Istio in Action chapter 11's tuning sequence, beside the book's figures`
-
 // runCpload dispatches; pilotCommand (tests) replaces how pilot is run.
 func runCpload(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stdout, "usage:\n"+cploadAbout)
-		if len(args) == 0 {
-			return exitBadInput
-		}
-		return exitOK
+	cpload := commandGroup{
+		name:  "meshperf cpload",
+		about: "Load-tests a control plane with simulated sidecars.",
+		subs: []subcommand{
+			{name: "run", about: "one load test: shape x churn x knobs against meshperf pilot or --target",
+				run: func(args []string) int { return cploadRun(ctx, args, stdout, stderr, pilotCommand) }},
+			{name: "lab", about: "Istio in Action chapter 11's tuning sequence, beside the book's figures",
+				run: func(args []string) int { return cploadLab(ctx, args, stdout, stderr, pilotCommand) }},
+		},
 	}
-	switch args[0] {
-	case "run":
-		return cploadRun(ctx, args[1:], stdout, stderr, pilotCommand)
-	case "lab":
-		return cploadLab(ctx, args[1:], stdout, stderr, pilotCommand)
-	}
-	fmt.Fprintf(stderr, "meshperf cpload: unknown subcommand %q; want run or lab\n", args[0])
-	return exitBadInput
+	return cpload.run(args, stdout, stderr)
 }
 
 // cploadRunFlags are cpload run's flags.
@@ -174,40 +166,31 @@ func firstService(m *shape.Mesh, ns string) string {
 }
 
 func cploadRun(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
-	const cmd = "meshperf cpload run"
+	cmd := newCommand("meshperf cpload run", "[flags]",
+		"Loads a control plane with simulated sidecars, churns its config, and reports pushes, convergence, end-to-end times, config size, CPU and memory.")
 	var f cploadRunFlags
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	f.define(fs)
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, fs, cmd+" [flags]", "Loads a control plane with simulated sidecars, churns its config, and reports pushes, convergence, end-to-end times, config size, CPU and memory.")
-			return exitOK
-		}
-		return exitStatus(stderr, cmd, usageError{err.Error()})
+	f.define(cmd.flags)
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
 	}
 	c, err := f.config(pilotCommand, stderr)
 	if err != nil {
-		return exitStatus(stderr, cmd, err)
+		return cmd.exit(stderr, err)
 	}
 	r, err := driver.Run(ctx, c)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitFailed
+		return cmd.exit(stderr, err)
 	}
 	r.Print(stdout)
-	if err := saveCpload(f.jsonOut, f.db, r, []*driver.Report{r}); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitFailed
-	}
-	return exitOK
+	return cmd.exit(stderr, saveCpload(f.jsonOut, f.db, r, []*driver.Report{r}))
 }
 
 func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pilotCommand []string) int {
-	const cmd = "meshperf cpload lab"
+	cmd := newCommand("meshperf cpload lab", "[flags]",
+		"Istio in Action chapter 11 in one command: lab mesh, performance test, mesh-wide Sidecar, PILOT_DEBOUNCE_AFTER, discoverySelectors.")
 	var lc driver.LabConfig
 	var jsonOut, db string
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs := cmd.flags
 	positiveVar(fs, &lc.Reps, "reps", 10, "performance-test repetitions per step")
 	durationVar(fs, &lc.Delay, "delay", 2500*time.Millisecond, "wait between repetitions")
 	durationVar(fs, &lc.DebounceAfter, "debounce-after", 2500*time.Millisecond, "PILOT_DEBOUNCE_AFTER of step 3")
@@ -219,33 +202,20 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	durationVar(fs, &lc.Timeout, "timeout", time.Minute, "bound on each wait")
 	fs.StringVar(&jsonOut, "json", "", "write the steps as JSON to `FILE`")
 	fs.StringVar(&db, "db", "", "store each step in this results database `PATH`")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, fs, cmd+" [flags]", "Istio in Action chapter 11 in one command: lab mesh, performance test, mesh-wide Sidecar, PILOT_DEBOUNCE_AFTER, discoverySelectors.")
-			return exitOK
-		}
-		return exitStatus(stderr, cmd, usageError{err.Error()})
-	}
-	if fs.NArg() > 0 {
-		return exitStatus(stderr, cmd, usagef("unexpected argument %q", fs.Arg(0)))
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
 	}
 	lc.PilotCommand, lc.Progress = pilotCommand, stderr
 	lr, err := driver.Lab(ctx, lc)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitFailed
+		return cmd.exit(stderr, err)
 	}
 	lr.Print(stdout)
 	reports := make([]*driver.Report, 0, len(lr.Steps))
 	for _, s := range lr.Steps {
 		reports = append(reports, s.Report)
 	}
-	if err := saveCpload(jsonOut, db, lr, reports); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return exitFailed
-	}
-	return exitOK
+	return cmd.exit(stderr, saveCpload(jsonOut, db, lr, reports))
 }
 
 // saveCpload writes v as JSON and the reports to the results store.

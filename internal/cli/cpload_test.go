@@ -14,7 +14,7 @@ func TestCploadBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"walk"}, `unknown subcommand "walk"`},
+		{[]string{"walk"}, `unknown command "walk" (meshperf cpload help lists them)`},
 		{[]string{"run", "--shape", "torus"}, `--shape "torus"`},
 		{[]string{"run", "--sidecar", "some"}, `--sidecar "some"`},
 		{[]string{"run", "--delta", "--sotw"}, "exclude each other"},

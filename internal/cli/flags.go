@@ -256,25 +256,59 @@ func (f urlFlag) Set(s string) error {
 	return nil
 }
 
+// stringsFlag collects a repeatable flag such as -H or -f, in order.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ", ") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// ignoredFlagUsage is the usage of the Fortio flags a command accepts, so
+// that Fortio's command lines run, and ignores; the help leaves them out.
+const ignoredFlagUsage = "accepted for Fortio compatibility and ignored"
+
 // printUsage writes a command's help: the usage line, what it does, and its
 // flags with their value names and defaults, leaving out the Fortio flags
-// accepted only for compatibility.
+// accepted only for compatibility. A flag whose usage is "same as -X" is
+// listed on X's line ("-n, -namespace"), short names first.
 func printUsage(w io.Writer, fs *flag.FlagSet, usage, about string) {
-	fmt.Fprintf(w, "usage: %s\n%s\n\nflags:\n", usage, about)
+	fmt.Fprintf(w, "usage: %s\n%s\n", usage, about)
+	aliases := map[string][]string{}
 	fs.VisitAll(func(fl *flag.Flag) {
-		if fl.Usage == "accepted for Fortio compatibility and ignored" {
+		if target, ok := aliasOf(fs, fl); ok {
+			aliases[target] = append(aliases[target], fl.Name)
+		}
+	})
+	listed := 0
+	fs.VisitAll(func(fl *flag.Flag) {
+		if _, ok := aliasOf(fs, fl); ok || fl.Usage == ignoredFlagUsage {
 			return
 		}
-		name, usage := flag.UnquoteUsage(fl)
-		if v, ok := fl.Value.(interface{ valueName() string }); ok && name == "value" {
-			name = v.valueName()
+		if listed++; listed == 1 {
+			fmt.Fprint(w, "\nflags:\n")
 		}
-		fmt.Fprintf(w, "  -%s %s\n    \t%s", fl.Name, name, usage)
+		names := append([]string{fl.Name}, aliases[fl.Name]...)
+		slices.SortStableFunc(names, func(a, b string) int { return len(a) - len(b) })
+		valueName, usage := flag.UnquoteUsage(fl)
+		if v, ok := fl.Value.(interface{ valueName() string }); ok && valueName == "value" {
+			valueName = v.valueName()
+		}
+		fmt.Fprintf(w, "  -%s\n    \t%s", strings.TrimSpace(strings.Join(names, ", -")+" "+valueName), usage)
 		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
 			fmt.Fprintf(w, " (default %s)", fl.DefValue)
 		}
 		fmt.Fprintln(w)
 	})
+}
+
+// aliasOf returns the name of the flag fl is another name for, when its
+// usage says "same as -X" (or --X) and fs has X.
+func aliasOf(fs *flag.FlagSet, fl *flag.Flag) (string, bool) {
+	target, ok := strings.CutPrefix(fl.Usage, "same as -")
+	target = strings.TrimPrefix(target, "-")
+	if !ok || fs.Lookup(target) == nil {
+		return "", false
+	}
+	return target, true
 }
 
 // The value names printUsage shows for flags whose usage names none.

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,117 +20,105 @@ import (
 // default, or in the YAML or JSON that `meshperf apply` reads back. Without
 // -n a list covers every namespace and a name is looked up in "default", as
 // kubectl does. Exit status: 0 found (an empty list included), 1 the control
-// plane answered an error or could not be reached, 2 bad flags.
+// plane answered an error or did not answer, 2 bad flags.
 func Get(args []string, stdout, stderr io.Writer) int {
 	return runGet(context.Background(), osPilotEnv(), args, stdout, stderr)
 }
 
-type getFlags struct {
+// getCommand is get's command line.
+type getCommand struct {
+	*command
 	namespace     string
 	allNamespaces bool
 	output        string
-	server        string
+	server        serverFlag
 }
 
-func parseGetFlags(args []string, stdout io.Writer) (f *getFlags, positional []string, help bool, err error) {
-	f = &getFlags{}
-	fs := flag.NewFlagSet("meshperf get", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.namespace, "n", "", "the `namespace` (default: every namespace for a list, \"default\" for a name)")
-	fs.StringVar(&f.namespace, "namespace", "", "same as -n")
-	fs.BoolVar(&f.allNamespaces, "A", false, "every namespace (what a list shows without -n)")
-	fs.BoolVar(&f.allNamespaces, "all-namespaces", false, "same as -A")
-	fs.StringVar(&f.output, "o", "", "output `format`: yaml, json or name (default: a table)")
-	fs.StringVar(&f.output, "output", "", "same as -o")
-	fs.StringVar(&f.server, "server", "", "the control plane's API `URL` (default $"+pilotServerEnv+", else "+defaultPilotServer+")")
-	fs.StringVar(&f.server, "s", "", "same as --server")
-	positional, err = parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		_, _ = fmt.Fprintln(stdout, "usage: meshperf get KIND [NAME] [-n NAMESPACE] [-o yaml|json|name] [--server URL]")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil, nil, true, nil
-	}
+func newGetCommand() *getCommand {
+	c := &getCommand{command: newCommand("meshperf get", "KIND [NAME] [flags]",
+		"Lists the objects of a kind the control plane holds, or shows one, as kubectl get does: a table by default,\n"+
+			"or the YAML or JSON that meshperf apply reads back. KIND is a kind, its plural or its short name (vs, dr, se).")}
+	fs := c.flags
+	fs.StringVar(&c.namespace, "n", "", "the `namespace` (default: every namespace for a list, \"default\" for a name)")
+	fs.StringVar(&c.namespace, "namespace", "", "same as -n")
+	fs.BoolVar(&c.allNamespaces, "A", false, "every namespace (what a list shows without -n)")
+	fs.BoolVar(&c.allNamespaces, "all-namespaces", false, "same as -A")
+	fs.StringVar(&c.output, "o", "", "output `format`: yaml, json or name (default: a table)")
+	fs.StringVar(&c.output, "output", "", "same as -o")
+	defineServerFlag(fs, &c.server)
+	return c
+}
+
+// parse reads the command line: the kind and, for one object, its name.
+func (c *getCommand) parse(args []string, stdout io.Writer) (config.Kind, string, error) {
+	positional, err := c.command.parse(args, stdout)
 	if err != nil {
-		return nil, nil, false, usageError{err.Error()}
+		return "", "", err
 	}
-	switch f.output {
+	switch c.output {
 	case "", "yaml", "json", "name":
 	default:
-		return nil, nil, false, usagef("-o %q: want yaml, json or name", f.output)
+		return "", "", usagef("-o %q: want yaml, json or name", c.output)
 	}
 	if len(positional) == 0 {
 		kinds := make([]string, len(config.Kinds))
 		for i, k := range config.Kinds {
 			kinds[i] = string(k)
 		}
-		return nil, nil, false, usagef("KIND is required, one of %s", strings.Join(kinds, ", "))
+		return "", "", usagef("KIND is required, one of %s", strings.Join(kinds, ", "))
 	}
 	if len(positional) > 2 {
-		return nil, nil, false, usagef("unexpected argument %q: meshperf get takes KIND and at most one NAME", positional[2])
-	}
-	if f.allNamespaces {
-		if len(positional) == 2 {
-			return nil, nil, false, usagef("-A lists every namespace; it does not go with a NAME")
-		}
-		f.namespace = ""
-	}
-	return f, positional, false, nil
-}
-
-func runGet(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.Writer) int {
-	const cmd = "meshperf get"
-	f, positional, help, err := parseGetFlags(args, stdout)
-	if help || err != nil {
-		return exitStatus(stderr, cmd, err)
+		return "", "", usagef("unexpected argument %q: meshperf get takes KIND and at most one NAME", positional[2])
 	}
 	kind, err := api.ParseKind(positional[0])
 	if err != nil {
-		return exitStatus(stderr, cmd, usageError{err.Error()})
+		return "", "", usageError{err.Error()}
 	}
-	c, err := newPilotClient(cmd, f.server, env)
-	if err != nil {
-		return exitStatus(stderr, cmd, usageError{err.Error()})
-	}
-	query := url.Values{}
-	if f.namespace != "" {
-		query.Set("namespace", f.namespace)
-	}
-	path := "/api/v1/resources/" + url.PathEscape(string(kind))
-	var items []json.RawMessage
+	name := ""
 	if len(positional) == 2 {
-		var raw []byte
-		if err := c.call(ctx, "GET", path+"/"+url.PathEscape(positional[1]), query, nil, &raw); err != nil {
-			return exitStatus(stderr, cmd, err)
-		}
-		items = []json.RawMessage{raw}
-	} else {
-		var list api.ListResponse
-		if err := c.call(ctx, "GET", path, query, nil, &list); err != nil {
-			return exitStatus(stderr, cmd, err)
-		}
-		items = list.Items
+		name = positional[1]
 	}
-	rs := make([]*config.Resource, len(items))
-	for i, it := range items {
-		decoded, err := config.Decode("answer", it)
-		if err != nil || len(decoded) != 1 {
-			return exitStatus(stderr, cmd, fmt.Errorf("the control plane at %s sent an object this meshperf cannot read: %v", c.base, err))
+	if c.allNamespaces {
+		if name != "" {
+			return "", "", usagef("-A lists every namespace; it does not go with a NAME")
 		}
-		rs[i] = decoded[0]
+		c.namespace = ""
 	}
-	if len(rs) == 0 && f.output != "json" {
+	return kind, name, nil
+}
+
+func runGet(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.Writer) int {
+	cmd := newGetCommand()
+	kind, name, err := cmd.parse(args, stdout)
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	c, err := newPilotClient(cmd.server, env)
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	var rs []*config.Resource
+	if name != "" {
+		r, err := c.Get(ctx, config.Key{Kind: kind, Namespace: cmd.namespace, Name: name})
+		if err != nil {
+			return cmd.exit(stderr, pilotCallError(err))
+		}
+		rs = []*config.Resource{r}
+	} else if rs, _, err = c.List(ctx, kind, cmd.namespace); err != nil {
+		return cmd.exit(stderr, pilotCallError(err))
+	}
+	if len(rs) == 0 && cmd.output != "json" {
 		where := ""
-		if f.namespace != "" && !kind.ClusterScoped() {
-			where = " in " + f.namespace + " namespace"
+		if cmd.namespace != "" && !kind.ClusterScoped() {
+			where = " in " + cmd.namespace + " namespace"
 		}
 		_, _ = fmt.Fprintf(stderr, "No resources found%s.\n", where)
-		return 0
+		return exitOK
 	}
-	if err := printResources(stdout, f.output, kind, rs, len(positional) == 2); err != nil {
-		return exitStatus(stderr, cmd, err)
+	if err := printResources(stdout, cmd.output, kind, rs, name != ""); err != nil {
+		return cmd.exit(stderr, err)
 	}
-	return 0
+	return exitOK
 }
 
 // printResources writes rs in the chosen format. A single object (get KIND

@@ -22,31 +22,29 @@ import (
 // Lab runs `meshperf lab run|list|clean`. Exit status: 0 every run
 // succeeded; 1 a run failed or the lab could not start; 2 bad arguments.
 func Lab(args []string, stdout, stderr io.Writer) int {
-	const usage = "usage: meshperf lab run [SCENARIO|FILE] [flags] | meshperf lab list | meshperf lab clean"
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return 2
+	lab := commandGroup{
+		name:  "meshperf lab",
+		about: "Runs scenarios: pods with and without sidecars, load through them, and what the mesh costs.",
+		subs: []subcommand{
+			{name: "run", about: "run a scenario (the default one without SCENARIO) and store its results",
+				run: func(args []string) int { return labRun(args, stdout, stderr) }},
+			{name: "list", about: "list the shipped scenarios, their runs and how long they take",
+				run: func(args []string) int { return labList(args, stdout, stderr) }},
+			{name: "clean", about: "remove the pods, links and processes an interrupted run left behind",
+				run: func(args []string) int { return labClean(args, stdout, stderr) }},
+		},
 	}
-	switch args[0] {
-	case "run":
-		return labRun(args[1:], stdout, stderr)
-	case "list":
-		return labList(stdout, stderr)
-	case "clean":
-		return labClean(stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, usage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "meshperf lab: unknown subcommand %q (%s)\n", args[0], usage)
-	return 2
+	return lab.run(args, stdout, stderr)
 }
 
-func labList(stdout, stderr io.Writer) int {
+func labList(args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf lab list", "", "Lists the shipped scenarios: how many runs each makes and about how long it takes.")
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
 	list, err := scenario.List()
 	if err != nil {
-		fmt.Fprintf(stderr, "meshperf lab list: %v\n", err)
-		return 1
+		return cmd.exit(stderr, err)
 	}
 	for _, s := range list {
 		runs := len(s.Expand())
@@ -57,10 +55,14 @@ func labList(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s%s: %d runs, about %s\n  %s\n", s.Name, def, runs,
 			s.EstimatedDuration().Round(time.Second), s.Description)
 	}
-	return 0
+	return exitOK
 }
 
-func labClean(stdout, stderr io.Writer) int {
+func labClean(args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf lab clean", "", "Removes what an interrupted lab run left behind: its processes, network namespaces and links.")
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
 	r, err := pod.Clean(pod.Prefix)
 	if r.Empty() {
 		fmt.Fprintln(stdout, "meshperf lab clean: nothing to remove")
@@ -74,11 +76,7 @@ func labClean(stdout, stderr io.Writer) int {
 	if len(r.Links) > 0 {
 		fmt.Fprintf(stdout, "deleted %d link(s): %s\n", len(r.Links), strings.Join(r.Links, " "))
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "meshperf lab clean: %v\n", err)
-		return 1
-	}
-	return 0
+	return cmd.exit(stderr, err)
 }
 
 // labRunFlags are `lab run`'s own flags beside the scenario overrides.
@@ -88,14 +86,12 @@ type labRunFlags struct {
 }
 
 func labRun(args []string, stdout, stderr io.Writer) int {
-	const cmd = "meshperf lab run"
-	cfg, err := parseLabRun(args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
+	cmd := newCommand("meshperf lab run", "[SCENARIO|FILE] [flags]",
+		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
+			"the default one without SCENARIO;\nthe flags override the scenario's values.")
+	cfg, err := parseLabRun(cmd, args, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return 2
+		return cmd.exit(stderr, err)
 	}
 	for _, n := range cfg.Scenario.Notes() {
 		fmt.Fprintf(stdout, "note: %s\n", n)
@@ -112,45 +108,38 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
 	rep, err := lab.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return 1
+		return cmd.exit(stderr, err)
 	}
 	for _, o := range rep.Outcomes {
 		if o.Run.Failed {
-			return 1
+			return exitFailed
 		}
 	}
 	if ctx.Err() != nil {
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 // parseLabRun turns arguments into a lab configuration, checking all of it
-// (scenario, flags, binaries, network) before anything starts.
-func parseLabRun(args []string, stdout io.Writer) (lab.Config, error) {
+// (scenario, flags, binaries, network) before anything starts. Its errors
+// are all bad input.
+func parseLabRun(cmd *command, args []string, stdout io.Writer) (lab.Config, error) {
 	var f labRunFlags
 	var o scenario.Overrides
-	fs := flag.NewFlagSet("meshperf lab run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := cmd.flags
 	fs.StringVar(&f.out, "out", "", "output `dir` (default results/lab/<runid>)")
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path`")
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
 	overrideFlags(fs, &o)
-	rest, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "usage: meshperf lab run [SCENARIO|FILE] [flags]\n\nshipped scenarios: "+strings.Join(scenario.Names(), ", "))
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return lab.Config{}, err
-	}
+	rest, err := cmd.parse(args, stdout)
 	if err != nil {
 		return lab.Config{}, err
 	}
 	if len(rest) > 1 {
-		return lab.Config{}, fmt.Errorf("one scenario at a time, got %q", rest)
+		return lab.Config{}, usagef("one scenario at a time, got %q", rest)
 	}
 	name := ""
 	if len(rest) == 1 {
@@ -158,20 +147,20 @@ func parseLabRun(args []string, stdout io.Writer) (lab.Config, error) {
 	}
 	s, err := scenario.Load(name)
 	if err != nil {
-		return lab.Config{}, err
+		return lab.Config{}, inputError{err}
 	}
 	if s, err = s.Apply(o); err != nil {
-		return lab.Config{}, err
+		return lab.Config{}, inputError{err}
 	}
 	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep}
 	if cfg.Network, err = labNetwork(f.network); err != nil {
-		return cfg, err
+		return cfg, usageError{err.Error()}
 	}
 	if cfg.MeshperfBin, err = os.Executable(); err != nil {
 		return cfg, fmt.Errorf("find the meshperf binary: %w", err)
 	}
 	if cfg.ProxyBin, err = findProxy(f.proxy, cfg.MeshperfBin); err != nil {
-		return cfg, err
+		return cfg, inputError{err}
 	}
 	return cfg, nil
 }

@@ -27,7 +27,7 @@ func TestLabRunBadInputIsOneLineExit2(t *testing.T) {
 		{[]string{"run", "-network", "bridge"}, "-network"},
 		{[]string{"run", "-proxy", filepath.Join(dir, "none")}, "-proxy"},
 		{[]string{"run", "quick", "latency"}, "one scenario at a time"},
-		{[]string{"frobnicate"}, "unknown subcommand"},
+		{[]string{"frobnicate"}, `meshperf lab: unknown command "frobnicate"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Lab(c.args, &stdout, &stderr)

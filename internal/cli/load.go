@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,13 +19,6 @@ import (
 	"github.com/meshperf/meshperf/pkg/loadgen/grpcload"
 	"github.com/meshperf/meshperf/pkg/loadgen/httpload"
 	"github.com/meshperf/meshperf/pkg/loadgen/tcpload"
-)
-
-// Exit statuses, as Fortio and the Go flag package use them.
-const (
-	exitOK       = 0
-	exitFailed   = 1 // the run could not be made (target refused the warm-up, ...)
-	exitBadInput = 2 // the command line was wrong; nothing was run
 )
 
 // Load is `meshperf load [flags] TARGET`.
@@ -52,34 +44,26 @@ type report struct {
 }
 
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf load", "[flags] TARGET",
+		"TARGET is http://..., https://..., tcp://host:port, or host:port with -grpc.")
 	var f loadFlags
 	var ignored []string
-	fs := flag.NewFlagSet("meshperf load", flag.ContinueOnError)
-	f.define(fs)
-	defineIgnored(fs, &ignored)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, fs, "meshperf load [flags] TARGET",
-				"TARGET is http://..., https://..., tcp://host:port, or host:port with -grpc.")
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "meshperf load: %v (see meshperf load -h)\n", err)
-		return exitBadInput
+	f.define(cmd.flags)
+	defineIgnored(cmd.flags, &ignored)
+	positional, err := cmd.parse(args, stdout)
+	if err != nil {
+		return cmd.exit(stderr, err)
 	}
 	for _, name := range ignored {
 		fmt.Fprintf(stderr, "meshperf load: -%s has no meaning here and is ignored\n", name)
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "meshperf load: want exactly one TARGET after the flags, got %d (see meshperf load -h)\n", fs.NArg())
-		return exitBadInput
+	if len(positional) != 1 {
+		return cmd.exit(stderr, usagef("want exactly one TARGET, got %d", len(positional)))
 	}
-	target := fs.Arg(0)
+	target := positional[0]
 	load, d, err := prepareLoad(&f, target)
 	if err != nil {
-		fmt.Fprintf(stderr, "meshperf load: %v\n", err)
-		return exitBadInput
+		return cmd.exit(stderr, inputError{err})
 	}
 	out := stdout
 	if f.jsonPath == "-" {
@@ -94,15 +78,13 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
 			hint = "; -allow-initial-errors runs anyway and counts the errors"
 		}
-		fmt.Fprintf(stderr, "meshperf load: %v%s\n", err, hint)
-		return exitFailed
+		return cmd.exit(stderr, fmt.Errorf("%w%s", err, hint))
 	}
 	// The result file is written before anything is printed, so that a reader
 	// that goes away (| head) cannot cost the result.
 	if f.jsonPath != "" {
 		if err := writeJSON(f.jsonPath, rep.json, stdout); err != nil {
-			fmt.Fprintf(stderr, "meshperf load: %v\n", err)
-			return exitFailed
+			return cmd.exit(stderr, err)
 		}
 	}
 	printSummary(out, rep, d.Percentiles)
@@ -160,6 +142,7 @@ func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, e
 			URL: target, Method: f.method, Headers: f.headers, Payload: payload,
 			ContentType: f.contentType, HTTP10: f.http10, H2: f.h2,
 			DisableKeepAlive: !f.keepAlive, Timeout: f.timeout, TLS: tlsOpts,
+			UserAgent: "meshperf/" + version.String(),
 		}, lo)
 		if err != nil {
 			return nil, d, err

@@ -24,7 +24,7 @@ type loadFlags struct {
 	percentiles        string
 	jsonPath           string
 	labels             string
-	headers            multiFlag
+	headers            stringsFlag
 	payload            string
 	payloadSize        int
 	payloadFile        string
@@ -46,12 +46,6 @@ type loadFlags struct {
 	runID              int64
 	quiet              bool
 }
-
-// multiFlag collects a repeatable flag such as -H.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func (f *loadFlags) define(fs *flag.FlagSet) {
 	rateVar(fs, &f.qps, "qps", 8, "target `rate` in requests per second; 0 or -1 for as fast as possible", -1)
@@ -119,8 +113,7 @@ func (f ignoredFlag) Set(v string) error { *f.seen = append(*f.seen, f.name); re
 
 func defineIgnored(fs *flag.FlagSet, seen *[]string) {
 	for name, takesValue := range ignoredFortioFlags {
-		fs.Var(ignoredFlag{name: name, boolFlag: !takesValue, seen: seen}, name,
-			"accepted for Fortio compatibility and ignored")
+		fs.Var(ignoredFlag{name: name, boolFlag: !takesValue, seen: seen}, name, ignoredFlagUsage)
 	}
 }
 

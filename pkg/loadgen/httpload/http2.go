@@ -41,16 +41,16 @@ func newHTTP2Conn(o Options, t target, hs []header, dialer *loadgen.Dialer) (*ht
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
-	req.Header.Set("User-Agent", userAgent())
-	if o.UserAgent != "" {
-		req.Header.Set("User-Agent", o.UserAgent)
-	}
+	req.Header.Set("User-Agent", o.userAgent())
 	for _, h := range hs {
-		if strings.EqualFold(h.name, "Host") {
+		switch {
+		case strings.EqualFold(h.name, "Host"):
 			req.Host = h.value
-			continue
+		case strings.EqualFold(h.name, "User-Agent"):
+			req.Header.Set("User-Agent", h.value) // replaces ours, as on HTTP/1.x
+		default:
+			req.Header.Add(h.name, h.value)
 		}
-		req.Header.Add(h.name, h.value)
 	}
 	if o.ContentType != "" {
 		req.Header.Set("Content-Type", o.ContentType)

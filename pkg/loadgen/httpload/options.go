@@ -27,7 +27,7 @@ type Options struct {
 	DisableKeepAlive bool // -keepalive=false: a new socket per request
 	Timeout          time.Duration
 	TLS              loadgen.TLSOptions
-	UserAgent        string // "" means meshperf's
+	UserAgent        string // "" means DefaultUserAgent
 }
 
 // target is a parsed URL: where to connect and what to ask for.

@@ -3,12 +3,20 @@ package httpload
 import (
 	"strconv"
 	"strings"
-
-	"github.com/meshperf/meshperf/internal/version"
 )
 
-// userAgent is what meshperf calls itself unless -H User-Agent says otherwise.
-func userAgent() string { return "meshperf/" + version.String() }
+// DefaultUserAgent is the User-Agent of a run whose Options name none. The
+// meshperf command sets Options.UserAgent to "meshperf/" and its version;
+// this package cannot know the version of the program it is built into.
+const DefaultUserAgent = "meshperf"
+
+// userAgent is the User-Agent to send unless -H User-Agent says otherwise.
+func (o Options) userAgent() string {
+	if o.UserAgent != "" {
+		return o.UserAgent
+	}
+	return DefaultUserAgent
+}
 
 // wireRequest builds the HTTP/1.x request once; every call writes the same bytes,
 // so a request costs one write and no formatting.
@@ -20,10 +28,7 @@ func wireRequest(o Options, t target, hs []header) []byte {
 	}
 	method := o.method()
 	b.WriteString(method + " " + t.requestURI + " " + proto + "\r\n")
-	host, ua := t.host, o.UserAgent
-	if ua == "" {
-		ua = userAgent()
-	}
+	host, ua := t.host, o.userAgent()
 	for _, h := range hs {
 		switch {
 		case strings.EqualFold(h.name, "Host"):

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/meshperf/meshperf/internal/version"
+)
+
+// Main runs meshperf with args (the command line without the program's
+// name) and returns the exit status; cmd/meshperf only calls it.
+func Main(args []string, stdout, stderr io.Writer) int {
+	// Each command sets up its own stop signal, if it runs until stopped:
+	// the lab lets a second Ctrl-C through, which a handler installed here
+	// would catch.
+	with := func(run func([]string, io.Writer, io.Writer) int) func([]string) int {
+		return func(args []string) int { return run(args, stdout, stderr) }
+	}
+	meshperf := commandGroup{
+		name:  "meshperf",
+		about: "meshperf measures, tunes and tracks the performance of a service mesh.",
+		subs: []subcommand{
+			{name: "lab", about: "run a scenario: pods with and without sidecars, load, and what the mesh costs", run: with(Lab)},
+			{name: "load", about: "generate load against a target (Fortio-compatible flags and JSON)", run: with(Load)},
+			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},
+			{name: "pilot", about: "run the control plane (Istio config in, Envoy xDS out)", run: with(Pilot)},
+			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
+			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
+			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},
+			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
+			{name: "version", aliases: []string{"-version", "--version"}, about: "print the version", run: with(printVersion)},
+		},
+		notes: exitStatusHelp,
+	}
+	return meshperf.run(args, stdout, stderr)
+}
+
+func printVersion(args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf version", "", "Prints meshperf's version: the release tag, else the module version, else the commit it was built from.")
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	_, _ = fmt.Fprintln(stdout, "meshperf", version.String())
+	return exitOK
+}
