@@ -2,19 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"os/exec"
 	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-)
 
-// update is the project's -update convention (see internal/testutil): with
-// it, a script whose `cmp stdout NAME` or `cmp stderr NAME` fails has NAME
-// rewritten in its .txtar with what meshperf prints now. Review the diff
-// before committing, as for any golden file.
-var update = flag.Bool("update", false, "rewrite the scripts' expected output with what meshperf prints now")
+	"github.com/meshperf/meshperf/internal/testutil"
+)
 
 // TestMain makes the test binary meshperf itself when the scripts run
 // `meshperf`: the real main, with no separate build.
@@ -33,8 +28,11 @@ func TestMain(m *testing.M) {
 // `! exec` cannot tell bad input (2) from a failure (1).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
-		UpdateScripts:       *update,
+		Dir: "testdata/script",
+		// With the project's -update (internal/testutil), a script whose
+		// `cmp stdout NAME` or `cmp stderr NAME` fails has NAME rewritten in
+		// its .txtar with what meshperf prints now; review the diff.
+		UpdateScripts:       testutil.Update(),
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Cmds:                map[string]func(ts *testscript.TestScript, neg bool, args []string){"exits": exits},

@@ -52,6 +52,10 @@ func Poll(timeout time.Duration, cond func() error) error {
 
 var update = flag.Bool("update", false, "rewrite golden files with what the code produces now")
 
+// Update reports whether the test binary runs with -update, for golden
+// files that are not compared through Golden (testscript's scripts).
+func Update() bool { return *update }
+
 // Golden compares got with the file at path (relative to the test's
 // package directory, conventionally under testdata/). Run the test with
 // -update to write the file from got; review the diff before committing.

@@ -20,7 +20,7 @@ import (
 // otherwise (--httpAddr), and so where clients look first. It is not
 // istiod's 8080 because `meshperf server` takes 8080, as Fortio's server
 // does, and the two run side by side on one machine.
-const DefaultAddress = "127.0.0.1:15080"
+const DefaultAddress = "127.0.0.1:15016"
 
 // DefaultTimeout bounds one call when NewClient is given no http.Client.
 // An apply is one fsynced write, so even a large mesh answers in seconds;

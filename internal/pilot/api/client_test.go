@@ -287,10 +287,10 @@ func TestClientNotTheAPI(t *testing.T) {
 
 func TestNewClientAddresses(t *testing.T) {
 	for base, want := range map[string]string{
-		"127.0.0.1:15080":                "http://127.0.0.1:15080",
-		"http://127.0.0.1:15080/":        "http://127.0.0.1:15080",
+		"127.0.0.1:15016":                "http://127.0.0.1:15016",
+		"http://127.0.0.1:15016/":        "http://127.0.0.1:15016",
 		"https://pilot.example:443":      "https://pilot.example:443",
-		"http://[::1]:15080":             "http://[::1]:15080",
+		"http://[::1]:15016":             "http://[::1]:15016",
 		"http://gateway.example/meshapi": "http://gateway.example/meshapi",
 	} {
 		c, err := NewClient(base, nil)
@@ -305,9 +305,9 @@ func TestNewClientAddresses(t *testing.T) {
 		"127.0.0.1:99999":          `port "99999" is not a number from 1 to 65535`,
 		"http://127.0.0.1:0":       `port "0"`,
 		"http://127.0.0.1:":        `port ""`,
-		"http://h:15080/?watch=1":  "without a query",
-		"http://user@h:15080":      "without a query, fragment or user",
-		"http://h:15080/api#frag":  "without a query",
+		"http://h:15016/?watch=1":  "without a query",
+		"http://user@h:15016":      "without a query, fragment or user",
+		"http://h:15016/api#frag":  "without a query",
 		"http://bad host name:1/x": "want http://host:port",
 	} {
 		_, err := NewClient(base, nil)
