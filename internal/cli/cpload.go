@@ -238,7 +238,11 @@ func saveCpload(jsonPath, dbPath string, v any, reports []*driver.Report) error 
 	}
 	defer st.Close()
 	for _, r := range reports {
-		if err := st.InsertControlPlaneRun(r.StoreRow()); err != nil {
+		row, err := r.StoreRow()
+		if err != nil {
+			return err
+		}
+		if err := st.InsertControlPlaneRun(row); err != nil {
 			return err
 		}
 	}

@@ -161,7 +161,13 @@ func workloadSize(r *Report) float64 {
 
 // Print writes the lab's table beside the book's figures.
 func (l *LabReport) Print(w io.Writer) {
-	fmt.Fprintf(w, "%-44s %8s %8s %10s %12s %12s %12s %10s\n", "step", "pushes", "book", "P99 conv", "P99 e2e", "catalog xDS", "config_dump", "book size")
+	// The step column is as wide as its longest name (a discoverySelectors
+	// step names the namespace it excludes).
+	width := len("step")
+	for _, s := range l.Steps {
+		width = max(width, len(s.Name))
+	}
+	fmt.Fprintf(w, "%-*s %8s %8s %10s %12s %12s %12s %10s\n", width, "step", "pushes", "book", "P99 conv", "P99 e2e", "catalog xDS", "config_dump", "book size")
 	for _, s := range l.Steps {
 		r := s.Report
 		pushes, conv := math.NaN(), math.NaN()
@@ -183,7 +189,11 @@ func (l *LabReport) Print(w io.Writer) {
 		if r.ConfigSize.WorkloadDumpBytes > 0 {
 			dump = bytesStr(float64(r.ConfigSize.WorkloadDumpBytes))
 		}
-		fmt.Fprintf(w, "%-44s %8.0f %8s %10s %12s %12s %12s %10s\n", s.Name, pushes, book, msStr(conv), msStr(e2e),
+		pushesStr := "n/a" // not scraped, as msStr says of a missing time
+		if !math.IsNaN(pushes) {
+			pushesStr = fmt.Sprintf("%.0f", pushes)
+		}
+		fmt.Fprintf(w, "%-*s %8s %8s %10s %12s %12s %12s %10s\n", width, s.Name, pushesStr, book, msStr(conv), msStr(e2e),
 			bytesStr(float64(r.ConfigSize.WorkloadBytes)), dump, orDefault(s.BookSize, "-"))
 	}
 	fmt.Fprintf(w, "mesh-wide Sidecar: push count %.1fx fewer (book 7.3x), config size %.1fx smaller (book 4.5x)\n",

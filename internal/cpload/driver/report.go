@@ -312,9 +312,11 @@ func msStr(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "n/a"
-	case v >= 10000:
+	// The thresholds are where the shorter form's rounding would carry:
+	// 99.95 ms printed with one decimal is "100.0ms".
+	case v >= 9999.5:
 		return fmt.Sprintf("%.1fs", v/1000)
-	case v >= 100:
+	case v >= 99.95:
 		return fmt.Sprintf("%.0fms", v)
 	}
 	return fmt.Sprintf("%.1fms", v)

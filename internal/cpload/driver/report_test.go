@@ -87,7 +87,7 @@ func TestReportJSON(t *testing.T) {
 
 // TestLabReportPrint pins the lab's table: four steps beside the book's
 // figures, one without scraped figures and one whose changes reached no
-// proxy (shown as NaN and n/a).
+// proxy (shown as n/a).
 func TestLabReportPrint(t *testing.T) {
 	// A negative figure stands for one that is missing.
 	step := func(pushes float64, conv, e2e float64, xds, dump int64) *driver.Report {
@@ -113,4 +113,22 @@ func TestLabReportPrint(t *testing.T) {
 	var out bytes.Buffer
 	lr.Print(&out)
 	testutil.Golden(t, filepath.Join("testdata", "lab.txt"), out.Bytes())
+}
+
+// TestStoreRow: the stored row carries the report's JSON, and a report that
+// cannot be written as JSON is refused rather than stored without it.
+func TestStoreRow(t *testing.T) {
+	row, err := fullReport().StoreRow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal([]byte(row.ReportJSON), &back); err != nil || back["knobs"].(map[string]any)["debounceAfter"] != "2.5s" {
+		t.Errorf("stored report JSON %.200q (%v), want the report with its knobs as durations", row.ReportJSON, err)
+	}
+	bad := fullReport()
+	bad.ControlPlane.Pushes = math.NaN()
+	if _, err := bad.StoreRow(); err == nil {
+		t.Error("a report with a NaN figure was stored")
+	}
 }

@@ -8,6 +8,7 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +28,29 @@ import (
 // Knobs are the control plane's tuning variables, passed to the pilot
 // subprocess as istiod's environment variables; zero leaves its default.
 type Knobs struct {
-	DebounceAfter        time.Duration `json:"debounceAfter,omitempty"`
-	DebounceMax          time.Duration `json:"debounceMax,omitempty"`
-	PushThrottle         int           `json:"pushThrottle,omitempty"`
-	MaxRequestsPerSecond float64       `json:"maxRequestsPerSecond,omitempty"`
+	DebounceAfter        time.Duration
+	DebounceMax          time.Duration
+	PushThrottle         int
+	MaxRequestsPerSecond float64
+}
+
+// MarshalJSON writes the durations as istiod's variables take them ("2.5s"),
+// not as nanoseconds, so that a stored report reads as the run was set up.
+func (k Knobs) MarshalJSON() ([]byte, error) {
+	type knobsJSON struct {
+		DebounceAfter        string  `json:"debounceAfter,omitempty"`
+		DebounceMax          string  `json:"debounceMax,omitempty"`
+		PushThrottle         int     `json:"pushThrottle,omitempty"`
+		MaxRequestsPerSecond float64 `json:"maxRequestsPerSecond,omitempty"`
+	}
+	out := knobsJSON{PushThrottle: k.PushThrottle, MaxRequestsPerSecond: k.MaxRequestsPerSecond}
+	if k.DebounceAfter > 0 {
+		out.DebounceAfter = k.DebounceAfter.String()
+	}
+	if k.DebounceMax > 0 {
+		out.DebounceMax = k.DebounceMax.String()
+	}
+	return json.Marshal(out)
 }
 
 func (k Knobs) env() []string {

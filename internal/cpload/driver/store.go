@@ -2,14 +2,20 @@ package driver
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// StoreRow is the report as a row of the results store's cp_runs.
-func (r *Report) StoreRow() results.ControlPlaneRun {
-	js, _ := json.Marshal(r)
+// StoreRow is the report as a row of the results store's cp_runs. It fails
+// rather than store a row without its report (a figure that is not a number
+// cannot be written as JSON).
+func (r *Report) StoreRow() (results.ControlPlaneRun, error) {
+	js, err := json.Marshal(r)
+	if err != nil {
+		return results.ControlPlaneRun{}, fmt.Errorf("report %q cannot be stored: %w", orDefault(r.Name, "cpload run"), err)
+	}
 	row := results.ControlPlaneRun{Label: orDefault(r.Name, "cpload run"), Shape: r.Shape, Target: r.Target, Sidecar: string(r.Scoping),
 		Start: r.Started, External: r.External, Delta: r.Delta, Proxies: r.Proxies, Services: r.Services, ReportJSON: string(js),
 		AllSyncedMs: num(r.Connect.AllSynced), ConfigBytesMean: num(r.ConfigSize.SidecarMean)}
@@ -32,7 +38,7 @@ func (r *Report) StoreRow() results.ControlPlaneRun {
 			row.RSSMaxMB = num(p.RSSMaxMB)
 		}
 	}
-	return row
+	return row, nil
 }
 
 func num(v float64) *float64 {
