@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/echo"
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // disabled is Fortio's port value for "do not start this server".
@@ -41,6 +42,7 @@ type serverFlags struct {
 	idleTimeout                 time.Duration
 	logLevel                    string
 	quiet                       bool
+	readyFile                   string
 }
 
 // ignoredStringFlags and ignoredBoolFlags are Fortio server flags for
@@ -86,6 +88,7 @@ func newServerFlagSet(f *serverFlags) *flag.FlagSet {
 	fs.BoolVar(&f.quiet, "quiet", false, "log errors only (same as -loglevel Error)")
 	fs.StringVar(&f.cert, "cert", "", "serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with this PEM certificate `file`")
 	fs.StringVar(&f.key, "key", "", "the PEM private key `file` for -cert")
+	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound, write their addresses to this `file` as JSON (pid and listeners by name: http, grpc, tcp), for a parent that passed port 0")
 	for _, name := range ignoredStringFlags {
 		fs.String(name, "", "accepted for Fortio compatibility and ignored")
 	}
@@ -103,36 +106,48 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(stdout, fs, "meshperf server [flags]", "The echo server: HTTP/1.1 and h2c (HTTPS with -cert/-key), TCP echo, gRPC health and ping, with Fortio's flags.")
-			return 0
+			return exitOK
 		}
 		_, _ = fmt.Fprintf(stderr, "meshperf server: %v (see meshperf server -h)\n", err)
-		return 2
+		return exitBadInput
 	}
 	cfg, err := f.config(fs, stderr)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "meshperf server: %v (see meshperf server -h)\n", err)
-		return 2
+		return exitBadInput
 	}
 	srv := echo.New(cfg)
 	if err := srv.Start(); err != nil {
 		_, _ = fmt.Fprintf(stderr, "meshperf server: cannot start: %v (pick another port, or \"disabled\")\n", err)
-		return 1
+		return exitFailed
 	}
-	for _, l := range []struct{ what, addr string }{
-		{httpKind(cfg), srv.HTTPAddr()},
-		{"TCP echo", srv.TCPAddr()},
-		{"gRPC health + ping", srv.GRPCAddr()},
+	ready := proc.Ready{PID: os.Getpid(), Listeners: map[string]string{}}
+	for _, l := range []struct{ name, what, addr string }{
+		{"http", httpKind(cfg), srv.HTTPAddr()},
+		{"tcp", "TCP echo", srv.TCPAddr()},
+		{"grpc", "gRPC health + ping", srv.GRPCAddr()},
 	} {
 		if l.addr != "" {
 			_, _ = fmt.Fprintf(stdout, "meshperf server: %s on %s\n", l.what, l.addr)
+			ready.Listeners[l.name] = l.addr
 		}
+	}
+	if f.readyFile != "" {
+		if err := proc.WriteReady(f.readyFile, ready); err != nil {
+			_ = srv.Close()
+			_, _ = fmt.Fprintf(stderr, "meshperf server: %v\n", err)
+			return exitFailed
+		}
+		// Gone with the process, so that it never says where nothing
+		// listens (unless the process is killed; see proc.Spec.ReadyFile).
+		defer os.Remove(f.readyFile)
 	}
 	<-ctx.Done()
 	if err := srv.Close(); err != nil {
 		_, _ = fmt.Fprintf(stderr, "meshperf server: while stopping: %v\n", err)
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 // config checks the parsed flags and turns them into an echo.Config,
