@@ -1,6 +1,3 @@
-// Package proc runs meshperf's child processes (the control plane, echo
-// servers, sidecars, Prometheus) and learns their state from what they write
-// for machines, never from their human log lines.
 package proc
 
 import (
