@@ -266,7 +266,7 @@ func TestLabSidecarKilledMidRun(t *testing.T) {
 		if event != "load-started" || spec.Index != 0 {
 			return
 		}
-		killed = l.serverSC.proc.PID()
+		killed = l.serverSC.PID()
 		go func() {
 			time.Sleep(time.Second)
 			_ = syscall.Kill(killed, syscall.SIGKILL)
