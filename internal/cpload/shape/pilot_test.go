@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshperf/meshperf/internal/cpload/cploadtest"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/discovery/discoverytest"
 )
 
 // TestBookLabOnPilot loads the book lab (615 resources) into meshperf's
@@ -19,10 +19,10 @@ func TestBookLabOnPilot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, addr := cploadtest.StartPilot(t, nil, m.All()...)
+	s, addr := discoverytest.Start(t, nil, m.All()...)
 	apply := func(rs []*config.Resource) {
 		t.Helper()
-		cploadtest.Apply(t, s, rs)
+		discoverytest.Apply(t, s, rs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/meshperf/meshperf/internal/cpload/cploadtest"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/discovery/discoverytest"
 	"github.com/meshperf/meshperf/internal/pilot/push"
 )
 
@@ -50,12 +50,12 @@ func startPilotWith(t testing.TB, tune func(*push.Options)) (*discovery.Server, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cploadtest.StartPilot(t, tune, rs...)
+	return discoverytest.Start(t, tune, rs...)
 }
 
 func applyYAML(t *testing.T, s *discovery.Server, yaml string) {
 	t.Helper()
-	cploadtest.ApplyYAML(t, s, yaml)
+	discoverytest.ApplyYAML(t, s, yaml)
 }
 
 // counter reads a counter of the control plane's registry, summed over the

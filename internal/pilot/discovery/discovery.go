@@ -86,8 +86,10 @@ type Server struct {
 	current atomic.Pointer[snapshot.Snapshot]
 	pushes  atomic.Int64
 
-	ctx      context.Context // set by Run; inbound updates stop with it
-	started  atomic.Bool
+	ctx context.Context // set by Run; inbound updates stop with it
+	// serving is closed once Run has published the first snapshot: before
+	// that there is nothing to answer a proxy with, so streams are refused.
+	serving  chan struct{}
 	connsMu  sync.Mutex
 	conns    map[*xds.Connection]*connState
 	statusMu sync.Mutex
@@ -116,7 +118,8 @@ func New(opts Options) (*Server, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{opts: opts, log: log, metrics: reg, conns: map[*xds.Connection]*connState{}, ctx: context.Background()}
+	s := &Server{opts: opts, log: log, metrics: reg, conns: map[*xds.Connection]*connState{}, ctx: context.Background(),
+		serving: make(chan struct{})}
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
@@ -198,13 +201,13 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 func (s *Server) Close() error { return s.closer() }
 
 // Run loads the configuration, makes the first snapshot, and runs the
-// pipeline until ctx ends.
+// pipeline until ctx ends. It is called once.
 func (s *Server) Run(ctx context.Context) error {
 	s.ctx = ctx
 	_, cancel := store.ListWatch(s.store, s.loadAll, s.onEvent)
 	defer cancel()
 	s.publish(s.buildSnapshot())
-	s.started.Store(true)
+	close(s.serving)
 
 	debouncer := push.NewDebouncer(s.opts.Push, push.RealClock{}, s.startPush, s.pm).WithLogger(s.scopeLog(ScopePush))
 	var wg sync.WaitGroup
@@ -268,10 +271,25 @@ func (s *Server) registryChanged(t registry.InboundType, req *model.PushRequest)
 	s.inbound(push.InboundType(t), req)
 }
 
+// Serving is closed once Run has made the first snapshot. Listeners may be
+// served before that: until then xDS streams are refused with Unavailable
+// (istiod refuses them the same way until its caches have synced), and the
+// proxies retry.
+func (s *Server) Serving() <-chan struct{} { return s.serving }
+
+func (s *Server) isServing() bool {
+	select {
+	case <-s.serving:
+		return true
+	default:
+		return false
+	}
+}
+
 // inbound hands a change to the debouncer once the pipeline runs (changes seen
 // while loading are in the first snapshot anyway).
 func (s *Server) inbound(t push.InboundType, req *model.PushRequest) {
-	if !s.started.Load() {
+	if !s.isServing() {
 		return
 	}
 	if err := s.inbox.Inbound(s.ctx, t, req); err != nil && !errors.Is(err, context.Canceled) {

@@ -1,9 +1,10 @@
-package discovery
+package discovery_test
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -14,13 +15,18 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/discovery/discoverytest"
 	"github.com/meshperf/meshperf/internal/pilot/push"
 	"github.com/meshperf/meshperf/internal/pilot/snapshot"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 const baseMesh = `
@@ -46,43 +52,14 @@ spec:
   - hosts: ["./*"]
 `
 
-// startServer runs a control plane on loopback with a fast debounce.
-func startServer(t *testing.T) (*Server, string) {
+// startServer runs a control plane on loopback with baseMesh.
+func startServer(t *testing.T) (*discovery.Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	opts := Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
-	opts.Push.DebounceAfter = 10 * time.Millisecond
-	s, err := New(opts)
+	rs, err := config.Decode("base.yaml", []byte(baseMesh))
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply(t, s, baseMesh)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(s.GRPCServerOptions()...)
-	s.RegisterGRPC(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(func() { g.Stop(); cancel(); <-done; _ = s.Close() })
-	for !s.started.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	return s, ln.Addr().String()
-}
-
-func apply(t *testing.T, s *Server, yaml string) {
-	t.Helper()
-	rs, err := config.Decode("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Writer().Apply(context.Background(), rs); err != nil {
-		t.Fatal(err)
-	}
+	return discoverytest.Start(t, nil, rs...)
 }
 
 // adsClient is a minimal sidecar: one SotW stream, read by one goroutine (a
@@ -91,7 +68,8 @@ type adsClient struct {
 	t         *testing.T
 	stream    discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	node      *corev3.Node
-	responses chan *discoveryv3.DiscoveryResponse
+	responses chan *discoveryv3.DiscoveryResponse // closed when the stream ends
+	endErr    error                               // why it ended; read once responses is closed
 }
 
 func dial(t *testing.T, addr, ns, pod string, labels map[string]string) *adsClient {
@@ -113,14 +91,21 @@ func dial(t *testing.T, addr, ns, pod string, labels map[string]string) *adsClie
 	c := &adsClient{t: t, stream: stream, responses: make(chan *discoveryv3.DiscoveryResponse, 16), node: &corev3.Node{
 		Id: "sidecar~10.0.0.7~" + pod + "." + ns + "~" + ns + ".svc.cluster.local", Metadata: meta,
 	}}
+	testOver := make(chan struct{})
+	t.Cleanup(func() { close(testOver) }) // before the connection closes
 	go func() {
 		defer close(c.responses)
 		for {
 			r, err := stream.Recv()
 			if err != nil {
+				c.endErr = err
 				return
 			}
-			c.responses <- r
+			select {
+			case c.responses <- r:
+			case <-testOver: // responses nobody will read
+				return
+			}
 		}
 	}()
 	return c
@@ -149,13 +134,30 @@ func (c *adsClient) recv() *discoveryv3.DiscoveryResponse {
 	return nil
 }
 
-// noResponse returns what arrives within d, nil if nothing does.
-func (c *adsClient) noResponse(d time.Duration) *discoveryv3.DiscoveryResponse {
+// streamEnd waits for the stream to end without a response and returns why.
+func (c *adsClient) streamEnd() error {
+	c.t.Helper()
 	select {
-	case r := <-c.responses:
-		return r
-	case <-time.After(d):
-		return nil
+	case r, ok := <-c.responses:
+		if ok {
+			c.t.Fatalf("got a %s response, want the stream to end", r.TypeUrl)
+		}
+		return c.endErr
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("the stream did not end within 10 s")
+	}
+	return nil
+}
+
+// expectNothingBefore asks for typeURL afresh and fails if any other response
+// arrives before its answer. The server handles a stream's requests one at a
+// time, in order, so a reply to an earlier request (a resend after a NACK)
+// would arrive ahead of this answer: no waiting on the clock for silence.
+func (c *adsClient) expectNothingBefore(typeURL, after string) {
+	c.t.Helper()
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL})
+	if r := c.recv(); r.TypeUrl != typeURL {
+		c.t.Errorf("%s was answered with %s", after, r.TypeUrl)
 	}
 }
 
@@ -189,7 +191,7 @@ func TestADSClientGetsConfigPushesAndNACKs(t *testing.T) {
 	c.send(ack(cds))
 
 	// A change the proxy depends on is pushed to it.
-	apply(t, s, `
+	discoverytest.ApplyYAML(t, s, `
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: cart, namespace: shop}
@@ -206,15 +208,13 @@ spec:
 	// A NACK is counted and not answered with a resend.
 	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: pushed.TypeUrl, VersionInfo: cds.VersionInfo, ResponseNonce: pushed.Nonce,
 		ErrorDetail: &statuspb.Status{Code: 3, Message: "cluster rejected"}})
-	if r := c.noResponse(300 * time.Millisecond); r != nil {
-		t.Errorf("a NACK was answered with %s", r.TypeUrl)
-	}
+	c.expectNothingBefore(snapshot.ListenerType, "the NACK")
 	if got := counter(t, s, "pilot_total_xds_rejects", "cds"); got != 1 {
 		t.Errorf("pilot_total_xds_rejects{type=cds} = %v", got)
 	}
 
 	// A change in a namespace the Sidecar does not import pushes nothing to it.
-	apply(t, s, `
+	discoverytest.ApplyYAML(t, s, `
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: ledger, namespace: finance}
@@ -222,16 +222,63 @@ spec:
   host: ledger
   subsets: [{name: v9, labels: {version: v9}}]
 `)
-	if r := c.noResponse(500 * time.Millisecond); r != nil {
-		t.Errorf("a change outside the proxy's scope was pushed: %s", r.TypeUrl)
+	// The dependency filter decides per proxy; a skip means nothing is sent.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st := s.PushStatus(); st.Pushes < 2 || st.SkippedTotal < 1 {
+			return fmt.Errorf("push status %+v: want two pushes and the second skipped for this proxy", st)
+		}
+		return nil
+	})
+	c.expectNothingBefore(snapshot.ListenerType, "the change outside the proxy's scope")
+}
+
+// TestStreamBeforeFirstSnapshotIsRefused: meshperf pilot serves its
+// listeners before Run has made the first snapshot, and a proxy that connected
+// in between crashed the control plane (the connect hook read a nil snapshot).
+// Such a stream is refused with Unavailable, as istiod refuses streams before
+// its caches have synced, and the proxy's next attempt after that is served.
+func TestStreamBeforeFirstSnapshotIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := discovery.New(discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"),
+		Push: push.DefaultOptions()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st := s.PushStatus(); st.Pushes < 2 || st.SkippedTotal < 1 {
-		t.Errorf("push status %+v: want two pushes and the second skipped for this proxy", st)
+	t.Cleanup(func() { _ = s.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(s.GRPCServerOptions()...)
+	s.RegisterGRPC(g)
+	go func() { _ = g.Serve(ln) }()
+	t.Cleanup(g.Stop)
+	addr := ln.Addr().String()
+
+	early := dial(t, addr, "shop", "cart-1", map[string]string{"app": "cart"})
+	early.send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.ClusterType})
+	if err := early.streamEnd(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a stream before the first snapshot ended with %v, want Unavailable", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-s.Serving():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first snapshot within 10s")
+	}
+	later := dial(t, addr, "shop", "cart-1", map[string]string{"app": "cart"})
+	later.send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.ClusterType})
+	if r := later.recv(); r.TypeUrl != snapshot.ClusterType {
+		t.Errorf("after the first snapshot: a %s response, want clusters", r.TypeUrl)
 	}
 }
 
 // counter reads a counter with a type label from the server's registry.
-func counter(t *testing.T, s *Server, name, typ string) float64 {
+func counter(t *testing.T, s *discovery.Server, name, typ string) float64 {
 	t.Helper()
 	families, err := s.Metrics().Gather()
 	if err != nil {

@@ -1,6 +1,9 @@
 package discovery
 
 import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/meshperf/meshperf/internal/pilot/model"
 	"github.com/meshperf/meshperf/internal/pilot/snapshot"
 	"github.com/meshperf/meshperf/internal/pilot/xds"
@@ -29,6 +32,11 @@ func toXDS(rs []snapshot.Resource) xds.Resources {
 type hooks struct{ s *Server }
 
 func (h hooks) OnConnect(c *xds.Connection) error {
+	if !h.s.isServing() {
+		// Without a snapshot there is no config to send (and no scope to
+		// compare later pushes with); the proxy retries with backoff.
+		return status.Error(codes.Unavailable, "control plane is starting: no configuration loaded yet")
+	}
 	h.s.reg.ProxyConnected(c.Proxy())
 	return nil
 }

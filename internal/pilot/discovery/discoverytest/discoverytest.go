@@ -1,7 +1,8 @@
-// Package cploadtest holds what the cpload packages' tests share: meshperf's
-// control plane started in-process on loopback, and config applied to it
-// from YAML. It is imported only by tests.
-package cploadtest
+// Package discoverytest runs meshperf's control plane in-process for tests:
+// its xDS server on loopback, config applied from resources or YAML. The
+// control plane's own tests and those of the load tests that drive it
+// (cpload's sim and shape) share it; it is imported only by tests.
+package discoverytest
 
 import (
 	"context"
@@ -17,11 +18,12 @@ import (
 	"github.com/meshperf/meshperf/internal/pilot/push"
 )
 
-// StartPilot runs meshperf's control plane in-process with its xDS server on
+// Start runs meshperf's control plane in-process with its xDS server on
 // 127.0.0.1, port 0, and a 10ms debounce so that tests stay quick; tune may
 // change the push options first. The resources are applied before it starts.
-// It stops when the test ends.
-func StartPilot(t testing.TB, tune func(*push.Options), resources ...*config.Resource) (*discovery.Server, string) {
+// It returns once the control plane serves xDS (its first snapshot is made),
+// and stops when the test ends.
+func Start(t testing.TB, tune func(*push.Options), resources ...*config.Resource) (*discovery.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
@@ -48,6 +50,13 @@ func StartPilot(t testing.TB, tune func(*push.Options), resources ...*config.Res
 	s.RegisterGRPC(g)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(func() { g.Stop(); cancel(); <-done; _ = s.Close() })
+	// Streams opened before the first snapshot are refused (the proxy would
+	// retry); tests connect at once, so wait for it.
+	select {
+	case <-s.Serving():
+	case <-time.After(10 * time.Second): // a hang guard, not a timing goal
+		t.Fatal("the control plane made no first snapshot within 10s")
+	}
 	return s, ln.Addr().String()
 }
 
