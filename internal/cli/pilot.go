@@ -48,7 +48,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	fs.StringVar(&f.dataDir, "dataDir", defaultDataDir(), "`directory` of the embedded store and the CA's root")
 	fs.StringVar(&f.domain, "domain", "cluster.local", "DNS domain suffix")
 	fs.StringVar(&f.logLevel, "log_output_level", "info", logLevelsUsage())
-	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound, write their addresses to this `file` as JSON (pid and listeners by name: grpc, http, monitoring, secureGRPC), for a parent that passed port 0")
+	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound and the first config snapshot built, write the listeners' addresses to this `file` as JSON (pid and listeners by name: grpc, http, monitoring, secureGRPC), for a parent that passed port 0")
 	// The knobs' defaults come from istiod's environment variables, so the
 	// variables work as in istiod and a flag given explicitly wins.
 	durationVar(fs, &f.push.DebounceAfter, "debounceAfter", env.DebounceAfter, "quiet period that closes a debounce window ("+push.EnvDebounceAfter+")")

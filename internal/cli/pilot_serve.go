@@ -176,6 +176,14 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		return nil
 	})
 
+	// Ready means served: until Run has built the first snapshot, xDS
+	// streams are refused, and a parent that connected its proxies at once
+	// would only see them retry.
+	select {
+	case <-srv.Serving():
+	case <-gctx.Done():
+		return g.Wait()
+	}
 	fmt.Fprintf(stdout, "meshperf pilot: xDS on %s, API on http://%s, metrics on http://%s/metrics\n",
 		ls.get(listenerGRPC).Addr(), ls.get(listenerHTTP).Addr(), ls.get(listenerMonitoring).Addr())
 	if secureServer != nil {
