@@ -77,11 +77,7 @@ func TestPilotReadyFileNamesListenersThatAnswer(t *testing.T) {
 			"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--ready-file", readyFile,
 			"--log_output_level", "warn"}, &stdout, &stderr)
 	}()
-	var r proc.Ready
-	testutil.Eventually(t, 30*time.Second, func() (err error) {
-		r, err = proc.ReadReady(readyFile)
-		return err
-	})
+	r := waitReadyFile(t, readyFile)
 	if r.PID != os.Getpid() || len(r.Listeners) != 4 {
 		t.Errorf("ready file %+v: want this process's pid and 4 listeners", r)
 	}
@@ -107,6 +103,18 @@ func TestPilotReadyFileNamesListenersThatAnswer(t *testing.T) {
 	if _, err := os.Stat(readyFile); !os.IsNotExist(err) {
 		t.Errorf("the ready file outlived the control plane: %v", err)
 	}
+}
+
+// waitReadyFile waits for a server run in this process to write its ready
+// file, and returns what it says.
+func waitReadyFile(t *testing.T, path string) proc.Ready {
+	t.Helper()
+	var r proc.Ready
+	testutil.Eventually(t, 30*time.Second, func() (err error) {
+		r, err = proc.ReadReady(path)
+		return err
+	})
+	return r
 }
 
 func getStatus(t *testing.T, url string) {
@@ -240,7 +248,7 @@ func TestPilotScopedLoggers(t *testing.T) {
 		done <- runPilot(ctx, []string{"--dataDir", t.TempDir(), "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
 			"--monitoringAddr", "127.0.0.1:0", "--ready-file", readyFile, "--log_output_level", "default:info,klog:debug"}, &stdout, &stderr)
 	}()
-	testutil.Eventually(t, 30*time.Second, func() error { _, err := proc.ReadReady(readyFile); return err })
+	waitReadyFile(t, readyFile)
 	cancel()
 	if code := <-done; code != exitOK || strings.Count(stderr.String(), "scope=klog") != 1 {
 		t.Errorf("exit %d, stderr %q; want 0 and one warning about scope klog", code, stderr.String())

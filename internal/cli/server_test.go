@@ -16,9 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/meshperf/meshperf/internal/proc"
-	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while runServer writes to it.
@@ -51,11 +48,7 @@ func TestServerReadyFileNamesListenersThatAnswer(t *testing.T) {
 		done <- runServer(ctx, []string{"-http-port", "127.0.0.1:0", "-tcp-port", "127.0.0.1:0", "-grpc-port", "127.0.0.1:0",
 			"-ready-file", readyFile, "-redirect-port", "9999", "-ui-path", "/x/"}, &stdout, &stderr)
 	}()
-	var r proc.Ready
-	testutil.Eventually(t, 10*time.Second, func() (err error) {
-		r, err = proc.ReadReady(readyFile)
-		return err
-	})
+	r := waitReadyFile(t, readyFile)
 	if r.PID != os.Getpid() || len(r.Listeners) != 3 {
 		t.Errorf("ready file %+v: want this process's pid and 3 listeners", r)
 	}
@@ -130,11 +123,7 @@ func TestServerDisabledListenerIsNotReady(t *testing.T) {
 		done <- runServer(ctx, []string{"-http-port", "127.0.0.1:0", "-tcp-port", "disabled", "-grpc-port", "disabled",
 			"-ready-file", readyFile}, &stdout, &stderr)
 	}()
-	var r proc.Ready
-	testutil.Eventually(t, 10*time.Second, func() (err error) {
-		r, err = proc.ReadReady(readyFile)
-		return err
-	})
+	r := waitReadyFile(t, readyFile)
 	cancel()
 	<-done
 	if len(r.Listeners) != 1 || r.Listeners["http"] == "" || strings.Contains(stdout.String(), "gRPC") {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cli"
+	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
@@ -323,7 +323,14 @@ func TestPilotRestartsOnItsAddresses(t *testing.T) {
 			t.Fatalf("addresses %+v: want bound ports on 127.0.0.1", pl.Addrs)
 		}
 	}
-	getOK(t, pl.APIURL()+"/ready")
+	apiReady(t, pl)
+	// A connection open at the kill leaves the port with a socket in
+	// TIME_WAIT, which must not keep the restart from binding it.
+	conn, err := net.Dial("tcp", pl.Addrs.GRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	if err := pl.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -335,18 +342,16 @@ func TestPilotRestartsOnItsAddresses(t *testing.T) {
 	if again.Addrs != pl.Addrs || again.PID() == pl.PID() {
 		t.Errorf("restarted as pid %d on %+v; want a new process on %+v", again.PID(), again.Addrs, pl.Addrs)
 	}
-	getOK(t, again.APIURL()+"/ready")
-	getOK(t, again.MetricsURL())
+	apiReady(t, again)
 }
 
-func getOK(t *testing.T, url string) {
+func apiReady(t *testing.T, pl *proc.Pilot) {
 	t.Helper()
-	resp, err := http.Get(url)
+	c, err := api.NewClient(pl.APIURL(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET %s: %s", url, resp.Status)
+	if err := c.Ready(context.Background()); err != nil {
+		t.Errorf("pilot pid %d: %v", pl.PID(), err)
 	}
 }
