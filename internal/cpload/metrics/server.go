@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
 // ScrapeJob is the job name the started Prometheus gives the control plane.
@@ -47,9 +47,9 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
-	bin, err := exec.LookPath(o.Binary)
+	bin, err := syscmd.Find(o.Binary, "prometheus")
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus needs the prometheus server binary (apt-get install prometheus): %w", err)
+		return nil, fmt.Errorf("--prometheus needs the prometheus server: %w", err)
 	}
 	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n- job_name: %s\n  static_configs:\n  - targets: [%q]\n",
 		promDuration(o.Interval), promDuration(o.Interval), ScrapeJob, o.Target)
