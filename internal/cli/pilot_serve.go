@@ -148,10 +148,10 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
-	serve := func(what, name string, serve func(net.Listener) error) {
+	serve := func(what, name string, run func(net.Listener) error) {
 		ln := ls.get(name)
 		g.Go(func() error {
-			err := serve(ln)
+			err := run(ln)
 			if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) || gctx.Err() != nil {
 				return nil // stopped below
 			}
