@@ -42,7 +42,7 @@ func TestBadValuesAreUsageErrorsEverywhere(t *testing.T) {
 		{"server", []string{"-tcp-port", "127.0.0.1:abc"}, "flag -tcp-port"},
 		{"server", []string{"-maxpayloadsizekb", "-1"}, "flag -maxpayloadsizekb: must be from 0 to 1048576"},
 		{"pilot", []string{"-grpcAddr", "127.0.0.1:99999"}, "flag -grpcAddr"},
-		{"pilot", []string{"-httpAddr", ""}, "flag -httpAddr: an address is needed"},
+		{"pilot", []string{"-httpAddr", ""}, "--httpAddr: an address is required, e.g. 127.0.0.1:15016"},
 		{"pilot", []string{"-monitoringAddr", "nocolon"}, "flag -monitoringAddr: want host:port"},
 		{"pilot", []string{"-pushThrottle", "-1"}, "flag -pushThrottle: must be 0 or more"},
 		{"pilot", []string{"-maxRequestsPerSecond", "-1"}, "flag -maxRequestsPerSecond"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/echo"
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // disabled is Fortio's port value for "do not start this server".
@@ -41,6 +42,7 @@ type serverFlags struct {
 	idleTimeout                 time.Duration
 	logLevel                    string
 	quiet                       bool
+	readyFile                   string
 }
 
 // ignoredStringFlags and ignoredBoolFlags are Fortio server flags for
@@ -61,8 +63,10 @@ var (
 	}
 )
 
-func newServerFlagSet(f *serverFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("meshperf server", flag.ContinueOnError)
+// newServerCommand is meshperf server's command line, its flags bound to f.
+func newServerCommand(f *serverFlags) *command {
+	cmd := newCommand("meshperf server", "[flags]", "The echo server: HTTP/1.1 and h2c (HTTPS with -cert/-key), TCP echo, gRPC health and ping, with Fortio's flags.")
+	fs := cmd.flags
 	addrVar(fs, &f.httpPort, "http-port", "8080", fortioPort,
 		"HTTP echo `port`: port (all interfaces), host:port, /unix/socket/path or \"disabled\"")
 	addrVar(fs, &f.grpcPort, "grpc-port", "8079", fortioPort,
@@ -86,61 +90,61 @@ func newServerFlagSet(f *serverFlags) *flag.FlagSet {
 	fs.BoolVar(&f.quiet, "quiet", false, "log errors only (same as -loglevel Error)")
 	fs.StringVar(&f.cert, "cert", "", "serve HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with this PEM certificate `file`")
 	fs.StringVar(&f.key, "key", "", "the PEM private key `file` for -cert")
+	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound, write their addresses to this `file` as JSON (pid and listeners by name: http, grpc, tcp), for a parent that passed port 0")
 	for _, name := range ignoredStringFlags {
-		fs.String(name, "", "accepted for Fortio compatibility and ignored")
+		fs.String(name, "", ignoredFlagUsage)
 	}
 	for _, name := range ignoredBoolFlags {
-		fs.Bool(name, false, "accepted for Fortio compatibility and ignored")
+		fs.Bool(name, false, ignoredFlagUsage)
 	}
-	return fs
+	return cmd
 }
 
 // runServer is Server with the stop signal passed in, so tests can stop it.
 func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f serverFlags
-	fs := newServerFlagSet(&f)
-	fs.SetOutput(io.Discard) // errors are reported as one line below
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, fs, "meshperf server [flags]", "The echo server: HTTP/1.1 and h2c (HTTPS with -cert/-key), TCP echo, gRPC health and ping, with Fortio's flags.")
-			return 0
-		}
-		_, _ = fmt.Fprintf(stderr, "meshperf server: %v (see meshperf server -h)\n", err)
-		return 2
+	cmd := newServerCommand(&f)
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
 	}
-	cfg, err := f.config(fs, stderr)
+	cfg, err := f.config(cmd.flags, stderr)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "meshperf server: %v (see meshperf server -h)\n", err)
-		return 2
+		return cmd.exit(stderr, usageError{err.Error()})
 	}
 	srv := echo.New(cfg)
 	if err := srv.Start(); err != nil {
-		_, _ = fmt.Fprintf(stderr, "meshperf server: cannot start: %v (pick another port, or \"disabled\")\n", err)
-		return 1
+		return cmd.exit(stderr, fmt.Errorf("cannot start: %w (pick another port, or \"disabled\")", err))
 	}
-	for _, l := range []struct{ what, addr string }{
-		{httpKind(cfg), srv.HTTPAddr()},
-		{"TCP echo", srv.TCPAddr()},
-		{"gRPC health + ping", srv.GRPCAddr()},
+	ready := proc.Ready{PID: os.Getpid(), Listeners: map[string]string{}}
+	for _, l := range []struct{ name, what, addr string }{
+		{"http", httpKind(cfg), srv.HTTPAddr()},
+		{"tcp", "TCP echo", srv.TCPAddr()},
+		{"grpc", "gRPC health + ping", srv.GRPCAddr()},
 	} {
 		if l.addr != "" {
 			_, _ = fmt.Fprintf(stdout, "meshperf server: %s on %s\n", l.what, l.addr)
+			ready.Listeners[l.name] = l.addr
 		}
+	}
+	if f.readyFile != "" {
+		if err := proc.WriteReady(f.readyFile, ready); err != nil {
+			_ = srv.Close()
+			return cmd.exit(stderr, err)
+		}
+		// Gone with the process, so that it never says where nothing
+		// listens (unless the process is killed; see proc.Spec.ReadyFile).
+		defer os.Remove(f.readyFile)
 	}
 	<-ctx.Done()
 	if err := srv.Close(); err != nil {
-		_, _ = fmt.Fprintf(stderr, "meshperf server: while stopping: %v\n", err)
-		return 1
+		return cmd.exit(stderr, fmt.Errorf("while stopping: %w", err))
 	}
-	return 0
+	return exitOK
 }
 
 // config checks the parsed flags and turns them into an echo.Config,
 // printing one notice per ignored Fortio flag that was given.
 func (f *serverFlags) config(fs *flag.FlagSet, stderr io.Writer) (echo.Config, error) {
-	if fs.NArg() > 0 {
-		return echo.Config{}, fmt.Errorf("unexpected argument %q: meshperf server takes only flags", fs.Arg(0))
-	}
 	level, err := parseLogLevel(f.logLevel)
 	if err != nil {
 		return echo.Config{}, err

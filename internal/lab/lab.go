@@ -32,7 +32,7 @@ import (
 type Config struct {
 	Scenario *scenario.Scenario
 	// MeshperfBin runs the control plane, the echo server and the load
-	// generator (`meshperf pilot|server|load|apply|delete`).
+	// generator (`meshperf pilot|server|load`).
 	MeshperfBin string
 	// ProxyBin is the meshperf-proxy sidecar.
 	ProxyBin string
@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer store.Close()
 		rep.DB = cfg.DBPath
 	}
-	err = l.start()
+	err = l.start(ctx)
 	rep.Network, rep.NamePrefix = l.kind(), l.namePrefix()
 	defer func() {
 		rep.PIDs = l.pids

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
-	"github.com/meshperf/meshperf/internal/lab/procstat"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -99,7 +100,7 @@ func jsonName(spec scenario.RunSpec, label string) string {
 func (l *lab) target(spec scenario.RunSpec) (args []string) {
 	addr := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
 	if client, _ := spec.Mode.Sidecars(); client && l.kind() == pod.KindLoopback {
-		addr = netip.AddrPortFrom(l.client.IP(), uint16(l.outbound.ForProtocol(spec.Protocol)))
+		addr = netip.AddrPortFrom(l.client.IP(), uint16(servicePort(spec.Protocol)))
 	}
 	// The client sidecar routes HTTP and gRPC by Host (gRPC's :authority),
 	// as for a call to the Service.
@@ -124,20 +125,18 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	}
 	sampler := procstat.NewSampler(500 * time.Millisecond)
 	infra := l.infra()
-	for _, w := range infra {
-		if role := roleOf(w); role != "" {
-			_ = sampler.Add(role, w.proc.PID())
+	for _, p := range infra {
+		if role := roleOf(p); role != "" {
+			_ = sampler.Add(role, p.PID())
 		}
 	}
 	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), l.target(spec)...)
-	loadLog := filepath.Join(l.logDir, "load.log")
-	load := l.client.Command(l.cfg.MeshperfBin, args...)
-	load.LogPath = loadLog
-	if err := load.Start(); err != nil {
+	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args,
+		LogPath: filepath.Join(l.logDir, "load.log")})
+	if err != nil {
 		return l.failed(spec, "load generator: "+err.Error())
 	}
 	l.pids = append(l.pids, load.PID())
-	loadW := &watched{role: "load generator", proc: load, log: loadLog}
 	_ = sampler.Add(results.RoleClientApp, load.PID())
 	sctx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
@@ -145,7 +144,7 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	if l.cfg.hook != nil {
 		l.cfg.hook("load-started", l, spec)
 	}
-	winStart, winEnd, reason := l.watchLoad(ctx, spec, sampler, loadW, infra)
+	winStart, winEnd, reason := l.watchLoad(ctx, spec, sampler, load, infra)
 	stopSampling()
 	if reason != "" {
 		_ = load.Stop()
@@ -174,7 +173,7 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 // watchLoad waits for the load generator to finish, marking the steady
 // window's edges on the way, and returns why the run failed if it did: the
 // generator failed, or a process the run depends on exited.
-func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.Sampler, load *watched, infra []*watched) (time.Time, time.Time, string) {
+func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.Sampler, load *proc.Process, infra []*proc.Process) (time.Time, time.Time, string) {
 	started := time.Now()
 	// The window ends a little before the load does, so that the generator
 	// is still alive for the last sample.
@@ -185,14 +184,14 @@ func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.
 	defer end.Stop()
 	defer limit.Stop()
 	var winStart, winEnd time.Time
-	died := make(chan *watched, len(infra))
+	died := make(chan *proc.Process, len(infra))
 	stop := make(chan struct{})
 	defer close(stop)
-	for _, w := range infra {
+	for _, p := range infra {
 		go func() {
 			select {
-			case <-w.proc.Done():
-				died <- w
+			case <-p.Done():
+				died <- p
 			case <-stop:
 			}
 		}()
@@ -203,19 +202,19 @@ func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.
 			winStart = s.SampleNow()
 		case <-end.C:
 			winEnd = s.SampleNow()
-		case w := <-died:
-			return winStart, winEnd, w.exitReason()
+		case p := <-died:
+			return winStart, winEnd, p.ExitReason()
 		case <-ctx.Done():
 			return winStart, winEnd, "interrupted"
 		case <-limit.C:
 			return winStart, winEnd, fmt.Sprintf("load generator still running %s after it should have ended", time.Since(started).Round(time.Second))
-		case <-load.proc.Done():
-			if err := load.proc.Wait(); err != nil {
-				return winStart, winEnd, load.exitReason()
+		case <-load.Done():
+			if err := load.Wait(); err != nil {
+				return winStart, winEnd, load.ExitReason()
 			}
-			for _, w := range infra {
-				if !w.alive() {
-					return winStart, winEnd, w.exitReason()
+			for _, p := range infra {
+				if p.Exited() {
+					return winStart, winEnd, p.ExitReason()
 				}
 			}
 			if winEnd.IsZero() {
@@ -227,18 +226,19 @@ func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.
 }
 
 // infra are the processes a run depends on besides the load generator.
-func (l *lab) infra() []*watched {
-	out := []*watched{l.pilot, l.serverApp}
-	for _, w := range []*watched{l.clientSC, l.serverSC} {
-		if w != nil {
-			out = append(out, w)
+func (l *lab) infra() []*proc.Process {
+	out := []*proc.Process{l.pilot.Process, l.serverApp}
+	for _, p := range []*proc.Process{l.clientSC, l.serverSC} {
+		if p != nil {
+			out = append(out, p)
 		}
 	}
 	return out
 }
 
-func roleOf(w *watched) string {
-	switch w.role {
+// roleOf is the results' role of a process the lab started, by its name.
+func roleOf(p *proc.Process) string {
+	switch p.Name() {
 	case "client sidecar":
 		return results.RoleClientSidecar
 	case "server sidecar":

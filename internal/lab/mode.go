@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // ensure makes the pods ready for spec: the same mode with everything alive
@@ -24,9 +25,9 @@ func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 	if err := l.teardownMode(); err != nil {
 		return err
 	}
-	if !l.pilot.alive() {
-		l.logf("  restarting the control plane: %s", l.pilot.exitReason())
-		if err := l.startPilot(); err != nil {
+	if !alive(l.pilot.Process) {
+		l.logf("  restarting the control plane: %s", l.pilot.ExitReason())
+		if err := l.startPilot(ctx); err != nil {
 			return err
 		}
 	}
@@ -38,15 +39,15 @@ func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 			host = "127.0.0.1"
 		}
 	}
-	if l.serverApp == nil || !l.serverApp.alive() || host != l.serverAppHost {
+	if !alive(l.serverApp) || host != l.serverAppHost {
 		if l.serverApp != nil {
-			if l.serverApp.alive() {
-				_ = l.serverApp.proc.Stop()
+			if alive(l.serverApp) {
+				_ = l.serverApp.Stop()
 			} else {
-				l.logf("  restarting the echo server: %s", l.serverApp.exitReason())
+				l.logf("  restarting the echo server: %s", l.serverApp.ExitReason())
 			}
 		}
-		if err := l.startServerApp(host); err != nil {
+		if err := l.startServerApp(ctx, host); err != nil {
 			return err
 		}
 	}
@@ -59,22 +60,22 @@ func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 
 func (l *lab) allAlive(m scenario.Mode) bool {
 	client, server := m.Sidecars()
-	return l.pilot.alive() && l.serverApp.alive() &&
-		client == l.clientSC.alive() && server == l.serverSC.alive()
+	return alive(l.pilot.Process) && alive(l.serverApp) &&
+		client == alive(l.clientSC) && server == alive(l.serverSC)
 }
 
 // teardownMode stops the sidecars and removes their capture.
 func (l *lab) teardownMode() error {
 	var errs []error
 	for _, s := range []struct {
-		w   **watched
+		p   **proc.Process
 		pod *pod.Pod
 	}{{&l.clientSC, l.client}, {&l.serverSC, l.server}} {
-		if *s.w == nil {
+		if *s.p == nil {
 			continue
 		}
-		errs = append(errs, (*s.w).proc.Stop())
-		*s.w = nil
+		errs = append(errs, (*s.p).Stop())
+		*s.p = nil
 		if l.kind() == pod.KindNetns {
 			errs = append(errs, s.pod.Uncapture())
 		}
@@ -94,22 +95,22 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 	// A WorkloadEntry beside a registered sidecar would give the server two
 	// endpoints; remove it before the sidecar comes.
 	if server && l.appliedWE {
-		if err := l.apply("workloadentry-delete", workloadEntryYAML(l.server.IP()), true); err != nil {
+		if err := l.apply(ctx, "workloadentry-delete", workloadEntryYAML(l.server.IP()), true); err != nil {
 			return err
 		}
 		l.appliedWE = false
 	}
-	if err := l.apply(name, mesh.Base, false); err != nil {
+	if err := l.apply(ctx, name, mesh.Base, false); err != nil {
 		return err
 	}
 	if l.appliedDR && !mesh.DestinationRule {
-		if err := l.apply("destinationrule-delete", destinationRuleYAML(), true); err != nil {
+		if err := l.apply(ctx, "destinationrule-delete", destinationRuleYAML(), true); err != nil {
 			return err
 		}
 	}
 	l.appliedDR = mesh.DestinationRule
 	if mesh.WorkloadEntry != "" && !l.appliedWE {
-		if err := l.apply("workloadentry", mesh.WorkloadEntry, false); err != nil {
+		if err := l.apply(ctx, "workloadentry", mesh.WorkloadEntry, false); err != nil {
 			return err
 		}
 		l.appliedWE = true
@@ -140,10 +141,10 @@ func (l *lab) serverSidecarSpec() sidecarSpec {
 func (l *lab) clientSidecarSpec() sidecarSpec {
 	s := sidecarSpec{role: "client sidecar", pod: l.client, sa: ClientSA, app: "client"}
 	if l.kind() == pod.KindLoopback {
-		for _, p := range []struct{ local, svc int }{
-			{l.outbound.HTTP, ServiceHTTPPort}, {l.outbound.GRPC, ServiceGRPCPort}, {l.outbound.TCP, ServiceTCPPort},
-		} {
-			s.listen = append(s.listen, fmt.Sprintf("%s=virtualOutbound:%d", netip.AddrPortFrom(l.client.IP(), uint16(p.local)), p.svc))
+		// The client pod's address is this run's own, so its outbound
+		// listeners take the Service's ports there, as capture would.
+		for _, p := range []int{ServiceHTTPPort, ServiceGRPCPort, ServiceTCPPort} {
+			s.listen = append(s.listen, fmt.Sprintf("%s=virtualOutbound:%d", netip.AddrPortFrom(l.client.IP(), uint16(p)), p))
 		}
 	}
 	return s
@@ -151,23 +152,21 @@ func (l *lab) clientSidecarSpec() sidecarSpec {
 
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337
 // behind Istio's capture, on loopback with its explicit listeners.
-func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **watched) error {
+func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
+	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
+		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	if l.kind() == pod.KindNetns {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
+		sidecar.User = &proc.User{UID: pod.DefaultProxyUID, GID: pod.DefaultProxyGID}
 	}
-	log := filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")
-	c := s.pod.Command(l.cfg.ProxyBin, sidecarArgs(s, l.pilotGRPC, spec.ProxyConcurrency, l.kind())...)
-	c.LogPath = log
-	if l.kind() == pod.KindNetns {
-		c.User = &pod.User{UID: pod.DefaultProxyUID, GID: pod.DefaultProxyGID}
-	}
-	if err := c.Start(); err != nil {
+	c, err := s.pod.Start(sidecar)
+	if err != nil {
 		return fmt.Errorf("lab: %s: %w", s.role, err)
 	}
 	l.pids = append(l.pids, c.PID())
-	*dst = &watched{role: s.role, proc: c, log: log}
+	*dst = c
 	return nil
 }
 
@@ -177,7 +176,7 @@ func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	type side struct {
-		w     *watched
+		p     *proc.Process
 		admin *admin
 		check func(*configDump) string
 	}
@@ -196,8 +195,8 @@ func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
 	for _, s := range sides {
 		lack := "not ready"
 		for lack != "" {
-			if !s.w.alive() {
-				return errors.New(s.w.exitReason())
+			if s.p.Exited() {
+				return errors.New(s.p.ExitReason())
 			}
 			if s.admin.ready(ctx) {
 				if d, err := s.admin.configDump(ctx); err != nil {
@@ -211,12 +210,12 @@ func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("lab: %s not configured within %s: %s (log: %s)", s.w.role, convergeTimeout, lack, s.w.log)
+				return fmt.Errorf("lab: %s not configured within %s: %s (log: %s)", s.p.Name(), convergeTimeout, lack, s.p.LogPath())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 		if err := s.admin.setAccessLog(ctx, spec.AccessLog); err != nil {
-			return fmt.Errorf("lab: %s: %w", s.w.role, err)
+			return fmt.Errorf("lab: %s: %w", s.p.Name(), err)
 		}
 	}
 	return nil

@@ -1,11 +1,11 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/pilot/api"
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // convergeTimeout bounds the wait for sidecars to be ready and configured.
@@ -26,22 +28,24 @@ type lab struct {
 	net    pod.Network
 
 	client, server *pod.Pod
-	pilotIP        netip.Addr
-	pilotGRPC      string
-	pilotHTTP      string
-	pilotMon       string
-	app            AppPorts // the echo server's ports (the Service's targetPorts)
-	outbound       AppPorts // loopback only: the client sidecar's explicit listener ports
+	pilotIP        netip.Addr  // where the control plane listens
+	pilot          *proc.Pilot // on the host
+	api            *api.Client // the control plane's config API
+	app            AppPorts    // the echo server's ports (the Service's targetPorts)
 
-	pilot, serverApp     *watched
-	clientSC, serverSC   *watched
-	serverAppHost        string // loopback: the address the echo server listens on
-	mode                 scenario.Mode
-	modeAccessLog        bool
-	modeReady            bool
-	appliedWE, appliedDR bool
-	pids                 []int
+	serverApp          *proc.Process
+	clientSC, serverSC *proc.Process
+	serverAppHost      string // loopback: the address the echo server listens on
+	mode               scenario.Mode
+	modeAccessLog      bool
+	modeReady          bool
+	appliedWE          bool
+	appliedDR          bool
+	pids               []int
 }
+
+// alive reports whether p was started and has not exited.
+func alive(p *proc.Process) bool { return p != nil && !p.Exited() }
 
 func (l *lab) kind() pod.Kind {
 	if l.net == nil {
@@ -62,7 +66,7 @@ func (l *lab) logf(format string, args ...any) {
 }
 
 // start creates the network and pods and starts the control plane.
-func (l *lab) start() error {
+func (l *lab) start(ctx context.Context) error {
 	n, err := pod.New(pod.Options{Kind: l.cfg.Network, RunID: l.cfg.RunID})
 	if err != nil {
 		return fmt.Errorf("lab: pod network: %w", err)
@@ -78,168 +82,129 @@ func (l *lab) start() error {
 	if l.server, err = n.AddPod("server"); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	if err := l.choosePorts(); err != nil {
+	if err := l.choosePilotIP(); err != nil {
 		return err
 	}
-	if err := l.startPilot(); err != nil {
-		return err
-	}
-	return nil
+	return l.startPilot(ctx)
 }
 
-// choosePorts picks the control plane's address and the app's ports. In
-// netns mode the control plane listens on the bridge's address, which is
-// this run's own, and each pod has its own ports; on loopback the control
-// plane gets a pod address of its own and the app's ports must be free on
-// the host, since all pods share it.
-func (l *lab) choosePorts() error {
+// choosePilotIP picks the control plane's address, which is this run's
+// own: in netns mode the bridge's, on loopback a pod address of its own.
+// Nothing is picked in advance: pilot binds port 0 there and says which
+// ports it got in its ready file; a restart takes the same ports again.
+func (l *lab) choosePilotIP() error {
 	if l.net.Kind() == pod.KindNetns {
 		l.pilotIP = l.net.Gateway()
-		l.app = AppPorts{ServiceHTTPPort, ServiceGRPCPort, ServiceTCPPort}
-	} else {
-		p, err := l.net.AddPod("istiod")
-		if err != nil {
-			return fmt.Errorf("lab: %w", err)
-		}
-		l.pilotIP = p.IP()
-		ports, err := freePorts(netip.IPv4Unspecified(), 6)
-		if err != nil {
-			return err
-		}
-		l.app = AppPorts{ports[0], ports[1], ports[2]}
-		l.outbound = AppPorts{ports[3], ports[4], ports[5]}
+		return nil
 	}
-	ports, err := freePorts(l.pilotIP, 3)
+	p, err := l.net.AddPod("istiod")
 	if err != nil {
-		return err
+		return fmt.Errorf("lab: %w", err)
 	}
-	hp := func(p int) string { return netip.AddrPortFrom(l.pilotIP, uint16(p)).String() }
-	l.pilotGRPC, l.pilotHTTP, l.pilotMon = hp(ports[0]), hp(ports[1]), hp(ports[2])
+	l.pilotIP = p.IP()
 	return nil
 }
 
-// freePorts returns n ports free on ip right now. Holding all the
-// listeners until the end keeps the n distinct.
-func freePorts(ip netip.Addr, n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
-		if err != nil {
-			return nil, fmt.Errorf("lab: find a free port on %s: %w", ip, err)
-		}
-		ls = append(ls, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// startTimeout bounds the wait for a process the lab starts to be ready.
+const startTimeout = 20 * time.Second
 
 // startPilot starts `meshperf pilot` on the host, its store under the
-// output directory, and waits until its API answers.
-func (l *lab) startPilot() error {
-	args := []string{"pilot", "--dataDir", filepath.Join(l.cfg.OutDir, "pilot-data"),
-		"--grpcAddr", l.pilotGRPC, "--httpAddr", l.pilotHTTP, "--monitoringAddr", l.pilotMon}
-	log := filepath.Join(l.logDir, "pilot.log")
-	c, err := startHost(l.cfg.MeshperfBin, args, log)
+// output directory, or restarts it on the addresses it had, where the
+// sidecars look for it.
+func (l *lab) startPilot(ctx context.Context) error {
+	var (
+		p   *proc.Pilot
+		err error
+	)
+	if l.pilot == nil {
+		p, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{l.cfg.MeshperfBin, "pilot"}, Host: l.pilotIP,
+			DataDir: filepath.Join(l.cfg.OutDir, "pilot-data"), LogPath: filepath.Join(l.logDir, "pilot.log")}, startTimeout)
+	} else {
+		p, err = l.pilot.Restart(ctx, startTimeout)
+	}
 	if err != nil {
-		return fmt.Errorf("lab: control plane: %w", err)
+		return fmt.Errorf("lab: %w", err)
 	}
-	l.pids = append(l.pids, c.PID())
-	l.pilot = &watched{role: "control plane", proc: c, log: log}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", l.pilotHTTP, time.Second)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		if !l.pilot.alive() {
-			return fmt.Errorf("lab: %s", l.pilot.exitReason())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lab: control plane did not listen on %s within 20s (log: %s)", l.pilotHTTP, log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	l.pilot = p
+	l.pids = append(l.pids, p.PID())
+	if l.api, err = api.NewClient(p.APIURL(), nil); err != nil {
+		return fmt.Errorf("lab: %w", err)
 	}
+	return nil
 }
 
-// apply sends YAML to the control plane, through `meshperf apply`.
-func (l *lab) apply(name, yaml string, del bool) error {
-	path := filepath.Join(l.cfg.OutDir, "mesh", name+".yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	verb := "apply"
+// apply sends YAML to the control plane's API, or deletes what it names.
+func (l *lab) apply(ctx context.Context, name, yaml string, del bool) error {
+	verb, source := "apply", name+".yaml"
+	var err error
 	if del {
 		verb = "delete"
+		_, err = l.api.Delete(ctx, source, []byte(yaml))
+	} else {
+		_, err = l.api.Apply(ctx, source, []byte(yaml))
 	}
-	if err := runTool(l.cfg.MeshperfBin, verb, "-f", path, "-s", l.pilotHTTP); err != nil {
+	if err != nil {
 		return fmt.Errorf("lab: %s %s: %w", verb, name, err)
 	}
 	return nil
 }
 
-// startServerApp starts the echo server in the server pod. On loopback it
-// listens on the pod's address without a server sidecar and on 127.0.0.1
-// behind one, where the sidecar's inbound clusters forward.
-func (l *lab) startServerApp(host string) error {
-	hp := func(p int) string {
-		if host == "" {
-			return strconv.Itoa(p)
-		}
-		return net.JoinHostPort(host, strconv.Itoa(p))
+// startServerApp starts the echo server in the server pod. In netns mode it
+// listens on the Service's ports, as each pod has its own. On loopback,
+// where pods share the host's ports, it binds port 0 and its ready file
+// says which ports it got, which become the Service's targetPorts: on the
+// pod's address without a server sidecar, on 127.0.0.1 behind one, where
+// the sidecar's inbound clusters forward (the sidecar then listens on the
+// same ports at the pod's address).
+func (l *lab) startServerApp(ctx context.Context, host string) error {
+	ports := []string{strconv.Itoa(ServiceHTTPPort), strconv.Itoa(ServiceGRPCPort), strconv.Itoa(ServiceTCPPort)}
+	if l.kind() == pod.KindLoopback {
+		port0 := net.JoinHostPort(host, "0")
+		ports = []string{port0, port0, port0}
 	}
-	log := filepath.Join(l.logDir, "server-app.log")
-	c := l.server.Command(l.cfg.MeshperfBin, "server", "-http-port", hp(l.app.HTTP),
-		"-grpc-port", hp(l.app.GRPC), "-tcp-port", hp(l.app.TCP))
-	c.LogPath = log
-	if err := c.Start(); err != nil {
+	readyFile := filepath.Join(l.logDir, "server-app.ready")
+	c, err := l.server.Start(proc.Spec{Name: "echo server", Path: l.cfg.MeshperfBin,
+		Args:    []string{"server", "-http-port", ports[0], "-grpc-port", ports[1], "-tcp-port", ports[2], "-ready-file", readyFile},
+		LogPath: filepath.Join(l.logDir, "server-app.log"), ReadyFile: readyFile})
+	if err != nil {
 		return fmt.Errorf("lab: echo server: %w", err)
 	}
 	l.pids = append(l.pids, c.PID())
-	l.serverApp = &watched{role: "echo server", proc: c, log: log}
-	l.serverAppHost = host
-	addr := net.JoinHostPort(host, strconv.Itoa(l.app.HTTP))
-	if host == "" {
-		addr = netip.AddrPortFrom(l.server.IP(), uint16(l.app.HTTP)).String()
+	l.serverApp, l.serverAppHost = c, host
+	r, err := c.WaitReady(ctx, startTimeout)
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
 	}
-	return waitListening(addr, l.serverApp, 10*time.Second)
-}
-
-// waitListening waits until addr accepts connections, or w exits.
-func waitListening(addr string, w *watched, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
+	var app AppPorts
+	for _, lp := range []struct {
+		name string
+		dst  *int
+	}{{"http", &app.HTTP}, {"grpc", &app.GRPC}, {"tcp", &app.TCP}} {
+		addr, err := r.Listener(lp.name)
 		if err == nil {
-			conn.Close()
-			return nil
+			var ap netip.AddrPort
+			if ap, err = netip.ParseAddrPort(addr); err == nil {
+				*lp.dst = int(ap.Port())
+			}
 		}
-		if !w.alive() {
-			return errors.New(w.exitReason())
+		if err != nil {
+			return fmt.Errorf("lab: echo server: %w", err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not listen on %s within %s (log: %s)", w.role, addr, limit, w.log)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	l.app = app
+	return nil
 }
 
 // close stops everything and removes the pods.
 func (l *lab) close() error {
 	var errs []error
-	for _, w := range []*watched{l.clientSC, l.serverSC, l.serverApp, l.pilot} {
-		if w != nil && w.proc != nil {
-			errs = append(errs, w.proc.Stop())
+	for _, p := range []*proc.Process{l.clientSC, l.serverSC, l.serverApp} {
+		if p != nil {
+			errs = append(errs, p.Stop())
 		}
+	}
+	if l.pilot != nil {
+		errs = append(errs, l.pilot.Stop())
 	}
 	if l.net != nil {
 		errs = append(errs, l.net.Close())

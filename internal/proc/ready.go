@@ -1,6 +1,3 @@
-// Package proc runs meshperf's child processes (the control plane, echo
-// servers, sidecars, Prometheus) and learns their state from what they write
-// for machines, never from their human log lines.
 package proc
 
 import (
@@ -13,7 +10,8 @@ import (
 )
 
 // Ready is what a meshperf server writes to its --ready-file once every one
-// of its listeners is bound: its pid and each listener's bound address by
+// of its listeners is bound (and, for pilot, once it serves xDS: its first
+// config snapshot is built): its pid and each listener's bound address by
 // name (for `meshperf pilot`: "grpc", "http", "monitoring" and, when on,
 // "secureGRPC"; for `meshperf server`: "http", "grpc", "tcp"). A parent that
 // passed port 0 learns the real ports here.

@@ -21,8 +21,9 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
-	"github.com/meshperf/meshperf/internal/lab/procstat"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
 )
 
 // Knobs are the control plane's tuning variables, passed to the pilot
@@ -180,7 +181,7 @@ type applier interface {
 
 // env is the control plane under test and the ways to reach it.
 type env struct {
-	pilot      *PilotProcess
+	pilot      *proc.Pilot
 	xds        string
 	api        applier // nil: config cannot be changed
 	metricsURL string
@@ -196,13 +197,17 @@ type env struct {
 func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env, error) {
 	e := &env{}
 	if c.Target == "" {
-		p, err := StartPilot(ctx, PilotOptions{Command: c.PilotCommand, DataDir: dataDir, MeshConfig: meshConfig, Env: c.Knobs.env()})
+		p, err := startPilot(ctx, c.PilotCommand, dataDir, meshConfig, c.Knobs.env())
 		if err != nil {
 			return nil, err
 		}
-		e.pilot, e.xds, e.api, e.metricsURL = p, p.XDSAddr, NewAPIApplier(p.APIURL), p.MetricsURL
+		e.pilot, e.xds, e.metricsURL = p, p.Addrs.GRPC, p.MetricsURL()
+		if e.api, err = newAPIApplier(p.APIURL()); err != nil {
+			e.stop()
+			return nil, err
+		}
 		e.sampler = procstat.NewSampler(200 * time.Millisecond)
-		if err := e.sampler.Add("pilot", p.PID); err == nil {
+		if err := e.sampler.Add("pilot", p.PID()); err == nil {
 			sctx, cancel := context.WithCancel(context.Background())
 			e.stopSample = cancel
 			go e.sampler.Run(sctx)
@@ -211,7 +216,11 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 		e.xds, e.metricsURL = c.Target, c.MetricsURL
 		switch {
 		case c.ApplyWith == "meshperf-api":
-			e.api = NewAPIApplier(c.APIURL)
+			a, err := newAPIApplier(c.APIURL)
+			if err != nil {
+				return nil, fmt.Errorf("--api-url: %w", err)
+			}
+			e.api = a
 		case strings.HasPrefix(c.ApplyWith, "dir:"):
 			e.api = &DirApplier{Dir: strings.TrimPrefix(c.ApplyWith, "dir:")}
 		}
@@ -256,7 +265,9 @@ func (e *env) stop() {
 	if e.stopSample != nil {
 		e.stopSample()
 	}
-	e.pilot.Stop()
+	if e.pilot != nil {
+		_ = e.pilot.Stop()
+	}
 	if e.tmp != "" {
 		_ = os.RemoveAll(e.tmp)
 	}

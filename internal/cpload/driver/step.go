@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -32,10 +33,8 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	err = f.WaitSynced(wctx)
 	cancel()
 	if err != nil {
-		if e.pilot != nil {
-			if gone, why := e.pilot.Exited(); gone {
-				return nil, fmt.Errorf("meshperf pilot exited: %s", why)
-			}
+		if e.pilot != nil && e.pilot.Exited() {
+			return nil, errors.New(e.pilot.ExitReason())
 		}
 		return nil, fmt.Errorf("waiting for the proxies' first config: %w", err)
 	}

@@ -1,16 +1,16 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
 // ScrapeJob is the job name the started Prometheus gives the control plane.
@@ -27,14 +27,19 @@ type PromServerOptions struct {
 // PromServer is a running Prometheus.
 type PromServer struct {
 	*PromClient
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  bytes.Buffer
+	p *proc.Process
 }
 
-// StartPrometheus runs Debian's prometheus binary on a free loopback port
-// with a generated config that scrapes o.Target every o.Interval, and
-// returns once it answers /-/ready.
+// promStopGrace is how long Prometheus gets to close its database.
+const promStopGrace = 10 * time.Second
+
+// StartPrometheus runs Debian's prometheus binary on loopback with a
+// generated config that scrapes o.Target every o.Interval, and returns once
+// it answers /-/ready. Prometheus cannot write a ready file, so it binds port
+// 0 and its address is read from the kernel's list of its listening sockets
+// (proc.WaitListening): nothing is picked in advance, which another process
+// could take between the pick and the bind, and what answers there is
+// certainly this Prometheus.
 func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, error) {
 	if o.Binary == "" {
 		o.Binary = "prometheus"
@@ -42,13 +47,9 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
-	bin, err := exec.LookPath(o.Binary)
+	bin, err := syscmd.Find(o.Binary, "prometheus")
 	if err != nil {
-		return nil, fmt.Errorf("--prometheus needs the prometheus server binary (apt-get install prometheus): %w", err)
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--prometheus needs the prometheus server: %w", err)
 	}
 	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n- job_name: %s\n  static_configs:\n  - targets: [%q]\n",
 		promDuration(o.Interval), promDuration(o.Interval), ScrapeJob, o.Target)
@@ -56,16 +57,20 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("writing Prometheus' config: %w", err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s := &PromServer{done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(o.Dir, "data"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting prometheus: %w", err)
+	p, err := proc.Start(proc.Spec{Name: "prometheus", Path: bin, Args: []string{"--config.file=" + cfgPath,
+		"--storage.tsdb.path=" + filepath.Join(o.Dir, "data"), "--web.listen-address=127.0.0.1:0", "--log.level=warn"},
+		LogPath: filepath.Join(o.Dir, "prometheus.log"), StopGrace: promStopGrace})
+	if err != nil {
+		return nil, err
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	s.PromClient = &PromClient{URL: "http://" + addr, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	s := &PromServer{p: p}
+	// Its web server (UI and API) is the one socket it listens on.
+	addrs, err := p.WaitListening(ctx, 30*time.Second)
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.PromClient = &PromClient{URL: "http://" + addrs[0].String(), HTTP: &http.Client{Timeout: 30 * time.Second}}
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -76,6 +81,8 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 // promDuration formats d as Prometheus' duration syntax (whole milliseconds).
 func promDuration(d time.Duration) string { return fmt.Sprintf("%dms", max(d.Milliseconds(), 1)) }
 
+// waitReady waits for /-/ready: Prometheus listens before it has loaded
+// its database and config.
 func (s *PromServer) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -88,10 +95,10 @@ func (s *PromServer) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-s.done:
-			return fmt.Errorf("prometheus exited at start: %s", lastLine(s.log.String()))
+		case <-s.p.Done():
+			return errors.New(s.p.ExitReason())
 		case <-ctx.Done():
-			return fmt.Errorf("prometheus did not become ready at %s: %w", s.URL, ctx.Err())
+			return fmt.Errorf("prometheus did not become ready at %s: %w (log: %s)", s.URL, ctx.Err(), s.p.LogPath())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -99,34 +106,8 @@ func (s *PromServer) waitReady(ctx context.Context) error {
 
 // Stop ends Prometheus (SIGTERM, then SIGKILL after 10s) and waits for it.
 func (s *PromServer) Stop() {
-	if s == nil || s.cmd.Process == nil {
+	if s == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port for Prometheus: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func lastLine(s string) string {
-	b := bytes.TrimSpace([]byte(s))
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	if len(b) == 0 {
-		return "(no output)"
-	}
-	return string(b)
+	_ = s.p.Stop()
 }

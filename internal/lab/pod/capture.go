@@ -1,12 +1,11 @@
 package pod
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
@@ -124,15 +123,13 @@ func applyCapture(p *Pod, rules string) error {
 	if err != nil {
 		return fmt.Errorf("pod %s: capture: %w", p.name, err)
 	}
-	ec := exec.Command(bin, "--wait")
-	ec.Stdin = strings.NewReader(rules)
-	var out bytes.Buffer
-	ec.Stdout, ec.Stderr = &out, &out
-	if err := p.startIn(ec); err != nil {
-		return fmt.Errorf("pod %s: capture: start %s: %w", p.name, bin, err)
+	// Not registered with the pod: it has ended before this returns.
+	c, err := proc.Start(proc.Spec{Name: bin, Path: bin, Args: []string{"--wait"}, Stdin: strings.NewReader(rules), Launch: p.startIn})
+	if err != nil {
+		return fmt.Errorf("pod %s: capture: %w", p.name, err)
 	}
-	if err := ec.Wait(); err != nil {
-		return fmt.Errorf("pod %s: capture: %s: %w: %s", p.name, bin, err, strings.TrimSpace(out.String()))
+	if err := c.Wait(); err != nil {
+		return fmt.Errorf("pod %s: capture: %s: %w: %s", p.name, bin, err, strings.TrimSpace(c.Tail()))
 	}
 	return nil
 }

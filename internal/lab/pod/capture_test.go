@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // arrival is one accepted connection: which listener took it and where the
@@ -78,10 +80,9 @@ func expectArrival(t *testing.T, what string, arrivals <-chan arrival, listener 
 func dialAsProxy(t *testing.T, p *Pod, addr netip.AddrPort) {
 	t.Helper()
 	script := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d && read -t 5 line <&3 && echo got:$line", addr.Addr(), addr.Port())
-	c := p.Command("bash", "-c", script)
-	c.User = &User{UID: DefaultProxyUID, GID: DefaultProxyGID}
-	c.LogPath = filepath.Join(t.TempDir(), "proxy-dial.log")
-	if err := c.Start(); err != nil {
+	c, err := p.Start(proc.Spec{Path: "bash", Args: []string{"-c", script}, User: &proc.User{UID: DefaultProxyUID, GID: DefaultProxyGID},
+		LogPath: filepath.Join(t.TempDir(), "proxy-dial.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Wait(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // leftovers lists namespaces and links whose names start with prefix.
@@ -35,16 +37,15 @@ func processGone(pid int) bool {
 func TestCloseRemovesEverything(t *testing.T) {
 	n := newTestNetwork(t)
 	pods := addPods(t, n, "a", "b")
-	var cmds []*Cmd
+	var cmds []*proc.Process
 	for i, p := range pods {
 		// sh ignores nothing, but trap makes one of them need the SIGKILL.
 		script := "exec sleep 30"
 		if i == 1 {
 			script = "trap '' TERM; sleep 30 & wait"
 		}
-		c := p.Command("sh", "-c", script)
-		c.StopGrace = 200 * time.Millisecond
-		if err := c.Start(); err != nil {
+		c, err := p.Start(proc.Spec{Path: "sh", Args: []string{"-c", script}, StopGrace: 200 * time.Millisecond})
+		if err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, c)
@@ -74,8 +75,8 @@ func TestCloseRemovesEverything(t *testing.T) {
 func TestCleanRemovesLeftoversOfACrashedRun(t *testing.T) {
 	n := newTestNetwork(t) // its Close, at cleanup, must cope with Clean's work
 	pods := addPods(t, n, "a", "b")
-	tracked := pods[0].Command("sleep", "30")
-	if err := tracked.Start(); err != nil {
+	tracked, err := pods[0].Start(proc.Spec{Path: "sleep", Args: []string{"30"}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// A process the Network knows nothing about, as after a crash.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 func TestLoopbackNetwork(t *testing.T) {
@@ -99,10 +101,8 @@ func TestLoopbackCommandStopAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "app.log")
-	c := p.Command("sh", "-c", "echo started; exec sleep 30")
-	c.LogPath = log
-	c.StopGrace = time.Second
-	if err := c.Start(); err != nil {
+	c, err := p.Start(proc.Spec{Path: "sh", Args: []string{"-c", "echo started; exec sleep 30"}, LogPath: log, StopGrace: time.Second})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if c.PID() <= 0 {
@@ -131,7 +131,7 @@ func TestLoopbackCommandStopAndClose(t *testing.T) {
 	if _, err := n.AddPod("late"); err == nil {
 		t.Error("AddPod after Close succeeded")
 	}
-	if err := p.Command("true").Start(); err == nil {
+	if _, err := p.Start(proc.Spec{Path: "true"}); err == nil {
 		t.Error("Start in a removed pod succeeded")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // dialRead connects to addr from inside p and returns what the server sends.
@@ -101,14 +103,13 @@ func TestProcessBindsPodAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	podAddr := netip.AddrPortFrom(a.IP(), 9000).String()
-	c := a.Command(self)
-	c.Env = append(os.Environ(), helperEnv+"="+podAddr+",127.0.0.1:9001")
-	c.LogPath = filepath.Join(t.TempDir(), "srv.log")
-	c.StopGrace = time.Second
-	if err := c.Start(); err != nil {
+	log := filepath.Join(t.TempDir(), "srv.log")
+	c, err := a.Start(proc.Spec{Path: self, Env: append(os.Environ(), helperEnv+"="+podAddr+",127.0.0.1:9001"),
+		LogPath: log, StopGrace: time.Second})
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitForLog(t, c.LogPath, "ready")
+	waitForLog(t, log, "ready")
 	if got, err := dialRead(a, podAddr); err != nil || got != podAddr {
 		t.Errorf("pod IP listener answered %q, %v; want %s", got, err, podAddr)
 	}
@@ -123,10 +124,9 @@ func TestProcessBindsPodAddresses(t *testing.T) {
 func TestCommandRunsAsProxyUser(t *testing.T) {
 	n := newTestNetwork(t)
 	a := addPods(t, n, "app")[0]
-	c := a.Command("sleep", "30")
-	c.User = &User{UID: DefaultProxyUID, GID: DefaultProxyGID}
-	c.LogPath = filepath.Join(t.TempDir(), "sidecar.log")
-	if err := c.Start(); err != nil {
+	c, err := a.Start(proc.Spec{Path: "sleep", Args: []string{"30"}, User: &proc.User{UID: DefaultProxyUID, GID: DefaultProxyGID},
+		LogPath: filepath.Join(t.TempDir(), "sidecar.log")})
+	if err != nil {
 		t.Fatal(err)
 	}
 	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(c.PID()), "status"))

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // Pod is one workload: an address, the processes started in it, and for
@@ -24,7 +26,7 @@ type Pod struct {
 	hostVeth string
 
 	mu     sync.Mutex
-	cmds   []*Cmd
+	procs  []*proc.Process
 	closed bool
 }
 
@@ -56,15 +58,25 @@ func (p *Pod) Do(fn func() error) error {
 	return inNetns(p.ns, fn)
 }
 
-// Command returns a process to run in the pod; set its fields, then Start.
-// name is resolved on PATH like exec.Command does.
-func (p *Pod) Command(name string, args ...string) *Cmd {
-	return &Cmd{
-		Path: name,
-		Args: append([]string{name}, args...),
-		pod:  p,
-		done: make(chan struct{}),
+// Start starts a process in the pod through meshperf's one supervisor
+// (Spec.Launch is the pod's: the child is forked inside the pod's network
+// namespace), and stops it when the pod is removed.
+func (p *Pod) Start(s proc.Spec) (*proc.Process, error) {
+	if err := p.checkOpen(); err != nil {
+		return nil, err
 	}
+	s.Launch = p.startIn
+	c, err := proc.Start(s)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", p.name, err)
+	}
+	if err := p.register(c); err != nil {
+		// The pod was removed while we were starting: do not leave an
+		// orphan in a namespace that is going away.
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
 }
 
 // Capture installs Istio's sidecar capture (see CaptureRules) in the pod's
@@ -101,14 +113,14 @@ func (p *Pod) checkOpen() error {
 	return nil
 }
 
-// register records a started command so that closing the pod stops it.
-func (p *Pod) register(c *Cmd) error {
+// register records a started process so that closing the pod stops it.
+func (p *Pod) register(c *proc.Process) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return fmt.Errorf("pod %s: already removed", p.name)
 	}
-	p.cmds = append(p.cmds, c)
+	p.procs = append(p.procs, c)
 	return nil
 }
 
@@ -124,15 +136,15 @@ func (p *Pod) startIn(ec *exec.Cmd) error {
 	return inNetns(p.ns, ec.Start)
 }
 
-// stopProcesses stops every command started in the pod, concurrently so
+// stopProcesses stops every process started in the pod, concurrently so
 // that grace periods overlap rather than add up.
 func (p *Pod) stopProcesses() error {
 	p.mu.Lock()
-	cmds := append([]*Cmd(nil), p.cmds...)
+	procs := append([]*proc.Process(nil), p.procs...)
 	p.mu.Unlock()
-	errs := make([]error, len(cmds))
+	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
-	for i, c := range cmds {
+	for i, c := range procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

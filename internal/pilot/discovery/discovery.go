@@ -33,6 +33,15 @@ import (
 	"github.com/meshperf/meshperf/internal/pilot/xds"
 )
 
+// The scopes the control plane's parts log under, named as istiod names the
+// same parts where it has them.
+const (
+	ScopeADS   = "ads"   // the xDS server: connections, NACKs, failed sends
+	ScopePush  = "push"  // debounce decisions
+	ScopeCA    = "ca"    // the built-in CA: its root, certificate rotation
+	ScopeStore = "store" // the --configDir watcher
+)
+
 // Options configure the control plane.
 type Options struct {
 	// StorePath is the embedded store's file; ConfigDir, when set, replaces the
@@ -46,7 +55,13 @@ type Options struct {
 	Push         push.Options
 	XDS          xds.Options
 	GracePeriod  time.Duration // for disconnected proxies' workloads; registry default if 0
-	Logger       *slog.Logger
+	// Logger receives the control plane's own lines (the "default" scope).
+	Logger *slog.Logger
+	// ScopeLogger, when set, gives each part of the control plane its own
+	// logger by scope name (the Scope constants), so that
+	// --log_output_level ads:debug turns on one part's debug lines only;
+	// nil logs every part to Logger.
+	ScopeLogger func(scope string) *slog.Logger
 	// Registry receives every metric; nil makes a new one with the process and
 	// Go collectors (see Metrics).
 	Registry *prometheus.Registry
@@ -114,7 +129,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("mesh config discoverySelectors: %w", err)
 	}
 	s.filter = filter
-	if s.ca, err = ca.Open(opts.CADir, opts.Mesh.GetTrustDomain(), ca.WithLogger(log)); err != nil {
+	if s.ca, err = ca.Open(opts.CADir, opts.Mesh.GetTrustDomain(), ca.WithLogger(s.scopeLog(ScopeCA))); err != nil {
 		s.closer()
 		return nil, err
 	}
@@ -128,7 +143,7 @@ func New(opts Options) (*Server, error) {
 	s.queue = push.NewQueue[*xds.Connection](push.RealClock{}, s.pm)
 	limiter := push.NewStreamLimiter(opts.Push)
 	xo := opts.XDS
-	xo.Admit, xo.Logger = limiter.Wait, log
+	xo.Admit, xo.Logger = limiter.Wait, s.scopeLog(ScopeADS)
 	s.xds = xds.NewServer(generator{s}, hooks{s}, xo, reg)
 	s.xds.SetPushHook(hooks{s})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -139,7 +154,7 @@ func New(opts Options) (*Server, error) {
 
 func (s *Server) openStore() error {
 	if s.opts.ConfigDir != "" {
-		d, err := store.OpenDir(s.opts.ConfigDir, s.log)
+		d, err := store.OpenDir(s.opts.ConfigDir, s.scopeLog(ScopeStore))
 		if err != nil {
 			return err
 		}
@@ -155,6 +170,14 @@ func (s *Server) openStore() error {
 	}
 	s.store, s.writer, s.closer = db, db, db.Close
 	return nil
+}
+
+// scopeLog is the logger of one part of the control plane.
+func (s *Server) scopeLog(scope string) *slog.Logger {
+	if s.opts.ScopeLogger == nil {
+		return s.log
+	}
+	return s.opts.ScopeLogger(scope)
 }
 
 // Store is the configuration store, for the API.
@@ -186,7 +209,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.publish(s.buildSnapshot())
 	close(s.serving)
 
-	debouncer := push.NewDebouncer(s.opts.Push, push.RealClock{}, s.startPush, s.pm).WithLogger(s.log)
+	debouncer := push.NewDebouncer(s.opts.Push, push.RealClock{}, s.startPush, s.pm).WithLogger(s.scopeLog(ScopePush))
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); debouncer.Run(ctx, s.inbox.C()) }()

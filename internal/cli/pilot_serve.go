@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/meshperf/meshperf/internal/pilot/api"
+	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/proc"
+)
+
+// namedListener is one of pilot's servers' addresses: the flag that sets it,
+// the name its ready file gives it, and whether it may be off.
+type namedListener struct {
+	name     string // in the ready file
+	flag     string
+	addr     string
+	def      string // the default, also the example an error quotes
+	required bool
+	usage    string
+	ln       net.Listener // once bound
+}
+
+// listenerSet is every listener of a server, bound together before anything
+// is served.
+type listenerSet []*namedListener
+
+// The names pilot's ready file gives its listeners.
+const (
+	listenerGRPC       = "grpc"
+	listenerHTTP       = "http"
+	listenerMonitoring = "monitoring"
+	listenerSecureGRPC = "secureGRPC"
+)
+
+// pilotListeners are meshperf pilot's listeners with istiod's flag names.
+// The API's default is not istiod's :8080, which `meshperf server` (as
+// Fortio's) takes by default: the two run side by side in the lab.
+func pilotListeners() listenerSet {
+	return listenerSet{
+		{name: listenerGRPC, flag: "grpcAddr", def: "127.0.0.1:15010", required: true, usage: "plaintext xDS (ADS) `address`"},
+		{name: listenerHTTP, flag: "httpAddr", def: api.DefaultAddress, required: true, usage: "config API and debug endpoints `address`"},
+		{name: listenerMonitoring, flag: "monitoringAddr", def: "127.0.0.1:15014", required: true, usage: "/metrics `address`"},
+		{name: listenerSecureGRPC, flag: "secureGRPCAddr", usage: "TLS xDS `address` (istiod's 15012 role), with a certificate from the built-in CA for istiod's names; off when empty"},
+	}
+}
+
+// define registers the listeners' flags. Every one takes an empty value at
+// parse time, so that check can say which one is required with an example.
+func (s listenerSet) define(fs *flag.FlagSet) {
+	for _, l := range s {
+		addrVar(fs, &l.addr, l.flag, l.def, optionalHostPort, l.usage)
+	}
+}
+
+// check refuses an empty required address.
+func (s listenerSet) check() error {
+	for _, l := range s {
+		if l.required && l.addr == "" {
+			return fmt.Errorf("--%s: an address is required, e.g. %s", l.flag, l.def)
+		}
+	}
+	return nil
+}
+
+// bind listens on every address given, or on none.
+func (s listenerSet) bind() error {
+	for _, l := range s {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("--%s: cannot listen on %s: %w", l.flag, l.addr, err)
+		}
+		l.ln = ln
+	}
+	return nil
+}
+
+func (s listenerSet) close() {
+	for _, l := range s {
+		if l.ln != nil {
+			l.ln.Close()
+		}
+	}
+}
+
+// get is the named listener (nil when not bound).
+func (s listenerSet) get(name string) net.Listener {
+	for _, l := range s {
+		if l.name == name {
+			return l.ln
+		}
+	}
+	return nil
+}
+
+// ready is what the ready file says: every bound listener's address.
+func (s listenerSet) ready() proc.Ready {
+	r := proc.Ready{PID: os.Getpid(), Listeners: map[string]string{}}
+	for _, l := range s {
+		if l.ln != nil {
+			r.Listeners[l.name] = l.ln.Addr().String()
+		}
+	}
+	return r
+}
+
+// servePilot serves on the bound listeners (xDS, API, metrics, and TLS xDS
+// when bound) and runs the control plane until ctx ends. The servers and
+// the pipeline run as one group: if any server stops with an error, the
+// rest stop too and the error is returned, so that pilot exits with the
+// reason instead of running on without, say, its API.
+func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scopeLog func(string) *slog.Logger, stdout io.Writer) error {
+	ls := f.listeners
+	xdsServer := grpc.NewServer(srv.GRPCServerOptions()...)
+	srv.RegisterGRPC(xdsServer)
+	apiServer := &http.Server{Handler: api.NewHandler(apiDeps(srv, scopeLog(apiScope))), ReadHeaderTimeout: 10 * time.Second}
+	mon := http.NewServeMux()
+	mon.Handle("/metrics", promhttp.HandlerFor(srv.Metrics(), promhttp.HandlerOpts{}))
+	monServer := &http.Server{Handler: mon, ReadHeaderTimeout: 10 * time.Second}
+	var secureServer *grpc.Server
+	if ls.get(listenerSecureGRPC) != nil {
+		cfg, err := srv.ServingTLS()
+		if err != nil {
+			return fmt.Errorf("TLS xDS: %w", err)
+		}
+		secureServer = grpc.NewServer(append(srv.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
+		srv.RegisterGRPC(secureServer)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	serve := func(what, name string, run func(net.Listener) error) {
+		ln := ls.get(name)
+		g.Go(func() error {
+			err := run(ln)
+			if err == nil || errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) || gctx.Err() != nil {
+				return nil // stopped below
+			}
+			return fmt.Errorf("%s on %s stopped: %w", what, ln.Addr(), err)
+		})
+	}
+	serve("xDS", listenerGRPC, xdsServer.Serve)
+	serve("the API", listenerHTTP, apiServer.Serve)
+	serve("metrics", listenerMonitoring, monServer.Serve)
+	if secureServer != nil {
+		serve("TLS xDS", listenerSecureGRPC, secureServer.Serve)
+	}
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		xdsServer.Stop()
+		if secureServer != nil {
+			secureServer.Stop()
+		}
+		_ = apiServer.Close()
+		_ = monServer.Close()
+		return nil
+	})
+
+	// Ready means served: until Run has built the first snapshot, xDS
+	// streams are refused, and a parent that connected its proxies at once
+	// would only see them retry.
+	select {
+	case <-srv.Serving():
+	case <-gctx.Done():
+		return g.Wait()
+	}
+	fmt.Fprintf(stdout, "meshperf pilot: xDS on %s, API on http://%s, metrics on http://%s/metrics\n",
+		ls.get(listenerGRPC).Addr(), ls.get(listenerHTTP).Addr(), ls.get(listenerMonitoring).Addr())
+	if secureServer != nil {
+		fmt.Fprintf(stdout, "meshperf pilot: TLS xDS on %s (root certificate: %s)\n", ls.get(listenerSecureGRPC).Addr(), filepath.Join(f.dataDir, "ca", "root-cert.pem"))
+	}
+	if f.readyFile != "" {
+		if err := proc.WriteReady(f.readyFile, ls.ready()); err != nil {
+			cancel()
+			return errors.Join(err, g.Wait())
+		}
+		// A file that outlives the process would say it listens where
+		// nothing does (a SIGKILL leaves it; the supervisor removes it
+		// before the next start).
+		defer os.Remove(f.readyFile)
+	}
+	return g.Wait()
+}

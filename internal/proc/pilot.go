@@ -1,0 +1,132 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// PilotAddrs are the addresses of `meshperf pilot`'s listeners.
+type PilotAddrs struct {
+	GRPC       string // plaintext ADS (--grpcAddr; "grpc" in its ready file)
+	HTTP       string // config API and debug endpoints (--httpAddr; "http")
+	Monitoring string // /metrics (--monitoringAddr; "monitoring")
+}
+
+// PilotOptions start `meshperf pilot` as a child process, as the lab and the
+// control-plane load test do.
+type PilotOptions struct {
+	// Command runs meshperf pilot, e.g. {"/usr/local/bin/meshperf", "pilot"};
+	// the listener, data directory, log level and ready file flags are
+	// appended to it.
+	Command []string
+	// Host is the IP the listeners bind (port 0) unless Addrs names them;
+	// the zero value means 127.0.0.1.
+	Host netip.Addr
+	// Addrs fixes listeners' addresses; an empty one binds Host port 0.
+	Addrs PilotAddrs
+	// DataDir holds the store, the CA's root and the ready file.
+	DataDir string
+	// MeshConfig is a mesh config file (--meshConfig); none if empty.
+	MeshConfig string
+	// LogLevel is --log_output_level; pilot's default if empty.
+	LogLevel string
+	// Env are KEY=VALUE pairs added to this process's environment (the
+	// PILOT_* knobs).
+	Env []string
+	// LogPath receives its output; empty keeps the tail in memory.
+	LogPath string
+	// Name is what messages call it; "control plane" if empty.
+	Name string
+}
+
+// Pilot is a running `meshperf pilot`.
+type Pilot struct {
+	*Process
+	// Addrs are where it listens, as its ready file says.
+	Addrs PilotAddrs
+	opts  PilotOptions
+}
+
+// StartPilot starts meshperf pilot and returns once it has written its
+// ready file (every listener bound), or fails with its exit reason, or when
+// ctx ends or timeout passes.
+func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pilot, error) {
+	if len(o.Command) == 0 {
+		return nil, errors.New("start meshperf pilot: no command")
+	}
+	if o.Name == "" {
+		o.Name = "control plane"
+	}
+	if !o.Host.IsValid() {
+		o.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: data directory: %w", o.Name, err)
+	}
+	orPort0 := func(addr string) string {
+		if addr != "" {
+			return addr
+		}
+		return netip.AddrPortFrom(o.Host, 0).String()
+	}
+	args := append(append([]string(nil), o.Command[1:]...),
+		"--grpcAddr", orPort0(o.Addrs.GRPC), "--httpAddr", orPort0(o.Addrs.HTTP),
+		"--monitoringAddr", orPort0(o.Addrs.Monitoring), "--dataDir", o.DataDir)
+	if o.MeshConfig != "" {
+		args = append(args, "--meshConfig", o.MeshConfig)
+	}
+	if o.LogLevel != "" {
+		args = append(args, "--log_output_level", o.LogLevel)
+	}
+	readyFile := filepath.Join(o.DataDir, "pilot.ready")
+	args = append(args, "--ready-file", readyFile)
+	var env []string
+	if len(o.Env) > 0 {
+		env = append(os.Environ(), o.Env...)
+	}
+	p, err := Start(Spec{Name: o.Name, Path: o.Command[0], Args: args, Env: env, LogPath: o.LogPath, ReadyFile: readyFile})
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.WaitReady(ctx, timeout)
+	if err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	pl := &Pilot{Process: p, opts: o}
+	for _, l := range []struct {
+		name string
+		dst  *string
+	}{{"grpc", &pl.Addrs.GRPC}, {"http", &pl.Addrs.HTTP}, {"monitoring", &pl.Addrs.Monitoring}} {
+		if *l.dst, err = r.Listener(l.name); err != nil {
+			_ = p.Stop()
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// APIURL is the config API's base URL.
+func (p *Pilot) APIURL() string { return "http://" + p.Addrs.HTTP }
+
+// MetricsURL is its Prometheus endpoint.
+func (p *Pilot) MetricsURL() string { return "http://" + p.Addrs.Monitoring + "/metrics" }
+
+// Restart stops p if it still runs (SIGTERM; use Kill first for a crash)
+// and starts meshperf pilot again with the same options on the same
+// addresses, so that its clients (sidecars, simulated proxies) reconnect
+// where they were. The listeners set SO_REUSEADDR, as Go's do, so the
+// connections the old process left in TIME_WAIT do not block the ports.
+func (p *Pilot) Restart(ctx context.Context, timeout time.Duration) (*Pilot, error) {
+	if err := p.Stop(); err != nil {
+		return nil, err
+	}
+	o := p.opts
+	o.Addrs = p.Addrs
+	return StartPilot(ctx, o, timeout)
+}
