@@ -1,25 +1,22 @@
-//! Micro-benchmark of recording a request on the data path, as a Go-style
-//! timing loop (criterion is not a dependency). Ignored by default; run with
-//!
-//!     cargo test --release --test telemetry_bench -- --ignored --nocapture
-//!
-//! It compares `Telemetry::record_request` (per-thread shards of atomics) with
-//! the plain prometheus-client way: a `Family` per metric keyed by a label
-//! struct, four lookups per request under the family's shared RwLock, and the
-//! histograms' per-series mutex. Both on 1 and 2 threads recording the same
-//! label set, the worst case for contention and Istio's default concurrency.
+//! Recording a request's metrics on the data path (see README.md):
+//! `Telemetry::record_request` (per-thread shards of atomics) against the
+//! plain prometheus-client way, a `Family` per metric keyed by a label struct
+//! (four lookups per request under the family's shared RwLock, and the
+//! histograms' per-series mutex). On 1 and 2 threads recording the same label
+//! set, the worst case for contention and Istio's default concurrency; and a
+//! scrape of 1000 series, which runs on the admin thread.
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
 
 use meshperf_proxy::telemetry::*;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-
-const ITERS: u64 = 2_000_000;
 
 fn record() -> RequestRecord {
     RequestRecord {
@@ -99,52 +96,55 @@ fn family_labels(r: &RequestRecord) -> FamilyLabels {
     }
 }
 
-/// ns per call of `f`, each of `threads` threads calling it ITERS times
-/// (wall time over all calls of one thread: what a worker pays).
-fn time(threads: usize, f: impl Fn() + Sync) -> f64 {
-    let f = &f;
-    for _ in 0..10_000 {
-        f();
-    }
+/// The wall time of `threads` threads each calling `f` `iters` times: per
+/// call, what one worker pays while the others record too.
+fn on_threads(threads: usize, iters: u64, f: &(impl Fn() + Sync)) -> Duration {
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
-            s.spawn(move || {
-                for _ in 0..ITERS {
+            s.spawn(|| {
+                for _ in 0..iters {
                     f();
                 }
             });
         }
     });
-    start.elapsed().as_nanos() as f64 / ITERS as f64
+    start.elapsed()
 }
 
-#[test]
-#[ignore = "benchmark; run with --release --ignored --nocapture"]
-fn record_request_ns() {
+fn bench_telemetry(c: &mut Criterion) {
     let r = record();
     let telemetry = Arc::new(Telemetry::new(AccessLogOptions::default()).expect("telemetry"));
     let family = FamilyMetrics::new();
     let labels = family_labels(&r);
     for threads in [1, 2] {
-        let sharded = time(threads, || telemetry.record_request(black_box(&r)));
-        let fam = time(threads, || family.record(black_box(&labels), black_box(&r)));
+        let mut g = c.benchmark_group(format!("record_request/threads_{threads}"));
+        g.bench_function("sharded", |b| {
+            b.iter_custom(|iters| on_threads(threads, iters, &|| telemetry.record_request(black_box(&r))))
+        });
+        g.bench_function("family_prebuilt_labels", |b| {
+            b.iter_custom(|iters| on_threads(threads, iters, &|| family.record(black_box(&labels), black_box(&r))))
+        });
         // What a data path that keeps only the record (not a prebuilt
         // Family key) would pay: build the key per request.
-        let fam_build = time(threads, || family.record(&family_labels(black_box(&r)), black_box(&r)));
-        println!(
-            "threads={threads}: Telemetry::record_request {sharded:.1} ns/op; \
-             Family, prebuilt labels {fam:.1} ns/op; Family, labels built per request {fam_build:.1} ns/op"
-        );
+        g.bench_function("family_labels_per_request", |b| {
+            b.iter_custom(|iters| {
+                on_threads(threads, iters, &|| family.record(&family_labels(black_box(&r)), black_box(&r)))
+            })
+        });
+        g.finish();
     }
-    // A scrape with 1000 label sets, on the admin thread.
+    // A scrape with 1000 label sets.
     for code in 0..1000u16 {
         telemetry.record_request(&RecordWith { code }.into());
     }
-    let start = Instant::now();
-    let mut out = String::new();
-    telemetry.encode(&mut out);
-    println!("encode: {} series, {} bytes in {:?}", 1001, out.len(), start.elapsed());
+    c.bench_function("encode/1000_series", |b| {
+        b.iter(|| {
+            let mut out = String::new();
+            telemetry.encode(&mut out);
+            out.len()
+        })
+    });
 }
 
 struct RecordWith {
@@ -156,3 +156,11 @@ impl From<RecordWith> for RequestRecord {
         RequestRecord { response_code: w.code, ..record() }
     }
 }
+
+fn config() -> Criterion {
+    // The machine is shared (2 cores): short runs, enough samples for a median.
+    Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1)).sample_size(50)
+}
+
+criterion_group! { name = benches; config = config(); targets = bench_telemetry }
+criterion_main!(benches);
