@@ -1,35 +1,19 @@
 //! TCP through the proxy in explicit mode: a per-port TCP listener to its
 //! cluster, passthrough to the original destination, and blackhole.
 
-mod proxy_support;
-
 use meshperf_proxy::proxy::Reporter;
 use meshperf_proxy::state::*;
-use proxy_support::*;
+
+use crate::support::*;
 
 #[tokio::test]
 async fn tcp_listener_passthrough_and_blackhole() {
     let echo = tcp_echo().await;
-    let mut snap = Snapshot::default();
-    for c in [cluster("outbound|9000||echo", &[echo]), cluster("BlackHoleCluster", &[]), passthrough_cluster()] {
-        snap.clusters.insert(c.name.clone(), c);
-    }
+    let clusters = [cluster("outbound|9000||echo", &[echo]), cluster("BlackHoleCluster", &[]), passthrough_cluster()];
     let listeners = [
-        listener(
-            "virtualOutbound",
-            ListenerKind::VirtualOutbound,
-            15001,
-            vec![],
-            Some(tcp_chain("passthrough", None, "PassthroughCluster")),
-        ),
+        virtual_outbound("virtualOutbound", "PassthroughCluster"),
         // REGISTRY_ONLY: unknown destinations go nowhere.
-        listener(
-            "blackholeOutbound",
-            ListenerKind::VirtualOutbound,
-            15001,
-            vec![],
-            Some(tcp_chain("blackhole", None, "BlackHoleCluster")),
-        ),
+        virtual_outbound("blackholeOutbound", "BlackHoleCluster"),
         listener(
             "0.0.0.0_9000",
             ListenerKind::Outbound,
@@ -38,11 +22,8 @@ async fn tcp_listener_passthrough_and_blackhole() {
             None,
         ),
     ];
-    for l in listeners {
-        snap.listeners.insert(l.name.clone(), l);
-    }
     let p = start(
-        snap,
+        snapshot(clusters, listeners),
         vec![
             named("virtualOutbound", 9000),
             // No per-port listener for the echo server's own port: passthrough to 127.0.0.1:PORT.
@@ -60,17 +41,7 @@ async fn tcp_listener_passthrough_and_blackhole() {
     let blackholed = tcp_roundtrip(p.addrs[2], b"nowhere").await;
     assert!(blackholed.as_deref().map_or(true, |b| b.is_empty()), "{blackholed:?}");
 
-    let reports = tokio::time::timeout(WAIT, async {
-        loop {
-            let tcp = p.recorder.tcp.lock().unwrap().clone();
-            if tcp.len() >= 4 {
-                return tcp;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("four tcp reports");
+    let reports = p.recorder.tcp_reports(4).await;
     let echo_report = reports.iter().find(|r| r.received_bytes == data.len() as u64).expect("the big echo");
     assert_eq!((echo_report.sent_bytes, echo_report.cluster.as_str()), (data.len() as u64, "outbound|9000||echo"));
     assert_eq!(echo_report.reporter, Reporter::Source);

@@ -1,8 +1,6 @@
 //! The proxy module end to end in explicit mode: real upstreams on loopback,
 //! a hand-built config snapshot, HTTP/1.1 and h2c clients.
 
-mod proxy_support;
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use meshperf_proxy::proxy::{Reporter, RequestProtocol};
 use meshperf_proxy::state::*;
-use proxy_support::*;
+
+use crate::support::*;
 
 struct Mesh {
     proxy: Running,
@@ -94,8 +93,7 @@ async fn mesh() -> Mesh {
         alpn: vec![],
     });
 
-    let mut snap = Snapshot::default();
-    for c in [
+    let clusters = [
         cluster("outbound|80||a", &[a]),
         cluster("outbound|80||b", &[b]),
         cluster("outbound|80||empty", &[]),
@@ -104,18 +102,9 @@ async fn mesh() -> Mesh {
         cluster("outbound|80||flaky", &[failing, a]),
         cluster("inbound|8080||", &[app]),
         passthrough_cluster(),
-    ] {
-        snap.clusters.insert(c.name.clone(), c);
-    }
-    snap.routes.insert("80".into(), Arc::new(routes));
+    ];
     let listeners = [
-        listener(
-            "virtualOutbound",
-            ListenerKind::VirtualOutbound,
-            15001,
-            vec![],
-            Some(tcp_chain("passthrough", None, "PassthroughCluster")),
-        ),
+        virtual_outbound("virtualOutbound", "PassthroughCluster"),
         listener(
             "0.0.0.0_80",
             ListenerKind::Outbound,
@@ -131,9 +120,8 @@ async fn mesh() -> Mesh {
             None,
         ),
     ];
-    for l in listeners {
-        snap.listeners.insert(l.name.clone(), l);
-    }
+    let mut snap = snapshot(clusters, listeners);
+    snap.routes.insert("80".into(), Arc::new(routes));
     let proxy =
         start(snap, vec![named("virtualOutbound", 80), named("virtualInbound", 8080), named("virtualInbound", 8443)])
             .await;
@@ -201,7 +189,8 @@ async fn h2c_client_through_the_proxy() {
     assert_eq!((info.protocol, info.request_bytes), (RequestProtocol::Http2, 5));
 }
 
-#[tokio::test]
+// On a paused clock: the 200 ms route timeout passes as soon as nothing else can run.
+#[tokio::test(start_paused = true)]
 async fn error_responses_carry_envoys_codes_and_flags() {
     let m = mesh().await;
     let c = client(false);

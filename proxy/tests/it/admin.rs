@@ -1,19 +1,18 @@
-//! The admin endpoint in-process: readiness follows the xDS client, the dump
-//! is the converted state by Envoy's type names, stats carry the client's
-//! counters, and POST /quitquitquit asks for shutdown.
-
-mod support;
+//! The admin endpoint in-process: readiness follows the xDS client and the
+//! drain, the dump is the converted state by Envoy's type names, stats carry
+//! the client's counters, and POST /quitquitquit asks for the drain.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use meshperf_proxy::admin::{Admin, AdminServer};
 use meshperf_proxy::config::Cli;
-use meshperf_proxy::proxy::ClusterStat;
-use meshperf_proxy::state::State;
-use meshperf_proxy::xds::{XdsClient, XdsConfig};
-use support::{AdsServer, WAIT, http, serve_minimal_config};
+use meshperf_proxy::proxy::{ClusterStat, drain};
 use tokio::sync::watch;
+
+use crate::support::ads::{AdsServer, sync, web_mesh};
+use crate::support::{RunningClient, WAIT, http};
 
 #[tokio::test]
 async fn ready_dump_stats_and_quit() {
@@ -21,15 +20,15 @@ async fn ready_dump_stats_and_quit() {
     let config = Arc::new(
         Cli::try_parse_from(["meshperf-proxy", "--admin-address=127.0.0.1:0"]).unwrap().into_config().unwrap(),
     );
-    let state = Arc::new(State::new());
-    let xds = XdsConfig { address: ads.addr.to_string(), node: config.node.clone(), delta: true };
-    let (client, ready) = XdsClient::new(xds, state.clone());
-    let (shutdown, stop) = watch::channel(false);
+    let mut client = RunningClient::start(ads.addr, config.node.clone(), true);
+    let (quit, _) = watch::channel(false);
+    let (stop, stopped) = watch::channel(false);
+    let (drain, drain_watch) = drain::channel();
     let admin = Admin {
         config: config.clone(),
-        state,
-        ready: ready.clone(),
-        xds_metrics: client.metrics(),
+        state: client.state.clone(),
+        ready: client.ready.clone(),
+        xds_metrics: client.metrics.clone(),
         telemetry: None,
         log: None,
         cluster_stats: Some(Arc::new(|| {
@@ -40,21 +39,21 @@ async fn ready_dump_stats_and_quit() {
                 stat("inbound|8080||", "upstream_cx_overflow", 0),
             ]
         })),
-        shutdown: shutdown.clone(),
+        quit: quit.clone(),
+        drain: drain_watch,
     };
     let server = AdminServer::bind(config.admin_address, admin).await.unwrap();
     let addr = server.local_addr().unwrap();
-    let admin_task = tokio::spawn(server.run());
+    let admin_task = tokio::spawn(server.run(stopped));
 
     assert_eq!(http(addr, "GET", "/ready").await.0, 503, "not ready before any config");
     assert_eq!(http(addr, "GET", "/healthz").await.0, 200);
 
-    let xds_task = tokio::spawn(client.run(stop));
     let mut stream = ads.next_delta().await;
-    serve_minimal_config(&mut stream).await;
-    let mut ready = ready;
-    assert!(tokio::time::timeout(WAIT, ready.wait()).await.unwrap());
-    assert_eq!(http(addr, "GET", "/ready").await.0, 200);
+    sync(&mut stream, web_mesh()).await;
+    client.ready().await;
+    assert_eq!(http(addr, "GET", "/ready").await, (200, "LIVE\n".to_string()));
+    assert_eq!(http(addr, "GET", "/healthz/ready").await.0, 200, "Istio's readiness path");
 
     let (status, body) = http(addr, "GET", "/config_dump").await;
     assert_eq!(status, 200);
@@ -83,7 +82,15 @@ async fn ready_dump_stats_and_quit() {
     assert_eq!(http(addr, "GET", "/quitquitquit").await.0, 405, "mutations need POST");
     assert_eq!(http(addr, "POST", "/logging?level=debug").await.0, 400, "no log control in this process");
     assert_eq!(http(addr, "POST", "/quitquitquit").await.0, 200);
-    assert!(*shutdown.subscribe().borrow());
+    assert!(*quit.subscribe().borrow(), "/quitquitquit asks main to drain and exit");
+
+    // Draining: still answering, no longer ready; alive all the same.
+    let report = drain.drain(Duration::from_secs(5)).await;
+    assert_eq!(report.open_at_start, 0);
+    assert_eq!(http(addr, "GET", "/ready").await, (503, "DRAINING\n".to_string()));
+    assert_eq!(http(addr, "GET", "/healthz/ready").await.0, 503);
+    assert_eq!(http(addr, "GET", "/healthz").await.0, 200);
+    stop.send_replace(true);
     tokio::time::timeout(WAIT, admin_task).await.expect("admin stops").unwrap();
-    tokio::time::timeout(WAIT, xds_task).await.expect("xds stops").unwrap();
+    client.stop().await;
 }

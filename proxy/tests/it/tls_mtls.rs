@@ -3,44 +3,20 @@
 //! identities and ALPN come out, and rotation without dropping connections.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use meshperf_proxy::state::{CertificateSecret, Secret, Snapshot, ValidationSecret};
+use meshperf_proxy::state::{Secret, Snapshot};
 use meshperf_proxy::tls::{
     AppProtocol, MESH_ALPN, PeerIdentities, SpiffeServerVerifier, TlsConfigStore, client_config, peer_identity,
     server_config, server_identity,
 };
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-const CART: &str = "spiffe://cluster.local/ns/shop/sa/cart";
-const CATALOG: &str = "spiffe://cluster.local/ns/shop/sa/catalog";
-const LIMIT: Duration = Duration::from_secs(5);
-
-fn pem(name: &str) -> Vec<u8> {
-    let path = format!("{}/testdata/tls/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn cert(name: &str) -> CertificateSecret {
-    let chain = CertificateDer::pem_slice_iter(&pem(&format!("{name}-cert.pem"))).collect::<Result<_, _>>().unwrap();
-    let key = PrivateKeyDer::from_pem_slice(&pem(&format!("{name}-key.pem"))).unwrap();
-    CertificateSecret { chain, key: Arc::new(key) }
-}
-
-fn roots(name: &str) -> ValidationSecret {
-    let certificates: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_slice_iter(&pem(&format!("{name}-cert.pem"))).collect::<Result<_, _>>().unwrap();
-    let mut store = RootCertStore::empty();
-    for c in &certificates {
-        store.add(c.clone()).unwrap();
-    }
-    ValidationSecret { roots: Arc::new(store), certificates }
-}
+use crate::support::WAIT;
+use crate::support::certs::{CART, CATALOG, certificate as cert, secrets, validation as roots};
 
 fn mesh() -> PeerIdentities {
     PeerIdentities::TrustDomain("cluster.local".into())
@@ -115,7 +91,7 @@ async fn echo(tls: &mut ClientStream, msg: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 async fn next<T>(rx: &mut tokio::sync::mpsc::UnboundedReceiver<T>) -> T {
-    tokio::time::timeout(LIMIT, rx.recv()).await.expect("server side timed out").expect("server gone")
+    tokio::time::timeout(WAIT, rx.recv()).await.expect("server side timed out").expect("server gone")
 }
 
 #[tokio::test]
@@ -200,10 +176,7 @@ async fn client_without_certificate_is_refused() {
 }
 
 fn snapshot(workload: &str) -> Snapshot {
-    let mut s = Snapshot::default();
-    s.secrets.insert("default".into(), Arc::new(Secret::Certificate(cert(workload))));
-    s.secrets.insert("ROOTCA".into(), Arc::new(Secret::Validation(roots("root"))));
-    s
+    Snapshot { secrets: secrets(workload), ..Default::default() }
 }
 
 #[tokio::test]

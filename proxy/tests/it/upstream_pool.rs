@@ -2,9 +2,8 @@
 //! its connections: connections are reused across requests and downstream
 //! connections, whether the body had a length or was chunked; one the
 //! upstream closed while idle is replaced without the client noticing; and
-//! one whose response was abandoned half-read is never reused.
-
-mod proxy_support;
+//! one whose response was abandoned half-read is never reused. On a paused
+//! clock: the upstream's pauses and the pool's idle time are tokio timers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,10 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
-use proxy_support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+use crate::support::*;
 
 /// An upstream written on plain sockets, so that what each connection sees is
 /// exact: `/` answers "ok" with a length, `/chunked` chunked, `/close` closes
@@ -78,16 +77,14 @@ async fn get_body(proxy: SocketAddr, path: &str) -> (u16, String) {
     (r.status, r.body)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn connections_are_reused_with_lengths_and_chunks() {
     let (up, connections) = counting_upstream().await;
     let p = proxy_to(up).await;
     // One client connection, several requests; then new client connections.
-    let stream = TcpStream::connect(p.addrs[0]).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
+    let (mut sender, _conn) = h1_connect(p.addrs[0]).await;
     for _ in 0..5 {
-        assert_eq!(get_on(&mut sender, "up").await, 200);
+        assert_eq!(get_on(&mut sender, "up", "/").await.status, 200);
     }
     for path in ["/", "/chunked", "/", "/chunked"] {
         assert_eq!(get_body(p.addrs[0], path).await, (200, "ok".to_string()), "{path}");
@@ -95,7 +92,7 @@ async fn connections_are_reused_with_lengths_and_chunks() {
     assert_eq!(connections.load(Ordering::SeqCst), 1, "every request on one upstream connection");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_connection_the_upstream_closed_while_idle_is_replaced() {
     let (up, connections) = counting_upstream().await;
     let p = proxy_to(up).await;
@@ -106,7 +103,7 @@ async fn a_connection_the_upstream_closed_while_idle_is_replaced() {
     assert_eq!(connections.load(Ordering::SeqCst), 3);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_half_read_response_does_not_leave_its_connection_in_the_pool() {
     let (up, connections) = counting_upstream().await;
     let p = proxy_to(up).await;

@@ -5,8 +5,6 @@
 //! one client connection share one upstream connection as HTTP/2 streams,
 //! and the call is reported as gRPC.
 
-mod proxy_support;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,8 +17,9 @@ use hyper::{HeaderMap, Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use meshperf_proxy::proxy::RequestProtocol;
 use meshperf_proxy::state::*;
-use proxy_support::*;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
+
+use crate::support::*;
 
 type GrpcBody = StreamBody<tokio_stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
 
@@ -125,31 +124,11 @@ async fn call(
 
 /// The proxy's outbound listener on 8079 sends to an HTTP/2 cluster.
 async fn proxy_to(upstream: SocketAddr) -> Running {
-    let mut snap = Snapshot::default();
     let mut c = Arc::try_unwrap(cluster("outbound|8079||echo.lab.svc.cluster.local", &[upstream])).unwrap();
     c.protocol = UpstreamProtocol::Http2;
-    let c = Arc::new(c);
-    let routes = RouteConfig {
-        name: "8079".into(),
-        virtual_hosts: vec![VirtualHost {
-            name: "echo".into(),
-            domains: vec!["*".into()],
-            routes: vec![route("default", PathMatch::Prefix("/".into()), to(&c.name))],
-        }],
-    };
-    let chain = http_chain("8079", Some(8079), RouteSource::Inline(Arc::new(routes)));
+    let chain = http_chain("8079", Some(8079), routes_to("8079", &c.name));
     let l = listener("0.0.0.0_8079", ListenerKind::Outbound, 8079, vec![chain], None);
-    snap.clusters.insert(c.name.clone(), c);
-    snap.listeners.insert(l.name.clone(), l);
-    start(snap, vec![named("0.0.0.0_8079", 8079)]).await
-}
-
-async fn h2_connect(addr: SocketAddr) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    sender
+    start(snapshot([Arc::new(c)], [l]), vec![named("0.0.0.0_8079", 8079)]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,45 +5,20 @@
 //! other's SPIFFE identity; plain text is refused by STRICT and accepted by
 //! PERMISSIVE; new certificates apply without dropping open connections.
 
-mod proxy_support;
-
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use meshperf_proxy::proxy::{RequestInfo, SecurityPolicy};
 use meshperf_proxy::state::*;
-use proxy_support::*;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-const CART: &str = "spiffe://cluster.local/ns/shop/sa/cart";
-const CATALOG: &str = "spiffe://cluster.local/ns/shop/sa/catalog";
+use crate::support::certs::{CART, CATALOG, secrets};
+use crate::support::*;
+
 const HOST: &str = "catalog.shop.svc.cluster.local";
 /// The destination ports the server sidecar's bindings stand for.
 const HTTP_PORT: u16 = 8080;
 const TCP_PORT: u16 = 9000;
 const PERMISSIVE_PORT: u16 = 8081;
-
-fn pem(name: &str) -> Vec<u8> {
-    let path = format!("{}/testdata/tls/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// SDS's two secrets for a workload: its certificate as `default`, the mesh root as `ROOTCA`.
-fn secrets(workload: &str) -> BTreeMap<String, Arc<Secret>> {
-    let chain =
-        CertificateDer::pem_slice_iter(&pem(&format!("{workload}-cert.pem"))).collect::<Result<_, _>>().unwrap();
-    let key = Arc::new(PrivateKeyDer::from_pem_slice(&pem(&format!("{workload}-key.pem"))).unwrap());
-    let root = CertificateDer::from_pem_slice(&pem("root-cert.pem")).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let validation = ValidationSecret { roots: Arc::new(roots), certificates: vec![root] };
-    BTreeMap::from([
-        ("default".to_string(), Arc::new(Secret::Certificate(CertificateSecret { chain, key }))),
-        ("ROOTCA".to_string(), Arc::new(Secret::Validation(validation))),
-    ])
-}
 
 fn mesh_server_tls() -> DownstreamTls {
     DownstreamTls {
@@ -62,21 +37,10 @@ fn on_tls(mut chain: FilterChain, transport: TransportProtocol) -> FilterChain {
     chain
 }
 
-fn inline_routes(name: &str, cluster: &str) -> RouteSource {
-    RouteSource::Inline(Arc::new(RouteConfig {
-        name: name.into(),
-        virtual_hosts: vec![VirtualHost {
-            name: name.into(),
-            domains: vec!["*".into()],
-            routes: vec![route("default", PathMatch::Prefix("/".into()), to(cluster))],
-        }],
-    }))
-}
-
 /// The catalog pod's sidecar: STRICT HTTP and TCP ports, a PERMISSIVE HTTP port.
 fn server_snapshot(app: SocketAddr, echo: SocketAddr) -> Snapshot {
     let mut s = Snapshot { secrets: secrets("catalog"), ..Default::default() };
-    let http = |port| http_chain(&format!("inbound|{port}||"), Some(port), inline_routes("inbound", "inbound|app||"));
+    let http = |port| http_chain(&format!("inbound|{port}||"), Some(port), routes_to("inbound", "inbound|app||"));
     let chains = vec![
         on_tls(http(HTTP_PORT), TransportProtocol::Tls),
         on_tls(tcp_chain("inbound|9000||", Some(TCP_PORT), "inbound|echo||"), TransportProtocol::Tls),
@@ -118,7 +82,7 @@ fn client_snapshot(server: &[SocketAddr]) -> Snapshot {
     ];
     for (port, name, endpoint, protocol) in outbound {
         let l = format!("0.0.0.0_{port}");
-        let chain = http_chain(&l, None, inline_routes(&l, name));
+        let chain = http_chain(&l, None, routes_to(&l, name));
         s.listeners.insert(l.clone(), listener(&l, ListenerKind::Outbound, port, vec![chain], None));
         s.clusters.insert(name.into(), mesh_cluster(name, endpoint, protocol));
     }
@@ -183,16 +147,7 @@ async fn tcp_crosses_in_mtls() {
     let m = mesh().await;
     let echoed = tcp_roundtrip(m.client.addrs[3], b"over mesh mtls").await.unwrap();
     assert_eq!(echoed, b"over mesh mtls");
-    let seen = tokio::time::timeout(WAIT, async {
-        loop {
-            if let Some(t) = m.server.recorder.tcp.lock().unwrap().first().cloned() {
-                return t;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the server sidecar reported the TCP connection");
+    let seen = &m.server.recorder.tcp_reports(1).await[0];
     assert_eq!(seen.security_policy, SecurityPolicy::MutualTls);
     assert_eq!(seen.peer_principal.as_deref(), Some(CART));
     assert_eq!(seen.received_bytes, 14);
