@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The committed bench baseline (benches/baseline/): save it, restore it, compare with it.
 
-  cargo bench --bench routing --bench headers -- --save-baseline main
+  cargo bench --bench routing --bench headers --bench telemetry -- --save-baseline main
   python3 benches/baseline.py save      # copy criterion's "main" baseline into benches/baseline/
   python3 benches/baseline.py restore   # put it back into target/criterion/ (a fresh clone has none),
-  cargo bench --bench routing --bench headers -- --baseline main   # then criterion compares with it
+  cargo bench --bench routing --bench headers --bench telemetry -- --baseline main   # then criterion compares with it
   python3 benches/baseline.py compare   # or: committed medians next to the last run's, by hand
 
 Only the standard library; run from anywhere.

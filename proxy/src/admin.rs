@@ -1,7 +1,8 @@
 //! The admin endpoint, on loopback and on the control-plane runtime (never on
 //! the traffic workers): readiness and liveness for the kubelet, the active
 //! config as JSON, the proxy's Prometheus metrics, a graceful exit and the log
-//! level. Mutating endpoints answer POST only, as Envoy's do.
+//! level. Mutating endpoints answer POST only, as Envoy's do. It keeps
+//! answering while the proxy drains, and says it is not ready then.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,10 +16,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::proxy::ClusterStat;
-
 use crate::config::Config;
 use crate::logging::LogControl;
+use crate::proxy::{ClusterStat, DrainWatch};
 use crate::state::State;
 use crate::xds::{Readiness, XdsMetrics};
 
@@ -49,8 +49,10 @@ pub struct Admin {
     /// The data path's per-cluster counters in Envoy's names (circuit
     /// breaker overflows, outlier ejections); read off the worker threads.
     pub cluster_stats: Option<ClusterStats>,
-    /// Set to true by /quitquitquit; main shuts down on it.
-    pub shutdown: watch::Sender<bool>,
+    /// Set to true by /quitquitquit; main then drains the proxy and exits.
+    pub quit: watch::Sender<bool>,
+    /// Readiness turns false when the drain starts.
+    pub drain: DrainWatch,
 }
 
 /// A bound admin endpoint.
@@ -70,9 +72,9 @@ impl AdminServer {
         self.listener.local_addr().ok()
     }
 
-    /// Serves until shutdown is signalled.
-    pub async fn run(self) {
-        let mut shutdown = self.admin.shutdown.subscribe();
+    /// Serves until `stop` turns true (or its sender is dropped): main stops
+    /// it once the drain is over, so it answers throughout the drain.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
         loop {
             let (stream, _) = tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -82,7 +84,7 @@ impl AdminServer {
                         continue;
                     }
                 },
-                _ = shutdown.wait_for(|s| *s) => return,
+                _ = stop.wait_for(|s| *s) => return,
             };
             let admin = self.admin.clone();
             tokio::spawn(async move {
@@ -122,10 +124,9 @@ impl Admin {
     fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let post = req.method() == Method::POST;
         match req.uri().path() {
-            "/ready" if self.ready.is_ready() => text(StatusCode::OK, "LIVE\n"),
-            "/ready" => {
-                text(StatusCode::SERVICE_UNAVAILABLE, "PRE_INITIALIZING: waiting for the first complete config\n")
-            }
+            // Envoy's /ready, and the path Istio's readiness probe asks
+            // pilot-agent (which asks Envoy's /ready).
+            "/ready" | "/healthz/ready" => self.readiness(),
             "/healthz" => text(StatusCode::OK, "OK\n"),
             "/config_dump" => self.config_dump(),
             "/stats/prometheus" => text(StatusCode::OK, self.prometheus()),
@@ -146,8 +147,8 @@ impl Admin {
                 _ => text(StatusCode::BAD_REQUEST, "want POST /access_log?enabled=true|false\n"),
             },
             "/quitquitquit" if post => {
-                tracing::info!("admin: /quitquitquit, shutting down");
-                self.shutdown.send_replace(true);
+                tracing::info!("admin: /quitquitquit: draining, then exiting");
+                self.quit.send_replace(true);
                 text(StatusCode::OK, "OK\n")
             }
             "/logging" if post => self.logging(query_param(req.uri().query(), "level")),
@@ -161,9 +162,21 @@ impl Admin {
             "/quitquitquit" => text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n"),
             "/" => text(
                 StatusCode::OK,
-                "meshperf-proxy admin\n  /ready\n  /healthz\n  /config_dump\n  /stats/prometheus\n  POST /quitquitquit\n  POST /logging?level=FILTER\n",
+                "meshperf-proxy admin\n  /ready (or /healthz/ready)\n  /healthz\n  /config_dump\n  /stats/prometheus\n  POST /quitquitquit\n  POST /logging?level=FILTER\n",
             ),
             _ => text(StatusCode::NOT_FOUND, "not found; see /\n"),
+        }
+    }
+
+    /// Envoy's states: LIVE once the first complete config is in, DRAINING
+    /// from the start of the drain (so that no new traffic is sent here).
+    fn readiness(&self) -> Response<Full<Bytes>> {
+        if self.drain.is_draining() {
+            text(StatusCode::SERVICE_UNAVAILABLE, "DRAINING\n")
+        } else if self.ready.is_ready() {
+            text(StatusCode::OK, "LIVE\n")
+        } else {
+            text(StatusCode::SERVICE_UNAVAILABLE, "PRE_INITIALIZING: waiting for the first complete config\n")
         }
     }
 

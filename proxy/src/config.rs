@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 use serde::Serialize;
@@ -63,6 +64,12 @@ pub struct Cli {
     /// port 8080), `127.0.0.1:19000=0.0.0.0_9000` (outbound to port 9000).
     #[arg(long = "listen", env = "MESHPERF_LISTEN", value_delimiter = ',', value_parser = parse_binding)]
     pub listen: Vec<ExplicitBinding>,
+    /// How long to drain on SIGTERM, SIGINT or /quitquitquit before exiting
+    /// (Envoy's --drain-time-s, Istio's terminationDrainDuration): listeners
+    /// close at once, open connections get this long to finish. `5s`,
+    /// `500ms`, `1m` or whole seconds; 0 exits at once.
+    #[arg(long, env = "TERMINATION_DRAIN_DURATION_SECONDS", default_value = "5s", value_parser = parse_duration)]
+    pub drain_duration: Duration,
     /// Log filter (tracing EnvFilter syntax: `info`, `meshperf_proxy::xds=debug`);
     /// changeable at run time with /logging?level=.
     #[arg(long, env = "MESHPERF_LOG_LEVEL", default_value = "info")]
@@ -116,6 +123,8 @@ pub struct Config {
     pub concurrency: u16,
     pub capture_mode: CaptureMode,
     pub listen: Vec<ExplicitBinding>,
+    #[serde(serialize_with = "crate::state::ser_duration")]
+    pub drain_duration: Duration,
     pub log_level: String,
 }
 
@@ -170,6 +179,7 @@ impl Cli {
             concurrency: self.concurrency,
             capture_mode: self.capture_mode,
             listen: self.listen,
+            drain_duration: self.drain_duration,
             log_level: self.log_level,
         })
     }
@@ -187,6 +197,23 @@ pub fn parse_labels(s: &str) -> Result<Labels, String> {
         }
     }
     Ok(out)
+}
+
+/// Parses a duration: a whole number with a unit (`ms`, `s`, `m`), or whole
+/// seconds alone, the form of Envoy's --drain-time-s and Istio's
+/// TERMINATION_DRAIN_DURATION_SECONDS.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration: want e.g. 5s, 500ms, 1m or whole seconds");
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => n.checked_mul(60).map(Duration::from_secs).ok_or_else(bad),
+        _ => Err(bad()),
+    }
 }
 
 /// Parses `LOCAL_ADDR=LISTENER[:DEST_PORT]`.
@@ -239,6 +266,20 @@ mod tests {
         assert_eq!(c.node.labels.get("version").map(String::as_str), Some("v1"));
         assert_eq!(c.node.workload_name, "cart-1");
         assert!(c.delta);
+        assert_eq!(c.drain_duration, Duration::from_secs(5), "Istio's terminationDrainDuration default");
+    }
+
+    #[test]
+    fn drain_duration_takes_units_or_whole_seconds() {
+        for (arg, want) in [
+            ("--drain-duration=0", Duration::ZERO),
+            ("--drain-duration=7", Duration::from_secs(7)),
+            ("--drain-duration=45s", Duration::from_secs(45)),
+            ("--drain-duration=250ms", Duration::from_millis(250)),
+            ("--drain-duration=2m", Duration::from_secs(120)),
+        ] {
+            assert_eq!(parse(&[arg]).unwrap().drain_duration, want, "{arg}");
+        }
     }
 
     #[test]
@@ -274,6 +315,10 @@ mod tests {
             &["--pod-namespace=a.b"],
             &["--sotw", "--delta=true"],
             &["--xds-address=istiod"],
+            &["--drain-duration=5h"],
+            &["--drain-duration=-1s"],
+            &["--drain-duration=1.5s"],
+            &["--drain-duration="],
         ] {
             assert!(parse(args).is_err(), "{args:?} accepted");
         }

@@ -1,7 +1,8 @@
 //! meshperf-proxy: parses the configuration, then runs the xDS client and the
-//! admin endpoint on a current-thread control runtime, beside a multi-threaded
-//! traffic runtime of `--concurrency` workers, until SIGTERM, SIGINT or
-//! `POST /quitquitquit`.
+//! admin endpoint on a current-thread control runtime, beside `--concurrency`
+//! traffic worker threads that each run a current-thread runtime of their own
+//! (see `proxy::workers`), until SIGTERM, SIGINT or `POST /quitquitquit`; then
+//! drains for up to `--drain-duration` and exits 0.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -14,7 +15,7 @@ use clap::error::ErrorKind;
 use meshperf_proxy::admin::{Admin, AdminServer, ClusterStats};
 use meshperf_proxy::config::{Cli, Config};
 use meshperf_proxy::logging;
-use meshperf_proxy::proxy::{Proxy, Workers};
+use meshperf_proxy::proxy::{Proxy, Workers, drain};
 use meshperf_proxy::state::State;
 use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Observer, Peer, Telemetry, XdsCollector};
 use meshperf_proxy::xds::{XdsClient, XdsConfig};
@@ -52,8 +53,8 @@ fn main() -> ExitCode {
 fn run(config: Config) -> anyhow::Result<()> {
     let log = logging::init(&config.log_level)?;
     tracing::info!(config = %config, "meshperf-proxy starting");
-    // Admin, xDS and (later) metrics share one thread so that they never take
-    // time from the traffic workers.
+    // Admin, xDS and metrics share one thread so that they never take time
+    // from the traffic workers.
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_name("control")
@@ -62,7 +63,8 @@ fn run(config: Config) -> anyhow::Result<()> {
 
     let config = Arc::new(config);
     let state = Arc::new(State::new());
-    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (quit, _) = watch::channel(false);
+    let (drain, drain_watch) = drain::channel();
     let xds_config = XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta };
     let (client, ready) = XdsClient::new(xds_config, state.clone());
     let mut telemetry =
@@ -78,7 +80,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         let proxy = proxy.clone();
         Arc::new(move || proxy.cluster_stats())
     };
-    let workers = workers.start(shutdown_rx.clone())?;
+    let workers = workers.start(&drain_watch)?;
     let admin = Admin {
         config: config.clone(),
         state,
@@ -87,15 +89,21 @@ fn run(config: Config) -> anyhow::Result<()> {
         telemetry: Some(telemetry),
         log: Some(log),
         cluster_stats: Some(cluster_stats),
-        shutdown: shutdown.clone(),
+        quit: quit.clone(),
+        drain: drain_watch,
     };
 
     control.block_on(async {
         let server = AdminServer::bind(config.admin_address, admin).await?;
         tracing::info!(address = %config.admin_address, "admin endpoint listening");
-        let xds = tokio::spawn(client.run(shutdown_rx.clone()));
-        let admin = tokio::spawn(server.run());
-        wait_for_signal(shutdown).await;
+        // xDS and admin run on through the drain: config keeps applying and
+        // readiness says DRAINING.
+        let (stop, stopped) = watch::channel(false);
+        let xds = tokio::spawn(client.run(stopped.clone()));
+        let admin = tokio::spawn(server.run(stopped));
+        wait_for_signal(quit).await;
+        drain.drain(config.drain_duration).await;
+        stop.send_replace(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = xds.await;
             let _ = admin.await;
@@ -108,10 +116,10 @@ fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Returns on SIGTERM, SIGINT or /quitquitquit, and tells every task to stop.
-async fn wait_for_signal(shutdown: watch::Sender<bool>) {
+/// Returns on SIGTERM, SIGINT or /quitquitquit (which sets `quit`).
+async fn wait_for_signal(quit: watch::Sender<bool>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut quit = shutdown.subscribe();
+    let mut quit = quit.subscribe();
     let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
         (Ok(t), Ok(i)) => (t, i),
         _ => {
@@ -121,9 +129,8 @@ async fn wait_for_signal(shutdown: watch::Sender<bool>) {
         }
     };
     tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        _ = term.recv() => tracing::info!("SIGTERM: draining, then exiting"),
+        _ = int.recv() => tracing::info!("SIGINT: draining, then exiting"),
         _ = quit.wait_for(|q| *q) => {}
     }
-    shutdown.send_replace(true);
 }

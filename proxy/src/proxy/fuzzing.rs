@@ -16,6 +16,7 @@ use std::time::Duration;
 use regex::Regex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::drain::{Drain, DrainWatch};
 use super::http::{HttpConn, Routes};
 use super::{Proxy, Reporter, SecurityPolicy};
 use crate::config::{CaptureMode, Config, NodeIdentity};
@@ -37,13 +38,17 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// [`HttpHarness::exchange`] per input.
 pub struct HttpHarness {
     proxy: Proxy,
+    /// Never started: the harness's connections are never drained.
+    _drain: Drain,
+    watch: DrainWatch,
 }
 
 impl HttpHarness {
     pub fn new() -> HttpHarness {
         let state = Arc::new(State::new());
         state.publish(snapshot());
-        HttpHarness { proxy: Proxy::new(Arc::new(config()), state, None) }
+        let (drain, watch) = super::drain::channel();
+        HttpHarness { proxy: Proxy::new(Arc::new(config()), state, None), _drain: drain, watch }
     }
 
     /// Feeds `input` as everything a client sends on one connection (then
@@ -79,7 +84,8 @@ impl HttpHarness {
             let _ = rx.read_to_end(&mut out).await;
             out
         };
-        let all = async { tokio::join!(super::http::serve(Arc::new(conn), server, None), send, receive).2 };
+        let all =
+            async { tokio::join!(super::http::serve(Arc::new(conn), server, None, &self.watch), send, receive).2 };
         tokio::time::timeout(EXCHANGE_LIMIT, all).await.ok()
     }
 }
@@ -106,6 +112,7 @@ fn config() -> Config {
         concurrency: 1,
         capture_mode: CaptureMode::None,
         listen: Vec::new(),
+        drain_duration: Duration::ZERO,
         log_level: "off".into(),
     }
 }
@@ -115,15 +122,10 @@ fn config() -> Config {
 fn snapshot() -> Snapshot {
     let empty = Cluster {
         name: EMPTY_CLUSTER.into(),
-        discovery: DiscoveryType::Static,
-        eds_service_name: None,
-        lb_policy: LbPolicy::RoundRobin,
         connect_timeout: Duration::from_secs(1),
-        circuit_breakers: CircuitBreakers::default(),
-        outlier_detection: None,
-        transport: UpstreamTransport::Plain,
         protocol: UpstreamProtocol::UseDownstream,
         load_assignment: Some(ClusterEndpoints { cluster_name: EMPTY_CLUSTER.into(), endpoints: Vec::new() }),
+        ..Default::default()
     };
     let forward = |target, prefix_rewrite: Option<&str>| {
         RouteAction::Forward(Forward {

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::Observed;
 use super::connector::UpstreamPeer;
+use super::drain::DrainWatch;
 use super::idle::Tracked;
 use super::route::{RequestHead, select_route};
 use super::upstream::ProxyBody;
@@ -53,8 +54,11 @@ pub(crate) struct HttpConn {
 
 /// Serves the connection until the client closes it or leaves it idle for
 /// `idle_timeout`. Protocol errors are answered by hyper (400, 431) and end
-/// only this connection.
-pub(crate) async fn serve<IO>(conn: Arc<HttpConn>, io: IO, idle_timeout: Option<Duration>)
+/// only this connection. When the drain starts, hyper's graceful shutdown
+/// finishes the requests in flight and closes: HTTP/1.1 answers them with
+/// `Connection: close` (an idle connection closes at once), HTTP/2 sends
+/// GOAWAY.
+pub(crate) async fn serve<IO>(conn: Arc<HttpConn>, io: IO, idle_timeout: Option<Duration>, drain: &DrainWatch)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -69,13 +73,28 @@ where
     builder.http1().max_buf_size(MAX_HEADER_BYTES).header_read_timeout(None);
     builder.http2().timer(TokioTimer::new()).max_header_list_size(MAX_HEADER_BYTES as u32);
     let (io, traffic) = Tracked::new(io);
-    tokio::select! {
-        served = builder.serve_connection(TokioIo::new(io), svc) => {
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "downstream connection ended with an error");
+    let served = builder.serve_connection(TokioIo::new(io), svc);
+    let idle = traffic.idle(idle_timeout);
+    let draining = drain.draining();
+    tokio::pin!(served, idle, draining);
+    let mut graceful = false;
+    loop {
+        tokio::select! {
+            result = served.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "downstream connection ended with an error");
+                }
+                return;
+            }
+            _ = idle.as_mut() => {
+                tracing::debug!("downstream connection closed: idle timeout");
+                return;
+            }
+            _ = draining.as_mut(), if !graceful => {
+                served.as_mut().graceful_shutdown();
+                graceful = true;
             }
         }
-        _ = traffic.idle(idle_timeout) => tracing::debug!("downstream connection closed: idle timeout"),
     }
 }
 

@@ -283,7 +283,7 @@ impl ClusterLb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{CircuitBreakers, ClusterEndpoints, TlsMode, UpstreamProtocol, UpstreamTransport};
+    use crate::state::{ClusterEndpoints, TlsMode};
     use std::time::Duration;
 
     fn ep(port: u16, healthy: bool, priority: u32) -> Endpoint {
@@ -299,15 +299,10 @@ mod tests {
     fn cluster(policy: LbPolicy, eps: Vec<Endpoint>) -> Cluster {
         Cluster {
             name: "c".into(),
-            discovery: DiscoveryType::Static,
-            eds_service_name: None,
             lb_policy: policy,
             connect_timeout: Duration::from_secs(1),
-            circuit_breakers: CircuitBreakers::default(),
-            outlier_detection: None,
-            transport: UpstreamTransport::Plain,
-            protocol: UpstreamProtocol::Http1,
             load_assignment: Some(ClusterEndpoints { cluster_name: "c".into(), endpoints: eps }),
+            ..Default::default()
         }
     }
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
+use super::drain::{DrainWatch, ListenersOpen};
 use super::http::{HttpConn, Routes};
 use super::tcp::TcpConn;
 use super::workers::Handoff;
@@ -89,32 +89,40 @@ pub(crate) async fn bind_all(config: &Config) -> Result<Vec<BoundListener>, Prox
     }
 }
 
-/// Accepts on every listener until `shutdown`; each connection is served here,
-/// or, given a handoff, by the worker it picks.
+/// Accepts on every listener until the drain starts, then closes them; each
+/// connection is served here, or, given a handoff, by the worker it picks.
+/// `open` is dropped once every listener's socket is closed.
 pub(crate) async fn serve_all(
     shared: Arc<Shared>,
     listeners: Vec<BoundListener>,
     handoff: Option<Arc<Handoff>>,
-    mut shutdown: watch::Receiver<bool>,
+    open: ListenersOpen,
 ) {
-    let loops: Vec<_> =
-        listeners.into_iter().map(|l| tokio::spawn(accept_loop(shared.clone(), l, handoff.clone()))).collect();
-    // Err: the sender is gone, which also means stop.
-    let _ = shutdown.wait_for(|stop| *stop).await;
+    let drain = open.watch().for_this_runtime();
+    let loops: Vec<_> = listeners
+        .into_iter()
+        .map(|l| tokio::spawn(accept_loop(shared.clone(), l, handoff.clone(), drain.clone())))
+        .collect();
+    drain.draining().await;
     for l in loops {
         l.abort();
+        // An aborted task's future, and so its socket, is dropped before its
+        // handle resolves.
+        let _ = l.await;
     }
+    drop(open);
 }
 
-async fn accept_loop(shared: Arc<Shared>, l: BoundListener, handoff: Option<Arc<Handoff>>) {
+async fn accept_loop(shared: Arc<Shared>, l: BoundListener, handoff: Option<Arc<Handoff>>, drain: DrainWatch) {
     let target = Arc::new(l.target);
     loop {
         match l.socket.accept().await {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
+                let counted = drain.connection();
                 match &handoff {
-                    Some(h) => h.dispatch(stream, peer, target.clone()),
-                    None => spawn_connection(shared.clone(), target.clone(), stream, peer, ()),
+                    Some(h) => h.dispatch(stream, peer, target.clone(), counted),
+                    None => spawn_connection(shared.clone(), target.clone(), stream, peer, &drain, counted),
                 }
             }
             Err(e) => {
@@ -126,18 +134,24 @@ async fn accept_loop(shared: Arc<Shared>, l: BoundListener, handoff: Option<Arc<
     }
 }
 
-/// Serves one accepted connection on its own task of the current runtime;
-/// `guard` is dropped when the connection ends.
+/// Serves one accepted connection on its own task of the current runtime
+/// until it ends or the drain is over; `guard` is dropped when it ends.
+/// `drain` is this runtime's watch.
 pub(crate) fn spawn_connection<G: Send + 'static>(
     shared: Arc<Shared>,
     target: Arc<ListenerTarget>,
     stream: TcpStream,
     peer: SocketAddr,
+    drain: &DrainWatch,
     guard: G,
 ) {
+    let drain = drain.clone();
     tokio::spawn(async move {
-        if let Err(e) = handle(shared, &target, stream, peer).await {
-            tracing::debug!(%peer, error = %e, "connection closed");
+        tokio::select! {
+            handled = handle(shared, &target, stream, peer, &drain) => if let Err(e) = handled {
+                tracing::debug!(%peer, error = %e, "connection closed");
+            },
+            _ = drain.stopped() => tracing::debug!(%peer, "connection closed: the drain period is over"),
         }
         drop(guard);
     });
@@ -149,8 +163,12 @@ enum Serve {
     Tcp { listener: String, target: crate::state::ClusterTarget, idle_timeout: Option<Duration> },
 }
 
-/// Who is on the other end of a downstream connection, once TLS (if any) is done.
+/// Who is on the other end of a downstream connection, once TLS (if any) is
+/// done, and which side of the workload the connection is on.
 struct Downstream {
+    reporter: Reporter,
+    peer: SocketAddr,
+    original_dst: SocketAddr,
     security: SecurityPolicy,
     peer_principal: Option<String>,
 }
@@ -160,6 +178,7 @@ async fn handle(
     target: &ListenerTarget,
     stream: TcpStream,
     peer: SocketAddr,
+    drain: &DrainWatch,
 ) -> Result<(), ProxyError> {
     let snap = shared.state.snapshot();
     let (listener, original_dst) = match target {
@@ -195,8 +214,8 @@ async fn handle(
         .map_err(|source| ProxyError::TlsConfig { chain: chain_name, source })?;
     drop(snap);
     let Some(server_tls) = server_tls else {
-        let plain = Downstream { security: SecurityPolicy::None, peer_principal: None };
-        serve_conn(shared, serve, reporter, peer, original_dst, plain, stream).await;
+        let plain = Downstream { reporter, peer, original_dst, security: SecurityPolicy::None, peer_principal: None };
+        serve_conn(shared, serve, plain, stream, drain).await;
         return Ok(());
     };
     let accept = tokio_rustls::TlsAcceptor::from(server_tls).accept(stream);
@@ -210,22 +229,16 @@ async fn handle(
     };
     let peer_principal = tls::peer_identity(&stream);
     let security = if peer_principal.is_some() { SecurityPolicy::MutualTls } else { SecurityPolicy::None };
-    serve_conn(shared, serve, reporter, peer, original_dst, Downstream { security, peer_principal }, stream).await;
+    let downstream = Downstream { reporter, peer, original_dst, security, peer_principal };
+    serve_conn(shared, serve, downstream, stream, drain).await;
     Ok(())
 }
 
-async fn serve_conn<IO>(
-    shared: Arc<Shared>,
-    serve: Serve,
-    reporter: Reporter,
-    peer: SocketAddr,
-    original_dst: SocketAddr,
-    downstream: Downstream,
-    io: IO,
-) where
+async fn serve_conn<IO>(shared: Arc<Shared>, serve: Serve, downstream: Downstream, io: IO, drain: &DrainWatch)
+where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Downstream { security, peer_principal } = downstream;
+    let Downstream { reporter, peer, original_dst, security, peer_principal } = downstream;
     match serve {
         Serve::Http { listener, routes, fault_filter, idle_timeout } => {
             let conn = HttpConn {
@@ -239,7 +252,7 @@ async fn serve_conn<IO>(
                 security,
                 peer_principal,
             };
-            super::http::serve(Arc::new(conn), io, idle_timeout).await;
+            super::http::serve(Arc::new(conn), io, idle_timeout, drain).await;
         }
         Serve::Tcp { listener, target, idle_timeout } => {
             let conn = TcpConn { shared, reporter, listener, peer, original_dst, security, peer_principal };

@@ -7,11 +7,13 @@
 //! needs and lets the snapshot go, so a config push never waits on traffic and
 //! traffic always sees a consistent set of resources. Telemetry is a seam
 //! ([`RequestObserver`]) that the metrics module implements; the data path
-//! calls it once a response or a TCP connection is finished.
+//! calls it once a response or a TCP connection is finished. `drain` stops
+//! the data path as Envoy does when its pod is stopped.
 
 mod body;
 mod circuit;
 mod connector;
+pub mod drain;
 mod forward;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -35,6 +37,7 @@ use crate::config::Config;
 use crate::state::State;
 use crate::tls::TlsConfigStore;
 
+pub use drain::{Drain, DrainReport, DrainWatch};
 pub use lb::LoadBalancers;
 pub use listener::{BoundListener, ListenerTarget};
 pub use workers::Workers;
@@ -261,25 +264,17 @@ impl Proxy {
         stats
     }
 
-    /// Serves the listeners until `shutdown` turns true (or its sender is
-    /// dropped). Connections already accepted finish on their own tasks.
-    pub async fn serve(&self, listeners: Vec<BoundListener>, shutdown: tokio::sync::watch::Receiver<bool>) {
-        listener::serve_all(self.shared.clone(), listeners, None, shutdown).await;
+    /// Serves the listeners on the current runtime until the drain starts,
+    /// then closes them; the connections are served until the drain is over.
+    /// The listeners are counted for the drain when this is called, not when
+    /// the returned future first runs.
+    pub fn serve(
+        &self,
+        listeners: Vec<BoundListener>,
+        drain: &DrainWatch,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        listener::serve_all(self.shared.clone(), listeners, None, drain.listeners_open())
     }
-}
-
-/// Binds and serves the config's listeners until `shutdown` turns true. Call
-/// it on the traffic runtime.
-pub async fn run(
-    config: Arc<Config>,
-    state: Arc<State>,
-    observer: Option<Arc<dyn RequestObserver>>,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), ProxyError> {
-    let proxy = Proxy::new(config, state, observer);
-    let listeners = proxy.bind().await?;
-    proxy.serve(listeners, shutdown).await;
-    Ok(())
 }
 
 /// The service host of an Istio cluster name, `outbound|9080|v1|reviews.ns.svc.cluster.local`.

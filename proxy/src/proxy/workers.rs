@@ -24,13 +24,14 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpStream;
 use tokio::runtime::Runtime;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use super::drain::{DrainWatch, ListenersOpen, OpenConnection};
 use super::listener::{self, ListenerTarget};
 use super::{BoundListener, Proxy};
 
-/// At shutdown, connection tasks are dropped (closing their sockets) where
-/// they wait; this bounds the wait for any that are running.
+/// When the drain is over, connection tasks close where they wait; this
+/// bounds the wait for any that are running.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
 /// A connection accepted by worker 0, on its way to the worker that serves it.
@@ -38,6 +39,8 @@ struct Accepted {
     stream: std::net::TcpStream,
     peer: SocketAddr,
     target: Arc<ListenerTarget>,
+    /// Counted for the drain from its accept on.
+    counted: OpenConnection,
 }
 
 /// One worker's inbox and its count of open connections.
@@ -52,7 +55,13 @@ pub(crate) struct Handoff {
 }
 
 impl Handoff {
-    pub(crate) fn dispatch(&self, stream: TcpStream, peer: SocketAddr, target: Arc<ListenerTarget>) {
+    pub(crate) fn dispatch(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        target: Arc<ListenerTarget>,
+        counted: OpenConnection,
+    ) {
         let Some(inbox) = self.inboxes.iter().min_by_key(|i| i.open.load(Ordering::Relaxed)) else { return };
         // Leaving this runtime's poller is what lets another runtime register it.
         let stream = match stream.into_std() {
@@ -63,17 +72,17 @@ impl Handoff {
             }
         };
         inbox.open.fetch_add(1, Ordering::Relaxed);
-        if inbox.tx.send(Accepted { stream, peer, target }).is_err() {
-            // The worker has stopped (shutdown): the connection is dropped, closing it.
+        if inbox.tx.send(Accepted { stream, peer, target, counted }).is_err() {
+            // The worker has stopped (the drain is over): the connection is dropped, closing it.
             inbox.open.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
 /// Decrements a worker's open-connection count when its connection ends.
-struct OpenConnection(Arc<AtomicUsize>);
+struct WorkerConnection(Arc<AtomicUsize>);
 
-impl Drop for OpenConnection {
+impl Drop for WorkerConnection {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -96,7 +105,7 @@ impl Workers {
         Ok(BoundWorkers { proxy: proxy.clone(), runtimes, listeners })
     }
 
-    /// Waits for every worker to stop (after shutdown).
+    /// Waits for every worker to stop (once the drain is over).
     pub fn join(self) {
         for t in self.threads {
             let _ = t.join();
@@ -117,8 +126,9 @@ impl BoundWorkers {
         self.listeners.iter().map(BoundListener::local_addr).collect()
     }
 
-    /// Starts the worker threads; they serve until `shutdown` turns true.
-    pub fn start(self, shutdown: watch::Receiver<bool>) -> anyhow::Result<Workers> {
+    /// Starts the worker threads; they accept until the drain starts and
+    /// serve until it is over.
+    pub fn start(self, drain: &DrainWatch) -> anyhow::Result<Workers> {
         let mut inboxes = Vec::new();
         let mut receivers = Vec::new();
         for _ in &self.runtimes {
@@ -128,15 +138,17 @@ impl BoundWorkers {
             receivers.push((rx, open));
         }
         let handoff = Arc::new(Handoff { inboxes });
-        let mut listeners = Some(self.listeners);
+        // Counted before the threads start, so that a drain started at once
+        // still waits for the listeners to close.
+        let mut listeners = Some((self.listeners, drain.listeners_open()));
         let mut threads = Vec::new();
         for (index, (runtime, (inbox, open))) in self.runtimes.into_iter().zip(receivers).enumerate() {
             let proxy = if index == 0 { self.proxy.clone() } else { self.proxy.for_worker() };
-            let accepting = listeners.take().map(|l| (l, handoff.clone()));
-            let shutdown = shutdown.clone();
+            let accepting = listeners.take().map(|(l, open)| (l, open, handoff.clone()));
+            let drain = drain.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("worker-{index}"))
-                .spawn(move || run_worker(runtime, proxy, accepting, inbox, open, shutdown))
+                .spawn(move || run_worker(runtime, proxy, accepting, inbox, open, drain))
                 .context("starting a worker thread")?;
             threads.push(thread);
         }
@@ -147,27 +159,32 @@ impl BoundWorkers {
 fn run_worker(
     runtime: Runtime,
     proxy: Proxy,
-    accepting: Option<(Vec<BoundListener>, Arc<Handoff>)>,
+    accepting: Option<(Vec<BoundListener>, ListenersOpen, Arc<Handoff>)>,
     mut inbox: mpsc::UnboundedReceiver<Accepted>,
     open: Arc<AtomicUsize>,
-    mut shutdown: watch::Receiver<bool>,
+    drain: DrainWatch,
 ) {
     runtime.block_on(async {
-        if let Some((listeners, handoff)) = accepting {
-            tokio::spawn(listener::serve_all(proxy.shared.clone(), listeners, Some(handoff), shutdown.clone()));
+        let drain = drain.for_this_runtime();
+        if let Some((listeners, listeners_open, handoff)) = accepting {
+            tokio::spawn(listener::serve_all(proxy.shared.clone(), listeners, Some(handoff), listeners_open));
         }
         loop {
             tokio::select! {
                 accepted = inbox.recv() => {
-                    let Some(a) = accepted else { break };
-                    let guard = OpenConnection(open.clone());
+                    let Some(a) = accepted else {
+                        // The listeners are closed (the drain has started):
+                        // serve what is open until the drain is over.
+                        drain.stopped().await;
+                        break;
+                    };
+                    let guard = (WorkerConnection(open.clone()), a.counted);
                     match TcpStream::from_std(a.stream) {
-                        Ok(stream) => listener::spawn_connection(proxy.shared.clone(), a.target, stream, a.peer, guard),
+                        Ok(stream) => listener::spawn_connection(proxy.shared.clone(), a.target, stream, a.peer, &drain, guard),
                         Err(e) => tracing::warn!(peer = %a.peer, error = %e, "worker cannot take a connection"),
                     }
                 }
-                // Err: the sender is gone, which also means stop.
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = drain.stopped() => break,
             }
         }
     });

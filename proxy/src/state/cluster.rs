@@ -15,6 +15,8 @@ use super::endpoint::{ClusterEndpoints, load_assignment};
 use super::{Bad, ConvertError, at, decode_any, decode_resource, opt_duration};
 
 const KIND: &str = "cluster";
+/// Envoy's connect_timeout when the cluster sets none.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 #[derive(Debug, Serialize)]
@@ -33,6 +35,25 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// Endpoints given in the cluster itself (STATIC and DNS clusters).
     pub load_assignment: Option<ClusterEndpoints>,
+}
+
+/// What Envoy makes of a cluster that sets nothing but its name: STATIC,
+/// round robin, plain-text HTTP/1.1, no endpoints.
+impl Default for Cluster {
+    fn default() -> Cluster {
+        Cluster {
+            name: String::new(),
+            discovery: DiscoveryType::Static,
+            eds_service_name: None,
+            lb_policy: LbPolicy::RoundRobin,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            circuit_breakers: CircuitBreakers::default(),
+            outlier_detection: None,
+            transport: UpstreamTransport::Plain,
+            protocol: UpstreamProtocol::Http1,
+            load_assignment: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -173,7 +194,7 @@ fn convert(c: &cv3::Cluster) -> Result<Cluster, Bad> {
         (None, _) => None,
     };
     let connect_timeout =
-        opt_duration(c.connect_timeout.as_ref(), Duration::from_secs(5)).map_err(at("connect_timeout"))?;
+        opt_duration(c.connect_timeout.as_ref(), DEFAULT_CONNECT_TIMEOUT).map_err(at("connect_timeout"))?;
     let circuit_breakers = circuit_breakers(c.circuit_breakers.as_ref());
     let outlier_detection = c.outlier_detection.as_ref().map(outlier).transpose().map_err(at("outlier_detection"))?;
     let transport = transport(c).map_err(at("transport_socket"))?;

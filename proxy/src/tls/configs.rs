@@ -240,13 +240,11 @@ pub fn server_name(tls: &UpstreamTls, endpoint: IpAddr) -> ServerName<'static> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
     use super::*;
-    use crate::state::{CircuitBreakers, DiscoveryType, LbPolicy, UpstreamProtocol};
+    use crate::state::DiscoveryType;
 
     fn pem(name: &str) -> Vec<u8> {
         std::fs::read(format!("{}/testdata/tls/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -281,14 +279,8 @@ mod tests {
         Cluster {
             name: "outbound|8080||catalog.shop.svc.cluster.local".into(),
             discovery: DiscoveryType::Eds,
-            eds_service_name: None,
-            lb_policy: LbPolicy::RoundRobin,
-            connect_timeout: Duration::from_secs(5),
-            circuit_breakers: CircuitBreakers::default(),
-            outlier_detection: None,
             transport,
-            protocol: UpstreamProtocol::Http1,
-            load_assignment: None,
+            ..Default::default()
         }
     }
 

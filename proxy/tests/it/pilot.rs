@@ -1,0 +1,70 @@
+//! Against the real control plane: `meshperf pilot` on loopback, the shop mesh
+//! applied, and the proxy joining it as a cart pod. It must reach readiness
+//! (CDS, EDS, LDS, RDS and the SDS certificate and roots, all converted) over
+//! delta and SotW, and the binary must serve /ready and exit on /quitquitquit.
+//!
+//! Needs the Go binary: `go build -o /tmp/meshperf ./cmd/meshperf` at the repo
+//! root, then `MESHPERF_BIN=/tmp/meshperf cargo test --test it -- --ignored`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use meshperf_proxy::state::{Handler, Secret, TransportProtocol, UpstreamTransport};
+
+use crate::support::process::{TestDir, free_loopback_port, start_pilot, start_proxy, wait_ready};
+use crate::support::{RunningClient, eventually, http, node};
+
+async fn reaches_ready(ads: SocketAddr, delta: bool) {
+    let cart = node("cart", "shop", "cart", &[("app", "cart"), ("version", "v1")]);
+    let mut client = RunningClient::start(ads, cart, delta);
+    let ready = tokio::time::timeout(Duration::from_secs(20), client.ready.wait()).await;
+    assert!(ready.expect("ready within 20s"), "delta={delta}");
+
+    // Readiness is the first complete config; pilot may still be debouncing
+    // the applied mesh then, so wait for the cart pod's own config.
+    let snap =
+        eventually("cart's own config (inbound cluster, v1 endpoints, routes)", Duration::from_secs(20), async || {
+            let snap = client.state.snapshot();
+            let settled = snap.clusters.contains_key("inbound|8080||")
+                && snap.endpoints.contains_key("outbound|80|v1|cart.shop.svc.cluster.local")
+                && snap.routes.contains_key("80");
+            settled.then_some(snap)
+        })
+        .await;
+    let vi = snap.listeners.get("virtualInbound").expect("virtualInbound");
+    let chain =
+        vi.select_chain(8080, None, TransportProtocol::Tls, &[]).expect("an mTLS chain for cart's port 8080 (STRICT)");
+    assert_eq!(chain.name, "inbound|8080||");
+    assert!(chain.tls.as_ref().is_some_and(|t| t.require_client_certificate));
+    assert!(matches!(chain.handler, Handler::Http(_)));
+    let cart = snap.clusters.get("outbound|80|v1|cart.shop.svc.cluster.local").expect("cart v1 subset cluster");
+    assert!(matches!(cart.transport, UpstreamTransport::Auto(_)));
+    assert!(snap.endpoints.contains_key("outbound|80|v1|cart.shop.svc.cluster.local"));
+    assert!(snap.routes.contains_key("80"));
+    assert!(matches!(snap.secrets.get("default").map(|s| &**s), Some(Secret::Certificate(c)) if !c.chain.is_empty()));
+    assert!(matches!(snap.secrets.get("ROOTCA").map(|s| &**s), Some(Secret::Validation(v)) if !v.roots.is_empty()));
+    for t in meshperf_proxy::xds::ResourceType::ALL {
+        assert_eq!(client.metrics.nacks(t), 0, "{t} NACKed");
+    }
+    client.stop().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the Go control plane: MESHPERF_BIN=/path/to/meshperf cargo test --test it -- --ignored"]
+async fn real_pilot_delta_sotw_and_binary() {
+    let dir = TestDir::new("pilot");
+    let mesh = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/testdata/pilot-mesh.yaml"));
+    let (_pilot, ads) = start_pilot(&dir, mesh).await;
+    reaches_ready(ads, true).await;
+    reaches_ready(ads, false).await;
+
+    // The binary itself: ready over admin, then a clean exit on /quitquitquit.
+    let admin = free_loopback_port();
+    let flags = ["--labels", "app=cart,version=v1", "--service-account", "cart"];
+    let mut proxy = start_proxy(ads, admin, "cart-2", &flags, &dir.join("proxy.log"));
+    wait_ready(admin, "the proxy binary", Duration::from_secs(20)).await;
+    assert_eq!(http(admin, "POST", "/quitquitquit").await.0, 200);
+    let status = proxy.exited(Duration::from_secs(10)).await;
+    assert!(status.success(), "{status}");
+}

@@ -1,0 +1,130 @@
+//! Real processes: the proxy binary, and `meshperf` (the Go control plane,
+//! server and load generator) for the tests that need it.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use super::eventually;
+
+const PROXY_BIN: &str = env!("CARGO_BIN_EXE_meshperf-proxy");
+
+/// A child process, killed when the test ends however it ends.
+pub struct Reaper(pub Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Reaper {
+    /// Waits for the process to exit, for at most `within`.
+    pub async fn exited(&mut self, within: Duration) -> ExitStatus {
+        eventually("the process exits", within, async || self.0.try_wait().unwrap()).await
+    }
+}
+
+/// Starts the proxy binary as pod `pod` of namespace `shop`, configured by
+/// the control plane at `ads`, with `flags` after those; logs to `log`.
+pub fn start_proxy(ads: SocketAddr, admin: SocketAddr, pod: &str, flags: &[&str], log: &Path) -> Reaper {
+    let (ads, admin) = (ads.to_string(), admin.to_string());
+    let mut args = vec!["--xds-address", &ads, "--admin-address", &admin, "--pod-name", pod, "--pod-namespace", "shop"];
+    args.extend_from_slice(flags);
+    spawn(PROXY_BIN, &args, log)
+}
+
+/// Starts `program`, its stdout and stderr both to `log`.
+pub fn spawn(program: &str, args: &[&str], log: &Path) -> Reaper {
+    let out = std::fs::File::create(log).expect("log file");
+    let err = out.try_clone().expect("log file");
+    let child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {program}: {e}"));
+    Reaper(child)
+}
+
+/// The Go binary, for the tests that run the real control plane.
+pub fn meshperf_bin() -> String {
+    std::env::var("MESHPERF_BIN")
+        .expect("set MESHPERF_BIN to a built meshperf binary (go build -o /tmp/meshperf ./cmd/meshperf)")
+}
+
+/// A port free on `ip` now, for a process that must be told its address.
+pub fn free_port(ip: IpAddr) -> SocketAddr {
+    TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).expect("a free loopback port")
+}
+
+pub fn free_loopback_port() -> SocketAddr {
+    free_port(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+/// A directory of this test's own under the system's temporary directory,
+/// emptied first; removed when the test passes, kept (with the processes'
+/// logs) when it fails.
+pub struct TestDir(PathBuf);
+
+impl TestDir {
+    pub fn new(name: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("meshperf-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir(dir)
+    }
+
+    pub fn join(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Polls the admin endpoint until `/ready` answers 200.
+pub async fn wait_ready(admin: SocketAddr, what: &str, within: Duration) {
+    eventually(&format!("{what} is ready"), within, async || {
+        let listening = tokio::net::TcpStream::connect(admin).await.is_ok();
+        (listening && super::http(admin, "GET", "/ready").await.0 == 200).then_some(())
+    })
+    .await
+}
+
+/// Starts `meshperf pilot` with its data in `dir` and applies `mesh` (a
+/// YAML file) once it takes it; returns the process and its ADS address.
+pub async fn start_pilot(dir: &TestDir, mesh: &Path) -> (Reaper, SocketAddr) {
+    let (grpc, http, mon) = (free_loopback_port(), free_loopback_port(), free_loopback_port());
+    let pilot = spawn(
+        &meshperf_bin(),
+        &[
+            "pilot",
+            "--dataDir",
+            dir.join("pilot").to_str().unwrap(),
+            "--grpcAddr",
+            &grpc.to_string(),
+            "--httpAddr",
+            &http.to_string(),
+            "--monitoringAddr",
+            &mon.to_string(),
+        ],
+        &dir.join("pilot.log"),
+    );
+    eventually("pilot takes the mesh", Duration::from_secs(20), async || {
+        let applied = Command::new(meshperf_bin())
+            .args(["apply", "-f", mesh.to_str().unwrap(), "-s", &http.to_string()])
+            .output()
+            .expect("run meshperf apply");
+        applied.status.success().then_some(())
+    })
+    .await;
+    (pilot, grpc)
+}
