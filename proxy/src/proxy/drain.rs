@@ -8,12 +8,17 @@
 //! first; then what remains is closed.
 //!
 //! [`Drain`] starts it (main, on SIGTERM, SIGINT or `/quitquitquit`);
-//! listeners and connections hold a [`DrainWatch`]. The phase is relayed to
-//! each runtime by a task of its own ([`DrainWatch::for_this_runtime`]), so a
-//! connection, which checks it whenever it wakes, never takes a lock that
-//! another worker thread takes too.
+//! listeners and connections hold a [`DrainWatch`]. A connection checks the
+//! phase whenever it wakes, so that a response finished after the drain has
+//! started says `Connection: close`: it reads an atomic, and waits for a
+//! change on a copy of the phase that a task of its own runtime relays
+//! ([`DrainWatch::for_this_runtime`]), never on a lock that another worker
+//! thread takes too.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -21,6 +26,7 @@ use tokio::time::Instant;
 
 /// Where the proxy is in its life; only ever moves forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
 enum Phase {
     Serving,
     /// Listeners closed; connections finish what they serve.
@@ -31,7 +37,10 @@ enum Phase {
 
 /// What a drain and its watches share.
 struct Shared {
+    /// The phase, to wait for its changes.
     phase: watch::Sender<Phase>,
+    /// The same, to read without a lock.
+    phase_now: AtomicU8,
     /// Accepted connections not yet closed.
     connections: watch::Sender<usize>,
     /// Listener sets being served (each [`ListenersOpen`]).
@@ -42,6 +51,7 @@ struct Shared {
 pub fn channel() -> (Drain, DrainWatch) {
     let shared = Arc::new(Shared {
         phase: watch::channel(Phase::Serving).0,
+        phase_now: AtomicU8::new(Phase::Serving as u8),
         connections: watch::channel(0).0,
         listeners: watch::channel(0).0,
     });
@@ -66,13 +76,29 @@ pub struct DrainReport {
     pub elapsed: Duration,
 }
 
+impl Shared {
+    /// Moves the phase forward to `to` (never back); true if it moved.
+    fn advance(&self, to: Phase) -> bool {
+        self.phase_now.fetch_max(to as u8, Ordering::AcqRel);
+        self.phase.send_if_modified(|p| {
+            let moved = *p < to;
+            *p = (*p).max(to);
+            moved
+        })
+    }
+
+    fn reached(&self, phase: Phase) -> bool {
+        self.phase_now.load(Ordering::Acquire) >= phase as u8
+    }
+}
+
 impl Drain {
     /// Closes the listeners, waits up to `period` for the open connections to
     /// finish (none, when `period` is zero), then closes the rest. Logs one
     /// line when the listeners are closed and one at the end.
     pub async fn drain(self, period: Duration) -> DrainReport {
         let start = Instant::now();
-        self.shared.phase.send_replace(Phase::Draining);
+        self.shared.advance(Phase::Draining);
         // Each listener set closes on its own runtime; once all have, nothing
         // new is counted, so the count below is the whole drain's.
         self.watch().listeners_closed().await;
@@ -85,7 +111,7 @@ impl Drain {
         );
         let _ = tokio::time::timeout(period, connections.wait_for(|open| *open == 0)).await;
         let closed_at_deadline = *connections.borrow();
-        self.shared.phase.send_replace(Phase::Stopped);
+        self.shared.advance(Phase::Stopped);
         let report = DrainReport { open_at_start, closed_at_deadline, elapsed: start.elapsed() };
         tracing::info!(
             finished = open_at_start.saturating_sub(closed_at_deadline),
@@ -103,7 +129,7 @@ impl Drain {
 
 impl Drop for Drain {
     fn drop(&mut self) {
-        self.shared.phase.send_if_modified(|p| std::mem::replace(p, Phase::Stopped) != Phase::Stopped);
+        self.shared.advance(Phase::Stopped);
     }
 }
 
@@ -119,7 +145,7 @@ pub struct DrainWatch {
 impl DrainWatch {
     /// True from the start of the drain on.
     pub fn is_draining(&self) -> bool {
-        *self.shared.phase.borrow() >= Phase::Draining
+        self.shared.reached(Phase::Draining)
     }
 
     /// Connections accepted and not yet closed.
@@ -147,7 +173,15 @@ impl DrainWatch {
     async fn reached(&self, phase: Phase) {
         let mut rx = self.phase.clone();
         // Err: the relay or the drain is gone, which only happens once stopped.
-        let _ = rx.wait_for(|p| *p >= phase).await;
+        let mut changed = std::pin::pin!(rx.wait_for(|p| *p >= phase));
+        // The atomic first: this runtime's relay may not have run yet.
+        std::future::poll_fn(|cx| {
+            if self.shared.reached(phase) {
+                return Poll::Ready(());
+            }
+            changed.as_mut().poll(cx).map(|_| ())
+        })
+        .await
     }
 
     /// The same watch with the phase relayed by a task on the current runtime.

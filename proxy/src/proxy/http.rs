@@ -80,6 +80,13 @@ where
     let mut graceful = false;
     loop {
         tokio::select! {
+            // The drain first: a response that completes in the same wake-up
+            // as the drain's start then goes out with Connection: close.
+            biased;
+            _ = draining.as_mut(), if !graceful => {
+                served.as_mut().graceful_shutdown();
+                graceful = true;
+            }
             result = served.as_mut() => {
                 if let Err(e) = result {
                     tracing::debug!(error = %e, "downstream connection ended with an error");
@@ -89,10 +96,6 @@ where
             _ = idle.as_mut() => {
                 tracing::debug!("downstream connection closed: idle timeout");
                 return;
-            }
-            _ = draining.as_mut(), if !graceful => {
-                served.as_mut().graceful_shutdown();
-                graceful = true;
             }
         }
     }

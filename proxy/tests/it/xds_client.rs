@@ -182,9 +182,9 @@ async fn sotw_ack_nack_and_readiness() {
     client.stop().await;
 }
 
-// On the wall clock: tonic's client and server on a paused clock stall (the
-// clock jumps while their streams still have bytes in flight). The backoff
-// to the third retry is 0.7 to 1.4 s.
+// On the wall clock: on a paused clock the ADS stream (tonic client and
+// server) stopped making progress once connected. The backoff to the third
+// retry takes 0.7 to 1.4 s.
 #[tokio::test]
 async fn unreachable_control_plane_backs_off_and_connects_later() {
     // The control plane's port, bound but not listening yet: connects are refused.
