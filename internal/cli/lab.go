@@ -30,6 +30,8 @@ func Lab(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return labRun(args, stdout, stderr) }},
 			{name: "list", about: "list the shipped scenarios, their runs and how long they take",
 				run: func(args []string) int { return labList(args, stdout, stderr) }},
+			{name: "soak", about: "one long run through the sidecars, watching each sidecar's memory over time",
+				run: func(args []string) int { return labSoak(args, stdout, stderr) }},
 			{name: "clean", about: "remove the pods, links and processes an interrupted run left behind",
 				run: func(args []string) int { return labClean(args, stdout, stderr) }},
 		},
@@ -89,22 +91,15 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf lab run", "[SCENARIO|FILE] [flags]",
 		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
 			"the default one without SCENARIO;\nthe flags override the scenario's values.")
-	cfg, err := parseLabRun(cmd, args, stdout)
+	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
 	for _, n := range cfg.Scenario.Notes() {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := labContext(stderr)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		// Restoring the default handling lets a second Ctrl-C end meshperf
-		// at once, leaving what it started for `meshperf lab clean`.
-		stop()
-		fmt.Fprintln(stderr, "\nmeshperf lab: stopping and cleaning up (Ctrl-C again to force; then run meshperf lab clean)")
-	}()
 	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
 	rep, err := lab.Run(ctx, cfg)
 	if err != nil {
@@ -121,10 +116,49 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// labContext ends on Ctrl-C or SIGTERM, saying that the lab is cleaning
+// up; a second Ctrl-C ends meshperf at once.
+func labContext(stderr io.Writer) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		// Restoring the default handling lets a second Ctrl-C end meshperf
+		// at once, leaving what it started for `meshperf lab clean`.
+		stop()
+		fmt.Fprintln(stderr, "\nmeshperf lab: stopping and cleaning up (Ctrl-C again to force; then run meshperf lab clean)")
+	}()
+	return ctx, stop
+}
+
+func labSoak(args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf lab soak", "[SCENARIO|FILE] [flags]",
+		"Runs one point of a scenario (default: soak, 10 minutes at 1000 qps through both sidecars in mTLS) and samples\n"+
+			"each sidecar's resident memory every -interval: a leak shows as a slope. The flags override the scenario's values.")
+	var interval time.Duration
+	durationVar(cmd.flags, &interval, "interval", lab.SoakInterval, "how often to sample the sidecars' memory")
+	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) })
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	ctx, stop := labContext(stderr)
+	defer stop()
+	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
+	rep, err := lab.Soak(ctx, cfg, interval)
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	rep.Print(stdout)
+	if rep.Outcome.Run.Failed || rep.Outcome.Run.Errors > 0 || ctx.Err() != nil {
+		return exitFailed
+	}
+	return exitOK
+}
+
 // parseLabRun turns arguments into a lab configuration, checking all of it
 // (scenario, flags, binaries, network) before anything starts. Its errors
-// are all bad input.
-func parseLabRun(cmd *command, args []string, stdout io.Writer) (lab.Config, error) {
+// are all bad input. Without a scenario argument it loads defaultScenario;
+// check, when given, says what else the command cannot take in it.
+func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error) (lab.Config, error) {
 	var f labRunFlags
 	var o scenario.Overrides
 	fs := cmd.flags
@@ -141,7 +175,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer) (lab.Config, err
 	if len(rest) > 1 {
 		return lab.Config{}, usagef("one scenario at a time, got %q", rest)
 	}
-	name := ""
+	name := defaultScenario
 	if len(rest) == 1 {
 		name = rest[0]
 	}
@@ -151,6 +185,11 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer) (lab.Config, err
 	}
 	if s, err = s.Apply(o); err != nil {
 		return lab.Config{}, inputError{err}
+	}
+	if check != nil {
+		if err := check(s); err != nil {
+			return lab.Config{}, inputError{err}
+		}
 	}
 	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep}
 	if cfg.Network, err = labNetwork(f.network); err != nil {

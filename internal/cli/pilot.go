@@ -129,7 +129,7 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		log.Warn("--log_output_level names a scope meshperf pilot does not have; ignored", "scope", scope, "scopes", strings.Join(pilotLogScopes, ","))
 	}
 	srv, err := discovery.New(discovery.Options{
-		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir,
+		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
 		CADir: filepath.Join(f.dataDir, "ca"), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
 	})

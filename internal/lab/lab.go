@@ -101,6 +101,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Scenario == nil {
 		return nil, errors.New("lab: no scenario")
 	}
+	l, err := newLab(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = l.cfg
+	rep := &Report{RunID: cfg.RunID, OutDir: cfg.OutDir}
+	store, err := openStore(cfg.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
+		defer store.Close()
+		rep.DB = cfg.DBPath
+	}
+	err = l.start(ctx)
+	rep.Network, rep.NamePrefix = l.kind(), l.namePrefix()
+	defer func() {
+		rep.PIDs = l.pids
+		l.finish()
+	}()
+	if err != nil {
+		return rep, err
+	}
+	rep.Outcomes = l.runMatrix(ctx, store)
+	rep.PIDs = l.pids
+	rep.Wall = time.Since(start)
+	if err := writeOutputs(rep, cfg.Out); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// newLab checks cfg's binaries, fills in its defaults and creates the
+// output and log directories: everything short of starting the network.
+func newLab(cfg Config) (*lab, error) {
 	for _, b := range []struct{ what, path string }{{"meshperf", cfg.MeshperfBin}, {"meshperf-proxy", cfg.ProxyBin}} {
 		if st, err := os.Stat(b.path); err != nil || st.IsDir() {
 			return nil, fmt.Errorf("lab: %s binary %q not found", b.what, b.path)
@@ -122,37 +157,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(l.logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab: output directory: %w", err)
 	}
-	rep := &Report{RunID: cfg.RunID, OutDir: cfg.OutDir}
-	store, err := openStore(cfg.DBPath)
-	if err != nil {
-		return nil, err
+	return l, nil
+}
+
+// finish removes everything the lab started, or with -keep says what was
+// left up.
+func (l *lab) finish() {
+	if l.cfg.Keep {
+		l.keepNotice()
+		return
 	}
-	if store != nil {
-		defer store.Close()
-		rep.DB = cfg.DBPath
+	if err := l.close(); err != nil {
+		fmt.Fprintf(l.cfg.Out, "meshperf lab: cleanup: %v (meshperf lab clean removes leftovers)\n", err)
 	}
-	err = l.start(ctx)
-	rep.Network, rep.NamePrefix = l.kind(), l.namePrefix()
-	defer func() {
-		rep.PIDs = l.pids
-		if cfg.Keep {
-			l.keepNotice()
-			return
-		}
-		if cerr := l.close(); cerr != nil {
-			fmt.Fprintf(cfg.Out, "meshperf lab: cleanup: %v (meshperf lab clean removes leftovers)\n", cerr)
-		}
-	}()
-	if err != nil {
-		return rep, err
-	}
-	rep.Outcomes = l.runMatrix(ctx, store)
-	rep.PIDs = l.pids
-	rep.Wall = time.Since(start)
-	if err := writeOutputs(rep, cfg.Out); err != nil {
-		return rep, err
-	}
-	return rep, nil
 }
 
 func openStore(path string) (*results.Store, error) {

@@ -75,6 +75,18 @@ func binaries(t *testing.T) (meshperf, proxy string) {
 	return builtBin, proxy
 }
 
+// testNetwork is the pods' network for a lab test: network namespaces with
+// Istio's capture as root (which then needs everything they need), loopback
+// addresses with explicit listeners otherwise.
+func testNetwork(t *testing.T) pod.Kind {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return pod.KindLoopback
+	}
+	testenv.NeedNetns(t)
+	return pod.KindNetns
+}
+
 // tinyScenario is every mode, http, 2 s runs at a gentle rate.
 func tinyScenario(t *testing.T, modes []scenario.Mode, conns []int) *scenario.Scenario {
 	t.Helper()
@@ -115,11 +127,7 @@ func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string,
 // its traffic went through each sidecar of the mode (as gRPC for gRPC, in
 // mTLS where on). gRPC once failed in every mode and nothing noticed.
 func TestLabProtocolMatrix(t *testing.T) {
-	kind := pod.KindLoopback
-	if os.Geteuid() == 0 {
-		testenv.NeedNetns(t)
-		kind = pod.KindNetns
-	}
+	kind := testNetwork(t)
 	for _, proto := range []scenario.Protocol{scenario.HTTP, scenario.H2, scenario.GRPC, scenario.TCP} {
 		for _, mtls := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/mtls=%v", proto, mtls), func(t *testing.T) { testAllModes(t, kind, proto, mtls) })
@@ -257,11 +265,7 @@ func checkNothingLeft(t *testing.T, rep *Report) {
 // A sidecar killed during a run fails that run, with the reason, and the
 // lab restarts it for the next run.
 func TestLabSidecarKilledMidRun(t *testing.T) {
-	kind := pod.KindLoopback
-	if os.Geteuid() == 0 {
-		testenv.NeedNetns(t)
-		kind = pod.KindNetns
-	}
+	kind := testNetwork(t)
 	s := tinyScenario(t, []scenario.Mode{scenario.BothSidecars}, []int{1, 2})
 	var killed int
 	hook := func(event string, l *lab, spec scenario.RunSpec) {

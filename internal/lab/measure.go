@@ -252,7 +252,7 @@ func roleOf(p *proc.Process) string {
 // merge lays the load generator's figures over the runner's fields.
 func merge(r, got results.Run) results.Run {
 	r.StartTime, r.ActualQPS, r.Duration = got.StartTime, got.ActualQPS, got.Duration
-	r.Latency, r.Spectrum, r.Corrected, r.Calls, r.Errors = got.Latency, got.Spectrum, got.Corrected, got.Calls, got.Errors
+	r.Latency, r.Spectrum, r.Corrected, r.Calls, r.Errors, r.Codes = got.Latency, got.Spectrum, got.Corrected, got.Calls, got.Errors, got.Codes
 	r.ErrorPercent, r.ResponseSize, r.FortioJSON = got.ErrorPercent, got.ResponseSize, got.FortioJSON
 	if got.Label != "" {
 		r.Label = got.Label

@@ -153,7 +153,10 @@ func (l *lab) clientSidecarSpec() sidecarSpec {
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337
 // behind Istio's capture, on loopback with its explicit listeners.
 func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
+	// A stopped sidecar drains (meshperf-proxy's --drain-duration, 5 s by
+	// default) before it exits: SIGKILL only after that.
 	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
+		StopGrace: 7 * time.Second,
 		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	if l.kind() == pod.KindNetns {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {

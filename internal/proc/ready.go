@@ -2,11 +2,11 @@ package proc
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/meshperf/meshperf/internal/atomicfile"
 )
 
 // Ready is what a meshperf server writes to its --ready-file once every one
@@ -27,18 +27,7 @@ func WriteReady(path string, r Ready) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".ready-*")
-	if err != nil {
-		return fmt.Errorf("ready file: %w", err)
-	}
-	_, werr := tmp.Write(append(data, '\n'))
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("ready file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("ready file: %w", err)
 	}
 	return nil

@@ -81,10 +81,14 @@ type Run struct {
 	Spectrum []PercentileValue
 	// Corrected says Latency is corrected for coordinated omission (meshperf's
 	// load generator at a set rate); false for Fortio's own results.
-	Corrected     bool
-	Calls         int64
-	Errors        int64
-	ErrorPercent  float64
+	Corrected    bool
+	Calls        int64
+	Errors       int64
+	ErrorPercent float64
+	// Codes counts the calls by answer, as Fortio's RetCodes: HTTP status
+	// ("200", "503"), gRPC's "SERVING", and "-1" for a socket error (the
+	// connection refused or reset, no answer at all).
+	Codes         map[string]int64
 	Processes     []Process
 	Failed        bool
 	FailureReason string
@@ -106,6 +110,7 @@ type fortioResult struct {
 	ErrorsDurationHistogram      fortioHistogram
 	CoordinatedOmissionCorrected bool
 	Sizes                        *fortioHistogram
+	RetCodes                     map[string]int64
 }
 
 type fortioHistogram struct {
@@ -138,6 +143,7 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Errors:      f.ErrorsDurationHistogram.Count,
 		Latency:     latencyFrom(f.DurationHistogram),
 		Spectrum:    spectrumFrom(f.DurationHistogram),
+		Codes:       f.RetCodes,
 	}
 	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
 		q, err := strconv.ParseFloat(f.RequestedQPS, 64)

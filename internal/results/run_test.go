@@ -22,6 +22,9 @@ func TestReadFortioFile(t *testing.T) {
 	if r.Corrected {
 		t.Error("Fortio's own result marked corrected")
 	}
+	if len(r.Codes) != 1 || r.Codes["200"] != 200 {
+		t.Errorf("codes %v, want 200 calls answered 200", r.Codes)
+	}
 	if !near(r.Latency.P50, 0.5475658375634517) || !near(r.Latency.P99, 1.0) || r.ResponseSize != 1142 {
 		t.Errorf("p50 %v p99 %v size %v", r.Latency.P50, r.Latency.P99, r.ResponseSize)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/atomicfile"
+
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 )
@@ -28,11 +30,7 @@ func (d *DirApplier) Apply(_ context.Context, rs []*config.Resource) error {
 			return err
 		}
 		path := d.path(r)
-		tmp := filepath.Join(d.Dir, "."+filepath.Base(path)+".tmp")
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", r.Key(), err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
+		if err := atomicfile.Write(path, data, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", r.Key(), err)
 		}
 	}

@@ -65,7 +65,7 @@ func TestShippedScenariosParse(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 	}
-	want := []string{"quick", "cpu-mem", "istio-1.24", "latency"}
+	want := []string{"quick", "cpu-mem", "istio-1.24", "latency", "soak"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("List() = %v, want %v (default first)", names, want)
 	}

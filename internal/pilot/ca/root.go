@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/atomicfile"
 )
 
 // root is the CA's signing material as loaded or created by openRoot.
@@ -54,7 +56,7 @@ func openRoot(dir, trustDomain string, s *settings) (*root, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create root: %w", err)
 		}
-		if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
 			return nil, fmt.Errorf("write root key: %w", err)
 		}
 		return createRootCert(certPath, key, trustDomain, s)
@@ -95,7 +97,7 @@ func createRootCert(certPath string, key crypto.Signer, trustDomain string, s *s
 		return nil, fmt.Errorf("create root: parse: %w", err)
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := writeFileAtomic(certPath, certPEM, 0o600); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, 0o600); err != nil {
 		return nil, fmt.Errorf("write root certificate: %w", err)
 	}
 	s.log.Info("created root certificate", "path", certPath, "trustDomain", trustDomain, "notAfter", cert.NotAfter)
@@ -183,51 +185,6 @@ func onePEMBlock(path string, data []byte) (*pem.Block, error) {
 	return block, nil
 }
 
-// writeFileAtomic replaces path with data so that a reader, or the next start
-// after a crash, sees either the old file or the complete new one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir, name := filepath.Split(path)
-	f, err := os.CreateTemp(dir, tempPrefix(name))
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-func tempPrefix(name string) string { return "." + name + ".tmp-" }
-
 // removeStaleTemps deletes temporary files a crash left behind, so that no
 // stray copy of a key lingers next to the real one.
 func removeStaleTemps(dir string) {
@@ -237,7 +194,7 @@ func removeStaleTemps(dir string) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasPrefix(n, tempPrefix(RootKeyFile)) || strings.HasPrefix(n, tempPrefix(RootCertFile)) {
+		if strings.HasPrefix(n, atomicfile.TempPrefix(RootKeyFile)) || strings.HasPrefix(n, atomicfile.TempPrefix(RootCertFile)) {
 			os.Remove(filepath.Join(dir, n))
 		}
 	}

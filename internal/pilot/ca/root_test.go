@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/atomicfile"
 )
 
 const testTD = "cluster.local"
@@ -290,12 +292,12 @@ func TestOpenFinishesKeyWithoutCertificate(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, RootCertFile)); err != nil {
 		t.Fatal(err)
 	}
-	write(t, dir, tempPrefix(RootKeyFile)+"123", []byte("half a key"))
+	write(t, dir, atomicfile.TempPrefix(RootKeyFile)+"123", []byte("half a key"))
 	second := mustOpen(t, dir)
 	if !second.Root().PublicKey.(*ecdsa.PublicKey).Equal(first.Root().PublicKey) {
 		t.Error("the root key was replaced instead of re-used")
 	}
-	if _, err := os.Stat(filepath.Join(dir, tempPrefix(RootKeyFile)+"123")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, atomicfile.TempPrefix(RootKeyFile)+"123")); err == nil {
 		t.Error("stale temporary file left behind")
 	}
 	third := mustOpen(t, dir)

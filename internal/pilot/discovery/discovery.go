@@ -55,6 +55,11 @@ type Options struct {
 	Push         push.Options
 	XDS          xds.Options
 	GracePeriod  time.Duration // for disconnected proxies' workloads; registry default if 0
+	// ProxiesPath, when set, is where the registered proxies are saved as
+	// they change and restored from at start, so that a restarted control
+	// plane keeps serving their endpoints until they reconnect (see
+	// registry.ProxyRecord).
+	ProxiesPath string
 	// Logger receives the control plane's own lines (the "default" scope).
 	Logger *slog.Logger
 	// ScopeLogger, when set, gives each part of the control plane its own
@@ -149,6 +154,11 @@ func New(opts Options) (*Server, error) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pilot_services", Help: "Total services known to pilot.",
 	}, func() float64 { return float64(s.reg.ServiceCount()) }))
+	// After the inbox exists: restoring registers endpoints, which notifies.
+	if err := s.restoreProxies(); err != nil {
+		s.closer()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -211,8 +221,9 @@ func (s *Server) Run(ctx context.Context) error {
 
 	debouncer := push.NewDebouncer(s.opts.Push, push.RealClock{}, s.startPush, s.pm).WithLogger(s.scopeLog(ScopePush))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); debouncer.Run(ctx, s.inbox.C()) }()
+	go func() { defer wg.Done(); s.saveProxies(ctx) }()
 	go func() {
 		defer wg.Done()
 		push.RunPushes(ctx, s.queue, s.opts.Push.EffectiveThrottle(), s.pushConnection)

@@ -64,6 +64,8 @@ type Registry struct {
 	workloads  map[string]*workload            // by id
 	namespaces map[string]map[string]string    // labels by namespace
 	proxies    map[string]*proxyEntry          // connected or in grace, by node id
+
+	proxiesChanged chan struct{} // see ProxiesChanged
 }
 
 type proxyEntry struct {
@@ -91,6 +93,8 @@ func New(opts Options, notify Notify) *Registry {
 		workloads:  map[string]*workload{},
 		namespaces: map[string]map[string]string{},
 		proxies:    map[string]*proxyEntry{},
+
+		proxiesChanged: make(chan struct{}, 1),
 	}
 }
 
@@ -219,10 +223,14 @@ func (r *Registry) ProxyConnected(p *model.Proxy) {
 	before := r.workloads[w.id]
 	r.workloads[w.id] = w
 	typ, req := r.endpointChangeLocked(before, w, r.opts.Now())
-	if before != nil && sameWorkload(before, w) {
+	changed := before == nil || !sameWorkload(before, w)
+	if !changed {
 		req = nil // a reconnect with the same metadata changes no endpoint
 	}
 	r.mu.Unlock()
+	if changed {
+		r.signalProxiesChanged()
+	}
 	if req != nil {
 		r.notify(typ, req)
 	}
@@ -255,6 +263,7 @@ func (r *Registry) removeProxy(id string) {
 	delete(r.workloads, "proxy/"+id)
 	typ, req := r.endpointChangeLocked(before, nil, r.opts.Now())
 	r.mu.Unlock()
+	r.signalProxiesChanged()
 	if req != nil {
 		r.notify(typ, req)
 	}
