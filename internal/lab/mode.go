@@ -157,7 +157,7 @@ func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Proc
 	// default) before it exits: SIGKILL only after that.
 	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
 		StopGrace: 7 * time.Second,
-		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
+		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	if l.kind() == pod.KindNetns {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
 			return fmt.Errorf("lab: %w", err)
