@@ -274,6 +274,7 @@ func TestLabSidecarKilledMidRun(t *testing.T) {
 		}
 		killed = l.serverSC.PID()
 		go func() {
+			// Kill it a second into the load: when is the test's subject.
 			time.Sleep(time.Second)
 			_ = syscall.Kill(killed, syscall.SIGKILL)
 		}()

@@ -72,6 +72,8 @@ func Soak(ctx context.Context, cfg Config, interval time.Duration) (*SoakReport,
 	if err := l.ensure(ctx, spec); err != nil {
 		return nil, err
 	}
+	l.logf("meshperf lab soak: %s at %d qps through %s; sidecar memory every %s (Ctrl-C stops it and keeps what was sampled)",
+		spec.Duration, spec.QPS, spec.Mode, interval)
 	rep := &SoakReport{Spec: spec, Network: string(l.kind()), Interval: interval, CSV: filepath.Join(l.cfg.OutDir, "soak.csv")}
 	watch := map[string]*proc.Process{}
 	if l.clientSC != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +82,9 @@ func TestLabScopingCutsPushes(t *testing.T) {
 	}
 	var out bytes.Buffer
 	lr.Print(&out)
-	t.Log("\n" + out.String())
+	if lines := strings.Count(out.String(), "\n"); lines != len(lr.Steps)+4 {
+		t.Errorf("the lab's table has %d lines, want a header, %d steps and 3 lines of notes:\n%s", lines, len(lr.Steps), out.String())
+	}
 }
 
 // TestPrometheusMatchesScrape runs a short test with --prometheus: the

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // leftovers lists namespaces and links whose names start with prefix.
@@ -132,11 +134,10 @@ func waitInNetns(t *testing.T, p *Pod, pid int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(processesIn(map[nsID]bool{want: true}), pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d never entered %s", pid, p.Netns())
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if !slices.Contains(processesIn(map[nsID]bool{want: true}), pid) {
+			return fmt.Errorf("pid %d has not entered %s", pid, p.Netns())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

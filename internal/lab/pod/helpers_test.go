@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/testenv"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // helperEnv makes the test binary act as a small server process started in a
@@ -43,23 +44,22 @@ func serveHelper(addrs []string) int {
 		}()
 	}
 	fmt.Println("ready")
-	time.Sleep(20 * time.Second)
+	// Serve until the test stops this process (it is a pod's process, which
+	// the test kills or the pod's removal does); the timer only bounds an
+	// orphan's life.
+	<-time.After(20 * time.Second)
 	return 0
 }
 
 func waitForLog(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), want) {
-			return
+		if !strings.Contains(string(b), want) {
+			return fmt.Errorf("%s does not say %q; it has:\n%s", path, want, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not say %q after 10s; it has:\n%s", path, want, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // newTestNetwork creates a bridge network that is closed when the test ends;

@@ -100,6 +100,8 @@ func TestSamplerBusyIdleAndGone(t *testing.T) {
 	go func() { s.Run(ctx); close(runDone) }()
 
 	start := s.SampleNow()
+	// The window's length is what is measured over (vCPU = CPU time / wall
+	// time), so this wait is the test's subject, not a guess at readiness.
 	time.Sleep(500 * time.Millisecond)
 	end := s.SampleNow()
 	byName := map[string]ProcessUsage{}
