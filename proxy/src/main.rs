@@ -80,7 +80,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         let proxy = proxy.clone();
         Arc::new(move || proxy.cluster_stats())
     };
-    let workers = workers.start(&drain_watch)?;
+    let workers = workers.start(&drain_watch, Some(ready.clone()))?;
     let admin = Admin {
         config: config.clone(),
         state,

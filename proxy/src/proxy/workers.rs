@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use super::drain::{DrainWatch, ListenersOpen, OpenConnection};
 use super::listener::{self, ListenerTarget};
 use super::{BoundListener, Proxy};
+use crate::xds::Readiness;
 
 /// When the drain is over, connection tasks close where they wait; this
 /// bounds the wait for any that are running.
@@ -128,7 +129,14 @@ impl BoundWorkers {
 
     /// Starts the worker threads; they accept until the drain starts and
     /// serve until it is over.
-    pub fn start(self, drain: &DrainWatch) -> anyhow::Result<Workers> {
+    ///
+    /// With `ready`, the listeners accept only once the first complete
+    /// config is applied: a connection made before then waits in the
+    /// listen backlog instead of meeting a proxy with no routes (404) or no
+    /// clusters (503). A sidecar restarted under load thus delays its first
+    /// requests by the time its config takes to arrive, and fails none.
+    /// Without it (config set directly, as tests do) they accept at once.
+    pub fn start(self, drain: &DrainWatch, ready: Option<Readiness>) -> anyhow::Result<Workers> {
         let mut inboxes = Vec::new();
         let mut receivers = Vec::new();
         for _ in &self.runtimes {
@@ -144,7 +152,12 @@ impl BoundWorkers {
         let mut threads = Vec::new();
         for (index, (runtime, (inbox, open))) in self.runtimes.into_iter().zip(receivers).enumerate() {
             let proxy = if index == 0 { self.proxy.clone() } else { self.proxy.for_worker() };
-            let accepting = listeners.take().map(|(l, open)| (l, open, handoff.clone()));
+            let accepting = listeners.take().map(|(listeners, open)| Accepting {
+                listeners,
+                open,
+                handoff: handoff.clone(),
+                ready: ready.clone(),
+            });
             let drain = drain.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("worker-{index}"))
@@ -156,18 +169,39 @@ impl BoundWorkers {
     }
 }
 
+/// What worker 0, which accepts, is given: the bound listeners, the drain's
+/// count of them, the hand-off to the other workers, and the readiness the
+/// listeners wait for.
+struct Accepting {
+    listeners: Vec<BoundListener>,
+    open: ListenersOpen,
+    handoff: Arc<Handoff>,
+    ready: Option<Readiness>,
+}
+
 fn run_worker(
     runtime: Runtime,
     proxy: Proxy,
-    accepting: Option<(Vec<BoundListener>, ListenersOpen, Arc<Handoff>)>,
+    accepting: Option<Accepting>,
     mut inbox: mpsc::UnboundedReceiver<Accepted>,
     open: Arc<AtomicUsize>,
     drain: DrainWatch,
 ) {
+    let proxy_shared = proxy.shared.clone();
     runtime.block_on(async {
         let drain = drain.for_this_runtime();
-        if let Some((listeners, listeners_open, handoff)) = accepting {
-            tokio::spawn(listener::serve_all(proxy.shared.clone(), listeners, Some(handoff), listeners_open));
+        if let Some(Accepting { listeners, open: listeners_open, handoff, ready }) = accepting {
+            tokio::spawn(async move {
+                if let Some(mut ready) = ready {
+                    let drain = listeners_open.watch().for_this_runtime();
+                    tokio::select! {
+                        _ = ready.wait() => {}
+                        // Drained before any config came: close the listeners unserved.
+                        _ = drain.draining() => {}
+                    }
+                }
+                listener::serve_all(proxy_shared, listeners, Some(handoff), listeners_open).await;
+            });
         }
         loop {
             tokio::select! {

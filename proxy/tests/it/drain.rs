@@ -272,3 +272,36 @@ async fn the_binary_with_drain_duration_0_exits_at_once() {
     let log = b.log();
     assert!(log.lines().any(|l| l.contains("drained") && l.contains("closed_at_deadline=1")), "{log}");
 }
+
+/// A request that arrives before the first config waits for it, as a
+/// restarted sidecar's first requests do, instead of meeting a proxy with no
+/// routes yet (a 404 the proxy made up).
+#[tokio::test]
+async fn the_binary_serves_no_request_before_its_first_config() {
+    let (app, hits) = upstream("app").await;
+    let server = AdsServer::start().await;
+    let (http_addr, admin) = (free_loopback_port(), free_loopback_port());
+    let listen = format!("{http_addr}=0.0.0.0_80:80");
+    let dir = TestDir::new("first-config");
+    let log = dir.join("proxy.log");
+    let _process = start_proxy(server.addr, admin, "web-1", &["--capture-mode", "none", "--listen", &listen], &log);
+    // The listener is bound (and the kernel queues connections) before the
+    // proxy has any config.
+    let stream = eventually("the listener is bound", WAIT, async || TcpStream::connect(http_addr).await.ok()).await;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let mut early = tokio::spawn(async move { get_on(&mut sender, HOST, "/").await });
+    // Nothing answers while there is no config: not a 404, not a reset.
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut early).await.is_err(), "answered before any config");
+
+    let resources = ads::Resources::from([
+        (ResourceType::Cluster, vec![("app".to_string(), any(&static_cluster("app", &[app])))]),
+        (ResourceType::Listener, vec![("0.0.0.0_80".to_string(), envoy::listener())]),
+        (ResourceType::Route, vec![("80".to_string(), envoy::route_config(vec![envoy::route("/", "app", None)]))]),
+    ]);
+    let _control_plane = ads::serve(server, resources).await;
+    let reply = early.await.unwrap();
+    assert_eq!((reply.status, reply.upstream.as_str()), (200, "app"), "{}", std::fs::read_to_string(&log).unwrap());
+    assert_eq!(hits.load(std::sync::atomic::Ordering::Relaxed), 1);
+}

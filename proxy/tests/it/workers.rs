@@ -45,7 +45,7 @@ fn connections_spread_over_workers_and_the_drain_stops_them() {
     let bound = Workers::bind(&proxy, 2).unwrap();
     let addr = *bound.local_addrs()[0].as_ref().unwrap();
     let (drain, drain_watch) = drain::channel();
-    let workers = bound.start(&drain_watch).unwrap();
+    let workers = bound.start(&drain_watch, None).unwrap();
 
     clients.block_on(async {
         // Four keep-alive connections, opened one after another and held open
