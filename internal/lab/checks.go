@@ -36,11 +36,11 @@ func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnap
 	var out []Check
 	if client {
 		got := delta(before.client, after.client, map[string]string{"reporter": "source", "destination_service": ServerHost()})
-		out = append(out, check("client sidecar", got))
+		out = append(out, check(clientSidecar, got))
 	}
 	if server {
 		got := delta(before.server, after.server, map[string]string{"reporter": "destination"})
-		out = append(out, check("server sidecar", got))
+		out = append(out, check(serverSidecar, got))
 	}
 	if spec.MTLS {
 		got := delta(before.server, after.server, map[string]string{"reporter": "destination",

@@ -239,9 +239,9 @@ func (l *lab) infra() []*proc.Process {
 // roleOf is the results' role of a process the lab started, by its name.
 func roleOf(p *proc.Process) string {
 	switch p.Name() {
-	case "client sidecar":
+	case clientSidecar:
 		return results.RoleClientSidecar
-	case "server sidecar":
+	case serverSidecar:
 		return results.RoleServerSidecar
 	case "echo server":
 		return results.RoleServerApp

@@ -129,7 +129,7 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 }
 
 func (l *lab) serverSidecarSpec() sidecarSpec {
-	s := sidecarSpec{role: "server sidecar", pod: l.server, sa: ServerSA, app: "server"}
+	s := sidecarSpec{role: serverSidecar, pod: l.server, sa: ServerSA, app: "server"}
 	if l.kind() == pod.KindLoopback {
 		for _, p := range []int{l.app.HTTP, l.app.GRPC, l.app.TCP} {
 			s.listen = append(s.listen, fmt.Sprintf("%s=virtualInbound:%d", netip.AddrPortFrom(l.server.IP(), uint16(p)), p))
@@ -139,7 +139,7 @@ func (l *lab) serverSidecarSpec() sidecarSpec {
 }
 
 func (l *lab) clientSidecarSpec() sidecarSpec {
-	s := sidecarSpec{role: "client sidecar", pod: l.client, sa: ClientSA, app: "client"}
+	s := sidecarSpec{role: clientSidecar, pod: l.client, sa: ClientSA, app: "client"}
 	if l.kind() == pod.KindLoopback {
 		// The client pod's address is this run's own, so its outbound
 		// listeners take the Service's ports there, as capture would.
@@ -153,10 +153,9 @@ func (l *lab) clientSidecarSpec() sidecarSpec {
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337
 // behind Istio's capture, on loopback with its explicit listeners.
 func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
-	// A stopped sidecar drains (meshperf-proxy's --drain-duration, 5 s by
-	// default) before it exits: SIGKILL only after that.
+	// A stopped sidecar drains before it exits: SIGKILL only after that.
 	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
-		StopGrace: 7 * time.Second,
+		StopGrace: sidecarDrain + 2*time.Second,
 		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	if l.kind() == pod.KindNetns {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {

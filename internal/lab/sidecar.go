@@ -22,7 +22,7 @@ const adminPort = 15000
 
 // sidecarSpec is what differs between the client's and the server's sidecar.
 type sidecarSpec struct {
-	role   string // "client sidecar" or "server sidecar"
+	role   string // clientSidecar or serverSidecar
 	pod    *pod.Pod
 	sa     string
 	app    string   // the app label
@@ -30,6 +30,18 @@ type sidecarSpec struct {
 }
 
 // sidecarArgs are meshperf-proxy's flags for a pod.
+// The sidecars' roles: their processes' names, their checks' names, their
+// keys in a soak's samples.
+const (
+	clientSidecar = "client sidecar"
+	serverSidecar = "server sidecar"
+)
+
+// sidecarDrain is the sidecars' drain period (meshperf-proxy's
+// --drain-duration, Istio's terminationDrainDuration default); stopping one
+// waits that long, and a little more, before SIGKILL.
+const sidecarDrain = 5 * time.Second
+
 func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []string {
 	args := []string{
 		"--xds-address", xds,
@@ -40,6 +52,7 @@ func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []st
 		"--instance-ip", s.pod.IP().String(),
 		"--labels", "app=" + s.app,
 		"--concurrency", strconv.Itoa(concurrency),
+		"--drain-duration", sidecarDrain.String(),
 	}
 	if kind == pod.KindNetns {
 		return append(args, "--capture-mode", "iptables")

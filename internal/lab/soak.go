@@ -24,7 +24,7 @@ import (
 // SoakSample is the sidecars' resident memory at one moment of a soak.
 type SoakSample struct {
 	At  time.Duration     // since the load started
-	RSS map[string]uint64 // bytes, by role ("client sidecar", "server sidecar")
+	RSS map[string]uint64 // bytes, by role (clientSidecar, serverSidecar)
 }
 
 // SidecarTrend is one sidecar's memory over a soak.
@@ -151,7 +151,7 @@ func CheckSoak(s *scenario.Scenario, interval time.Duration) error {
 // leak), or over all of them if the warm-up left fewer than three.
 func trends(samples []SoakSample, warmup time.Duration) []SidecarTrend {
 	var out []SidecarTrend
-	for _, role := range []string{"client sidecar", "server sidecar"} {
+	for _, role := range []string{clientSidecar, serverSidecar} {
 		var all, fit []SoakSample
 		for _, s := range samples {
 			if _, ok := s.RSS[role]; ok {
@@ -212,7 +212,7 @@ func writeSoakCSV(path string, samples []SoakSample) error {
 		_ = cw.Write([]string{"seconds", "client_sidecar_rss_mb", "server_sidecar_rss_mb"})
 		for _, s := range samples {
 			row := []string{strconv.FormatFloat(s.At.Seconds(), 'f', 1, 64)}
-			for _, role := range []string{"client sidecar", "server sidecar"} {
+			for _, role := range []string{clientSidecar, serverSidecar} {
 				v := ""
 				if b, ok := s.RSS[role]; ok {
 					v = strconv.FormatFloat(mb(b), 'f', 3, 64)
