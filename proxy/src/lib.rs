@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod config;
 pub mod logging;
+pub mod proto;
 pub mod proxy;
 pub mod state;
 pub mod telemetry;

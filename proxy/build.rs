@@ -1,0 +1,63 @@
+//! Generates the Rust types of Istio's ambient protocols: workload discovery
+//! (`istio.workload`), its authorization policies (`istio.security`) and the
+//! certificate service (`istio.v1.auth`).
+//!
+//! The .proto files are not copied into this tree: they are read from the Go
+//! modules that go.mod pins (istio.io/istio's pkg/workloadapi, istio.io/api's
+//! security/v1alpha1), which the control plane compiles against, so both sides
+//! of the wire always speak the same version. `go mod download` finds them in
+//! (or fetches them into) Go's module cache.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let go_mod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../go.mod");
+    println!("cargo:rerun-if-changed={}", go_mod.display());
+    let go_mod = std::fs::read_to_string(&go_mod).map_err(|e| format!("reading {}: {e}", go_mod.display()))?;
+
+    let istio = module_dir(&go_mod, "istio.io/istio")?.join("pkg");
+    let api = module_dir(&go_mod, "istio.io/api")?;
+    let files = [
+        istio.join("workloadapi/workload.proto"),
+        istio.join("workloadapi/security/authorization.proto"),
+        api.join("security/v1alpha1/ca.proto"),
+    ];
+    let descriptors = protox::compile(&files, [&istio, &api])?;
+    tonic_prost_build::configure()
+        .build_server(true) // the in-process tests serve the CA API
+        .build_transport(false)
+        .compile_fds(descriptors)?;
+    Ok(())
+}
+
+/// The directory of `module` at the version go.mod requires.
+fn module_dir(go_mod: &str, module: &str) -> Result<PathBuf, Box<dyn Error>> {
+    let version = go_mod
+        .lines()
+        .map(|line| line.trim().trim_start_matches("require").trim())
+        .find_map(|line| {
+            let mut fields = line.split_whitespace();
+            (fields.next() == Some(module)).then(|| fields.next()).flatten()
+        })
+        .ok_or_else(|| format!("go.mod does not require {module}"))?;
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", &format!("{module}@{version}")])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .map_err(|e| {
+            format!("running `go mod download` to find {module}'s protos (Go is needed to build the proxy): {e}")
+        })?;
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!("`go mod download -json {module}@{version}`: {e}: {}", String::from_utf8_lossy(&out.stderr))
+    })?;
+    match info["Dir"].as_str() {
+        Some(dir) if out.status.success() => Ok(PathBuf::from(dir)),
+        _ => Err(format!(
+            "`go mod download {module}@{version}` failed: {}",
+            info["Error"].as_str().unwrap_or("no directory")
+        )
+        .into()),
+    }
+}
