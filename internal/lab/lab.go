@@ -89,6 +89,9 @@ type Report struct {
 	NamePrefix string // prefix of every namespace and link the run created
 	PIDs       []int  // every process the lab started
 	Wall       time.Duration
+	// NodeProxies say what ran as each node proxy, e.g. "client node proxy
+	// (node-1): ztunnel 1.24.0"; empty without an ambient mode.
+	NodeProxies []string
 }
 
 // Runs are the outcomes' records.
@@ -133,6 +136,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Outcomes = l.runMatrix(ctx, store)
 	rep.PIDs = l.pids
+	for _, n := range l.nodes {
+		if n.binary != "" {
+			rep.NodeProxies = append(rep.NodeProxies, fmt.Sprintf("%s (%s): %s", n.role, n.name, n.binary))
+		}
+	}
 	rep.Wall = time.Since(start)
 	if err := writeOutputs(rep, cfg.Out); err != nil {
 		return rep, err

@@ -126,7 +126,7 @@ func (s *Server) start(c *net.UnixConn) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	s.conn = c
-	s.log.Info("node proxy connected", "workloads", len(s.workloads))
+	s.log.Info("node proxy connected; snapshot sent", "workloads", len(s.workloads))
 	return nil
 }
 
@@ -160,6 +160,7 @@ func (s *Server) Add(w Workload) error {
 	if !replaced {
 		s.workloads = append(s.workloads, w)
 	}
+	s.log.Info("add", "uid", w.UID, "netns", w.NetnsPath, "connected", s.conn != nil)
 	return s.send(addRequest(w), w.NetnsPath)
 }
 
@@ -177,6 +178,7 @@ func (s *Server) Del(uid string) error {
 			break
 		}
 	}
+	s.log.Info("delete", "uid", uid, "connected", s.conn != nil)
 	return s.send(&zdsapi.WorkloadRequest{Payload: &zdsapi.WorkloadRequest_Del{Del: &zdsapi.DelWorkload{Uid: uid}}}, "")
 }
 
