@@ -83,8 +83,8 @@ func labClean(args []string, stdout, stderr io.Writer) int {
 
 // labRunFlags are `lab run`'s own flags beside the scenario overrides.
 type labRunFlags struct {
-	out, db, proxy, network string
-	keep                    bool
+	out, db, proxy, network, ztunnel string
+	keep                             bool
 }
 
 func labRun(args []string, stdout, stderr io.Writer) int {
@@ -167,6 +167,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
+	fs.StringVar(&f.ztunnel, "ztunnel", "", "run this ztunnel `binary` as the ambient modes' node proxy instead of meshperf-proxy")
 	overrideFlags(fs, &o)
 	rest, err := cmd.parse(args, stdout)
 	if err != nil {
@@ -191,9 +192,12 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 			return lab.Config{}, inputError{err}
 		}
 	}
-	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep}
+	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel}
 	if cfg.Network, err = labNetwork(f.network); err != nil {
 		return cfg, usageError{err.Error()}
+	}
+	if err := lab.Preflight(cfg); err != nil {
+		return cfg, inputError{err}
 	}
 	if cfg.MeshperfBin, err = os.Executable(); err != nil {
 		return cfg, fmt.Errorf("find the meshperf binary: %w", err)
@@ -212,7 +216,7 @@ func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	}
 	intList("conn", "connection `counts`, e.g. 2,4,8", &o.Connections)
 	intList("qps", "request `rates`, e.g. 500,1000 (0: as fast as possible)", &o.QPS)
-	fs.Func("modes", "`modes`: no-mesh,server-sidecar,client-sidecar,both-sidecars", func(v string) (err error) {
+	fs.Func("modes", "`modes`: no-mesh,server-sidecar,client-sidecar,both-sidecars,ambient,ambient-waypoint", func(v string) (err error) {
 		o.Modes, err = scenario.ParseModes("-modes", v)
 		return err
 	})

@@ -34,8 +34,15 @@ type Config struct {
 	// MeshperfBin runs the control plane, the echo server and the load
 	// generator (`meshperf pilot|server|load`).
 	MeshperfBin string
-	// ProxyBin is the meshperf-proxy sidecar.
+	// ProxyBin is meshperf-proxy: the sidecar, and the ambient modes' node
+	// proxy (--proxy-type ztunnel).
 	ProxyBin string
+	// ZtunnelBin, when set, is a ztunnel binary the ambient modes run as
+	// the node proxy instead of meshperf-proxy, configured the same way.
+	ZtunnelBin string
+	// ZtunnelNode limits ZtunnelBin to one node (NodeClient or NodeServer),
+	// so that the other node runs meshperf-proxy; empty means every node.
+	ZtunnelNode string
 	// Network is the pod network kind; empty picks netns as root, else
 	// loopback.
 	Network pod.Kind
@@ -82,6 +89,9 @@ type Report struct {
 	NamePrefix string // prefix of every namespace and link the run created
 	PIDs       []int  // every process the lab started
 	Wall       time.Duration
+	// NodeProxies say what ran as each node proxy, e.g. "client node proxy
+	// (node-1): ztunnel 1.24.0"; empty without an ambient mode.
+	NodeProxies []string
 }
 
 // Runs are the outcomes' records.
@@ -126,6 +136,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Outcomes = l.runMatrix(ctx, store)
 	rep.PIDs = l.pids
+	for _, n := range l.nodes {
+		if n.binary != "" {
+			rep.NodeProxies = append(rep.NodeProxies, fmt.Sprintf("%s (%s): %s", n.role, n.name, n.binary))
+		}
+	}
 	rep.Wall = time.Since(start)
 	if err := writeOutputs(rep, cfg.Out); err != nil {
 		return rep, err
@@ -136,6 +151,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // newLab checks cfg's binaries, fills in its defaults and creates the
 // output and log directories: everything short of starting the network.
 func newLab(cfg Config) (*lab, error) {
+	if err := Preflight(cfg); err != nil {
+		return nil, err
+	}
 	for _, b := range []struct{ what, path string }{{"meshperf", cfg.MeshperfBin}, {"meshperf-proxy", cfg.ProxyBin}} {
 		if st, err := os.Stat(b.path); err != nil || st.IsDir() {
 			return nil, fmt.Errorf("lab: %s binary %q not found", b.what, b.path)

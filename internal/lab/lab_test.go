@@ -43,15 +43,7 @@ func TestMain(m *testing.M) {
 // skips when the proxy has not been built.
 func binaries(t *testing.T) (meshperf, proxy string) {
 	t.Helper()
-	proxy = os.Getenv("MESHPERF_PROXY_BIN")
-	if proxy == "" {
-		for _, p := range []string{"proxy/target/release/meshperf-proxy", "proxy/target/debug/meshperf-proxy"} {
-			if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
-				proxy, _ = filepath.Abs(filepath.Join(repoRoot, p))
-				break
-			}
-		}
-	}
+	proxy = proxyBinary()
 	if proxy == "" {
 		testenv.Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
 	}
@@ -73,6 +65,21 @@ func binaries(t *testing.T) (meshperf, proxy string) {
 		t.Fatalf("build meshperf: %v", buildErr)
 	}
 	return builtBin, proxy
+}
+
+// proxyBinary is MESHPERF_PROXY_BIN or the Cargo build's meshperf-proxy,
+// "" when there is none.
+func proxyBinary() string {
+	if p := os.Getenv("MESHPERF_PROXY_BIN"); p != "" {
+		return p
+	}
+	for _, p := range []string{"proxy/target/release/meshperf-proxy", "proxy/target/debug/meshperf-proxy"} {
+		if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
+			abs, _ := filepath.Abs(filepath.Join(repoRoot, p))
+			return abs
+		}
+	}
+	return ""
 }
 
 // testNetwork is the pods' network for a lab test: network namespaces with
@@ -105,12 +112,18 @@ func tinyScenario(t *testing.T, modes []scenario.Mode, conns []int) *scenario.Sc
 
 func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string, *lab, scenario.RunSpec)) *Report {
 	t.Helper()
-	meshperf, proxy := binaries(t)
+	return runConfig(t, Config{Scenario: s, Network: kind, hook: hook})
+}
+
+// runConfig runs the lab with cfg, given the binaries, an output directory
+// and a results store of the test's own.
+func runConfig(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	cfg.MeshperfBin, cfg.ProxyBin = binaries(t)
 	dir := t.TempDir()
 	var out strings.Builder
-	cfg := Config{Scenario: s, MeshperfBin: meshperf, ProxyBin: proxy, Network: kind,
-		OutDir: filepath.Join(dir, "out"), DBPath: filepath.Join(dir, "db", "meshperf.db"),
-		Out: &out, Progress: &out, hook: hook}
+	cfg.OutDir, cfg.DBPath = filepath.Join(dir, "out"), filepath.Join(dir, "db", "meshperf.db")
+	cfg.Out, cfg.Progress = &out, &out
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)

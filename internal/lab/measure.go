@@ -233,6 +233,11 @@ func (l *lab) infra() []*proc.Process {
 			out = append(out, p)
 		}
 	}
+	for _, n := range l.nodes {
+		if n.proxy != nil {
+			out = append(out, n.proxy)
+		}
+	}
 	return out
 }
 
@@ -243,6 +248,10 @@ func roleOf(p *proc.Process) string {
 		return results.RoleClientSidecar
 	case serverSidecar:
 		return results.RoleServerSidecar
+	case clientNodeProxy:
+		return results.RoleClientNodeProxy
+	case serverNodeProxy:
+		return results.RoleServerNodeProxy
 	case "echo server":
 		return results.RoleServerApp
 	}
@@ -280,9 +289,11 @@ func processes(us []procstat.ProcessUsage) []results.Process {
 	return out
 }
 
-// metricsSnapshot is the sidecars' metrics at one moment ("" without one).
+// metricsSnapshot is the proxies' metrics at one moment ("" without one):
+// the sidecars' and the node proxies'.
 type metricsSnapshot struct {
-	client, server string
+	client, server         string
+	clientNode, serverNode string
 }
 
 func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
@@ -297,8 +308,19 @@ func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
 		m.server, err = newAdmin(l.server.IP()).metrics(ctx)
 		errs = append(errs, err)
 	}
+	for _, n := range l.nodes {
+		if n.proxy == nil {
+			continue
+		}
+		dst := &m.clientNode
+		if n.role == serverNodeProxy {
+			dst = &m.serverNode
+		}
+		*dst, err = nodeStats(n).metrics(ctx)
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
-		return m, fmt.Errorf("sidecar metrics: %w", err)
+		return m, fmt.Errorf("proxy metrics: %w", err)
 	}
 	return m, nil
 }

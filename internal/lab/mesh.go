@@ -16,6 +16,10 @@ const (
 	ServerService = "server"
 	ServerSA      = "server"
 	ClientSA      = "client"
+	// The pods' names, which are also their WorkloadEntries' names when
+	// the lab registers them.
+	ClientPod = "client"
+	ServerPod = "server"
 )
 
 // Service ports, named so that the control plane picks the protocol from
@@ -62,7 +66,8 @@ func ServerHost() string { return ServerService + "." + Namespace + ".svc.cluste
 func SPIFFEID(sa string) string { return "spiffe://cluster.local/ns/" + Namespace + "/sa/" + sa }
 
 // PeerAuthMode is the namespace's PeerAuthentication for a run: STRICT when
-// the run is mTLS (both sidecars, mtls on); DISABLE when both sidecars run
+// the run is mTLS (both sidecars with mtls on, or an ambient mode, as
+// Istio's benchmark runs ambient); DISABLE when both sidecars run
 // with mtls off (so the sidecars really talk plain text, as Istio's
 // benchmark does with mTLS off); PERMISSIVE otherwise, Istio's default,
 // which lets a client without a sidecar reach a server sidecar.
@@ -87,14 +92,28 @@ type MeshConfig struct {
 	// WorkloadEntry registers the server pod when it has no sidecar (a
 	// sidecar registers its pod from its node metadata); empty otherwise.
 	WorkloadEntry string
+	// ClientWorkloadEntry registers the client pod in the ambient modes,
+	// where the control plane must know it (its identity, its node proxy's
+	// workload) and no sidecar registers it; empty otherwise.
+	ClientWorkloadEntry string
 }
 
-// MeshYAML renders the configuration for a run's mode.
-func MeshYAML(r scenario.RunSpec, serverIP netip.Addr, ports AppPorts) MeshConfig {
+// ambientLabel enrols a namespace (or a workload) in ambient.
+const ambientLabel = "istio.io/dataplane-mode: ambient"
+
+// MeshYAML renders the configuration for a run's mode. In the ambient
+// modes the namespace carries the ambient label, and both pods are
+// WorkloadEntries named as the pods, which is how ZDS and workload
+// discovery agree on their uids.
+func MeshYAML(r scenario.RunSpec, clientIP, serverIP netip.Addr, ports AppPorts) MeshConfig {
 	var b strings.Builder
+	labels := ""
+	if r.Mode.NodeProxies() {
+		labels = ", labels: {" + ambientLabel + "}"
+	}
 	fmt.Fprintf(&b, `apiVersion: v1
 kind: Namespace
-metadata: {name: %[1]s}
+metadata: {name: %[1]s%[10]s}
 ---
 apiVersion: v1
 kind: Service
@@ -112,7 +131,7 @@ metadata: {name: default, namespace: %[1]s}
 spec:
   mtls: {mode: %[9]s}
 `, Namespace, ServerService, ServiceHTTPPort, ports.HTTP, ServiceGRPCPort, ports.GRPC,
-		ServiceTCPPort, ports.TCP, PeerAuthMode(r))
+		ServiceTCPPort, ports.TCP, PeerAuthMode(r), labels)
 	mc := MeshConfig{}
 	if PeerAuthMode(r) == "DISABLE" {
 		mc.DestinationRule = true
@@ -121,7 +140,10 @@ spec:
 	}
 	mc.Base = b.String()
 	if _, server := r.Mode.Sidecars(); !server {
-		mc.WorkloadEntry = workloadEntryYAML(serverIP)
+		mc.WorkloadEntry = serverWorkloadEntryYAML(serverIP)
+	}
+	if r.Mode.NodeProxies() {
+		mc.ClientWorkloadEntry = clientWorkloadEntryYAML(clientIP)
 	}
 	return mc
 }
@@ -137,13 +159,23 @@ spec:
 `, Namespace, ServerService, ServerHost())
 }
 
-func workloadEntryYAML(serverIP netip.Addr) string {
+func serverWorkloadEntryYAML(ip netip.Addr) string {
+	return workloadEntryYAML(ServerPod, ip, ServerSA, "server")
+}
+
+func clientWorkloadEntryYAML(ip netip.Addr) string {
+	return workloadEntryYAML(ClientPod, ip, ClientSA, "client")
+}
+
+// workloadEntryYAML registers the pod name (the lab's pod of that name) at
+// ip, with its service account and app label.
+func workloadEntryYAML(name string, ip netip.Addr, sa, app string) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata: {name: %[2]s, namespace: %[1]s}
 spec:
   address: %[3]s
-  labels: {app: server}
+  labels: {app: %[5]s}
   serviceAccount: %[4]s
-`, Namespace, ServerService, serverIP, ServerSA)
+`, Namespace, name, ip, sa, app)
 }

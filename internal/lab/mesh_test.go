@@ -28,7 +28,7 @@ func decodeValid(t *testing.T, name, yaml string) []string {
 }
 
 func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
-	serverIP := netip.MustParseAddr("10.233.0.3")
+	clientIP, serverIP := netip.MustParseAddr("10.233.0.2"), netip.MustParseAddr("10.233.0.3")
 	ports := AppPorts{HTTP: 8080, GRPC: 8079, TCP: 8078}
 	cases := []struct {
 		mode       scenario.Mode
@@ -45,7 +45,7 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		spec := scenario.RunSpec{Mode: c.mode, MTLS: c.mtls && c.mode == scenario.BothSidecars, Protocol: scenario.HTTP}
-		mc := MeshYAML(spec, serverIP, ports)
+		mc := MeshYAML(spec, clientIP, serverIP, ports)
 		kinds := decodeValid(t, string(c.mode), mc.Base)
 		joined := strings.Join(kinds, " ")
 		for _, want := range []string{"Namespace", "Service", "PeerAuthentication"} {
@@ -59,6 +59,9 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 		if got := strings.Contains(joined, "DestinationRule"); got != c.dr || mc.DestinationRule != c.dr {
 			t.Errorf("%s mtls=%v: DestinationRule %v (flag %v), want %v", c.mode, c.mtls, got, mc.DestinationRule, c.dr)
 		}
+		if mc.ClientWorkloadEntry != "" || strings.Contains(mc.Base, "dataplane-mode") {
+			t.Errorf("%s: enrolled in ambient:\n%s\n%s", c.mode, mc.Base, mc.ClientWorkloadEntry)
+		}
 		if (mc.WorkloadEntry != "") != c.wentry {
 			t.Errorf("%s: WorkloadEntry %q, want one: %v", c.mode, mc.WorkloadEntry, c.wentry)
 		}
@@ -70,10 +73,38 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 		}
 	}
 	// Loopback: the Service's targetPorts are the app's host ports.
-	mc := MeshYAML(scenario.RunSpec{Mode: scenario.NoMesh}, serverIP, AppPorts{HTTP: 40001, GRPC: 40002, TCP: 40003})
+	mc := MeshYAML(scenario.RunSpec{Mode: scenario.NoMesh}, clientIP, serverIP, AppPorts{HTTP: 40001, GRPC: 40002, TCP: 40003})
 	decodeValid(t, "loopback", mc.Base)
 	if !strings.Contains(mc.Base, "port: 8080, targetPort: 40001") {
 		t.Errorf("http targetPort not the app's port:\n%s", mc.Base)
 	}
 	decodeValid(t, "destinationrule", destinationRuleYAML())
+}
+
+// Ambient: the namespace enrolled, STRICT mTLS, and both pods registered
+// as WorkloadEntries named as the pods (their uids in ZDS and WDS), each
+// with its address, identity and app label; pilot accepts all of it.
+func TestMeshYAMLAmbient(t *testing.T) {
+	clientIP, serverIP := netip.MustParseAddr("10.233.0.2"), netip.MustParseAddr("10.233.0.3")
+	spec := scenario.RunSpec{Mode: scenario.Ambient, MTLS: true, Protocol: scenario.HTTP}
+	mc := MeshYAML(spec, clientIP, serverIP, AppPorts{HTTP: 8080, GRPC: 8079, TCP: 8078})
+	if got := strings.Join(decodeValid(t, "ambient", mc.Base), " "); !strings.Contains(got, "PeerAuthentication") {
+		t.Errorf("ambient base has %s", got)
+	}
+	for _, want := range []string{"metadata: {name: lab, labels: {istio.io/dataplane-mode: ambient}}", "mode: STRICT"} {
+		if !strings.Contains(mc.Base, want) {
+			t.Errorf("ambient base lacks %q:\n%s", want, mc.Base)
+		}
+	}
+	for _, c := range []struct{ yaml, name, ip, sa, app string }{
+		{mc.ClientWorkloadEntry, ClientPod, "10.233.0.2", ClientSA, "client"},
+		{mc.WorkloadEntry, ServerPod, "10.233.0.3", ServerSA, "server"},
+	} {
+		decodeValid(t, "workloadentry-"+c.name, c.yaml)
+		for _, want := range []string{"name: " + c.name + ",", "address: " + c.ip, "serviceAccount: " + c.sa, "labels: {app: " + c.app + "}"} {
+			if !strings.Contains(c.yaml, want) {
+				t.Errorf("WorkloadEntry %s lacks %q:\n%s", c.name, want, c.yaml)
+			}
+		}
+	}
 }

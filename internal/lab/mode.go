@@ -60,13 +60,22 @@ func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 
 func (l *lab) allAlive(m scenario.Mode) bool {
 	client, server := m.Sidecars()
+	for _, n := range l.nodes {
+		if alive(n.proxy) != m.NodeProxies() {
+			return false
+		}
+	}
 	return alive(l.pilot.Process) && alive(l.serverApp) &&
 		client == alive(l.clientSC) && server == alive(l.serverSC)
 }
 
-// teardownMode stops the sidecars and removes their capture.
+// teardownMode stops the sidecars and removes their capture, and takes the
+// pods out of ambient, stopping the node proxies.
 func (l *lab) teardownMode() error {
 	var errs []error
+	for _, n := range l.nodes {
+		errs = append(errs, n.leave())
+	}
 	for _, s := range []struct {
 		p   **proc.Process
 		pod *pod.Pod
@@ -81,7 +90,7 @@ func (l *lab) teardownMode() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("lab: stop sidecars: %w", err)
+		return fmt.Errorf("lab: stop proxies: %w", err)
 	}
 	return nil
 }
@@ -89,13 +98,13 @@ func (l *lab) teardownMode() error {
 // setupMode applies the mode's configuration, starts its sidecars and waits
 // until they are ready and the client side knows the server as it should.
 func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
-	mesh := MeshYAML(spec, l.server.IP(), l.app)
+	mesh := MeshYAML(spec, l.client.IP(), l.server.IP(), l.app)
 	client, server := spec.Mode.Sidecars()
 	name := string(spec.Mode)
 	// A WorkloadEntry beside a registered sidecar would give the server two
 	// endpoints; remove it before the sidecar comes.
 	if server && l.appliedWE {
-		if err := l.apply(ctx, "workloadentry-delete", workloadEntryYAML(l.server.IP()), true); err != nil {
+		if err := l.apply(ctx, "workloadentry-delete", serverWorkloadEntryYAML(l.server.IP()), true); err != nil {
 			return err
 		}
 		l.appliedWE = false
@@ -114,6 +123,19 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 			return err
 		}
 		l.appliedWE = true
+	}
+	if (mesh.ClientWorkloadEntry != "") != l.appliedClientWE {
+		yaml, del := mesh.ClientWorkloadEntry, l.appliedClientWE
+		if del {
+			yaml = clientWorkloadEntryYAML(l.client.IP())
+		}
+		if err := l.apply(ctx, "client-workloadentry", yaml, del); err != nil {
+			return err
+		}
+		l.appliedClientWE = !del
+	}
+	if spec.Mode.NodeProxies() {
+		return l.setupNodeProxies(ctx, spec)
 	}
 	if server {
 		if err := l.startSidecar(l.serverSidecarSpec(), spec, &l.serverSC); err != nil {
@@ -148,6 +170,20 @@ func (l *lab) clientSidecarSpec() sidecarSpec {
 		}
 	}
 	return s
+}
+
+// setupNodeProxies enrols each node's pod in ambient, starts the node
+// proxies and waits until they are ready to carry the pods' traffic.
+func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error {
+	for _, n := range l.nodes {
+		if err := n.enroll(); err != nil {
+			return err
+		}
+		if err := l.startNodeProxy(n, spec.ProxyConcurrency); err != nil {
+			return err
+		}
+	}
+	return l.waitNodeProxies(ctx)
 }
 
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337

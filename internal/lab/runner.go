@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,11 +36,14 @@ type lab struct {
 
 	serverApp          *proc.Process
 	clientSC, serverSC *proc.Process
-	serverAppHost      string // loopback: the address the echo server listens on
+	nodes              []*node // the ambient modes' nodes, the client's first; none without an ambient mode
+	zdsDir             string  // where the nodes' ZDS sockets are
+	serverAppHost      string  // loopback: the address the echo server listens on
 	mode               scenario.Mode
 	modeAccessLog      bool
 	modeReady          bool
 	appliedWE          bool
+	appliedClientWE    bool
 	appliedDR          bool
 	pids               []int
 }
@@ -76,11 +80,16 @@ func (l *lab) start(ctx context.Context) error {
 		l.logf("meshperf lab: loopback network (not root, or -network loopback): pods are 127.x addresses and " +
 			"sidecars use explicit listeners instead of iptables capture; every result says network=loopback")
 	}
-	if l.client, err = n.AddPod("client"); err != nil {
+	if l.client, err = n.AddPod(ClientPod); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	if l.server, err = n.AddPod("server"); err != nil {
+	if l.server, err = n.AddPod(ServerPod); err != nil {
 		return fmt.Errorf("lab: %w", err)
+	}
+	if l.ambient() {
+		if err := l.addNodes(); err != nil {
+			return err
+		}
 	}
 	if err := l.choosePilotIP(); err != nil {
 		return err
@@ -105,6 +114,17 @@ func (l *lab) choosePilotIP() error {
 	return nil
 }
 
+// ambient reports whether the scenario has an ambient mode, which needs
+// nodes and pilot's TLS listener.
+func (l *lab) ambient() bool {
+	for _, m := range l.cfg.Scenario.Modes {
+		if m.NodeProxies() {
+			return true
+		}
+	}
+	return false
+}
+
 // startTimeout bounds the wait for a process the lab starts to be ready.
 const startTimeout = 20 * time.Second
 
@@ -117,7 +137,7 @@ func (l *lab) startPilot(ctx context.Context) error {
 		err error
 	)
 	if l.pilot == nil {
-		p, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{l.cfg.MeshperfBin, "pilot"}, Host: l.pilotIP,
+		p, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{l.cfg.MeshperfBin, "pilot"}, Host: l.pilotIP, Secure: l.ambient(),
 			DataDir: filepath.Join(l.cfg.OutDir, "pilot-data"), LogPath: filepath.Join(l.logDir, "pilot.log")}, startTimeout)
 	} else {
 		p, err = l.pilot.Restart(ctx, startTimeout)
@@ -202,6 +222,20 @@ func (l *lab) close() error {
 		if p != nil {
 			errs = append(errs, p.Stop())
 		}
+	}
+	for _, n := range l.nodes {
+		if n.proxy != nil {
+			errs = append(errs, n.proxy.Stop())
+		}
+		if n.zds != nil {
+			errs = append(errs, n.zds.Close())
+		}
+		if n.zdsLog != nil {
+			errs = append(errs, n.zdsLog.Close())
+		}
+	}
+	if l.zdsDir != "" {
+		errs = append(errs, os.RemoveAll(l.zdsDir))
 	}
 	if l.pilot != nil {
 		errs = append(errs, l.pilot.Stop())

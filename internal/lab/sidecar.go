@@ -64,17 +64,21 @@ func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []st
 	return args
 }
 
-// admin talks to one sidecar's admin API.
+// admin talks to one proxy's HTTP endpoints: a sidecar's admin API, a node
+// proxy's readiness, stats and admin ports.
 type admin struct {
 	base   string
 	client *http.Client
 }
 
 func newAdmin(ip netip.Addr) *admin {
-	return &admin{
-		base:   "http://" + netip.AddrPortFrom(ip, adminPort).String(),
-		client: &http.Client{Timeout: 5 * time.Second},
-	}
+	return newAdminAt(netip.AddrPortFrom(ip, adminPort), nil)
+}
+
+// newAdminAt talks HTTP to addr, through transport when not nil (to dial
+// from inside a namespace).
+func newAdminAt(addr netip.AddrPort, transport http.RoundTripper) *admin {
+	return &admin{base: "http://" + addr.String(), client: &http.Client{Timeout: 5 * time.Second, Transport: transport}}
 }
 
 func (a *admin) get(ctx context.Context, path string) (int, []byte, error) {

@@ -15,6 +15,9 @@ type PilotAddrs struct {
 	GRPC       string // plaintext ADS (--grpcAddr; "grpc" in its ready file)
 	HTTP       string // config API and debug endpoints (--httpAddr; "http")
 	Monitoring string // /metrics (--monitoringAddr; "monitoring")
+	// SecureGRPC is TLS ADS and the CA (--secureGRPCAddr; "secureGRPC"),
+	// where node proxies connect; empty when off.
+	SecureGRPC string
 }
 
 // PilotOptions start `meshperf pilot` as a child process, as the lab and the
@@ -29,6 +32,9 @@ type PilotOptions struct {
 	Host netip.Addr
 	// Addrs fixes listeners' addresses; an empty one binds Host port 0.
 	Addrs PilotAddrs
+	// Secure turns on the TLS listener (istiod's 15012 role: ADS and the CA
+	// for node proxies), at Addrs.SecureGRPC or Host port 0.
+	Secure bool
 	// DataDir holds the store, the CA's root and the ready file.
 	DataDir string
 	// MeshConfig is a mesh config file (--meshConfig); none if empty.
@@ -77,6 +83,9 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 	args := append(append([]string(nil), o.Command[1:]...),
 		"--grpcAddr", orPort0(o.Addrs.GRPC), "--httpAddr", orPort0(o.Addrs.HTTP),
 		"--monitoringAddr", orPort0(o.Addrs.Monitoring), "--dataDir", o.DataDir)
+	if o.Secure {
+		args = append(args, "--secureGRPCAddr", orPort0(o.Addrs.SecureGRPC))
+	}
 	if o.MeshConfig != "" {
 		args = append(args, "--meshConfig", o.MeshConfig)
 	}
@@ -99,10 +108,15 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 		return nil, err
 	}
 	pl := &Pilot{Process: p, opts: o}
-	for _, l := range []struct {
+	type listener struct {
 		name string
 		dst  *string
-	}{{"grpc", &pl.Addrs.GRPC}, {"http", &pl.Addrs.HTTP}, {"monitoring", &pl.Addrs.Monitoring}} {
+	}
+	listeners := []listener{{"grpc", &pl.Addrs.GRPC}, {"http", &pl.Addrs.HTTP}, {"monitoring", &pl.Addrs.Monitoring}}
+	if o.Secure {
+		listeners = append(listeners, listener{"secureGRPC", &pl.Addrs.SecureGRPC})
+	}
+	for _, l := range listeners {
 		if *l.dst, err = r.Listener(l.name); err != nil {
 			_ = p.Stop()
 			return nil, err
@@ -113,6 +127,11 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 
 // APIURL is the config API's base URL.
 func (p *Pilot) APIURL() string { return "http://" + p.Addrs.HTTP }
+
+// RootCertPath is the PEM file of the root of its CA, which signs its TLS
+// listener's certificate and the workloads': a node proxy's XDS_ROOT_CA and
+// CA_ROOT_CA.
+func (p *Pilot) RootCertPath() string { return filepath.Join(p.opts.DataDir, "ca", "root-cert.pem") }
 
 // MetricsURL is its Prometheus endpoint.
 func (p *Pilot) MetricsURL() string { return "http://" + p.Addrs.Monitoring + "/metrics" }

@@ -305,7 +305,8 @@ func TestWaitListeningReadsTheKernelsSockets(t *testing.T) {
 }
 
 // TestPilotRestartsOnItsAddresses is what a control-plane crash test does:
-// kill pilot, start it again where it was, and find its API there.
+// kill pilot, start it again where it was (its TLS listener, where node
+// proxies connect, too), and find its API there.
 func TestPilotRestartsOnItsAddresses(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -313,12 +314,15 @@ func TestPilotRestartsOnItsAddresses(t *testing.T) {
 	}
 	ctx := context.Background()
 	pl, err := proc.StartPilot(ctx, proc.PilotOptions{Command: []string{exe, "pilot"}, DataDir: t.TempDir(),
-		LogLevel: "warn", Env: []string{helperEnv + "=pilot"}}, time.Minute)
+		LogLevel: "warn", Env: []string{helperEnv + "=pilot"}, Secure: true}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pl.Stop() })
-	for _, a := range []string{pl.Addrs.GRPC, pl.Addrs.HTTP, pl.Addrs.Monitoring} {
+	if _, err := os.Stat(pl.RootCertPath()); err != nil {
+		t.Errorf("the CA's root for node proxies: %v", err)
+	}
+	for _, a := range []string{pl.Addrs.GRPC, pl.Addrs.HTTP, pl.Addrs.Monitoring, pl.Addrs.SecureGRPC} {
 		if !strings.HasPrefix(a, "127.0.0.1:") || strings.HasSuffix(a, ":0") {
 			t.Fatalf("addresses %+v: want bound ports on 127.0.0.1", pl.Addrs)
 		}

@@ -25,6 +25,9 @@ const (
 	RoleServerSidecar = "server-sidecar"
 	RoleClientApp     = "client-app" // the load generator
 	RoleServerApp     = "server-app" // the echo server
+	// The ambient modes' node proxies: the client's node's and the server's.
+	RoleClientNodeProxy = "client-node-proxy"
+	RoleServerNodeProxy = "server-node-proxy"
 )
 
 // Modes as the lab names them (scenario.Mode's values); kept as strings so
@@ -47,9 +50,14 @@ type Process struct {
 	MaxRSSMB float64 `json:"max_rss_mb"` // highest resident set seen, MiB
 }
 
-// Sidecar says whether the process is a proxy.
+// Sidecar says whether the process is a proxy: a sidecar or a node proxy,
+// whose figures the summary gives per proxy.
 func (p Process) Sidecar() bool {
-	return p.Role == RoleClientSidecar || p.Role == RoleServerSidecar
+	switch p.Role {
+	case RoleClientSidecar, RoleServerSidecar, RoleClientNodeProxy, RoleServerNodeProxy:
+		return true
+	}
+	return false
 }
 
 // Latency holds a run's latency figures in milliseconds; NaN when unknown.

@@ -75,6 +75,17 @@ func expectArrival(t *testing.T, what string, arrivals <-chan arrival, listener 
 	}
 }
 
+// dialExpect connects to addr from inside p as the app and expects the
+// connection at listener (with origDst as its original destination, when
+// valid).
+func dialExpect(t *testing.T, what string, p *Pod, addr string, arrivals <-chan arrival, listener string, origDst netip.AddrPort) {
+	t.Helper()
+	if _, err := dialRead(p, addr); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	expectArrival(t, what, arrivals, listener, origDst)
+}
+
 // dialAsProxy connects to addr from inside p as uid/gid 1337, the way the
 // sidecar's own connections leave the pod.
 func dialAsProxy(t *testing.T, p *Pod, addr netip.AddrPort) {
@@ -112,35 +123,23 @@ func TestCaptureRedirectsAsIstio(t *testing.T) {
 	watch(t, b, "b:8080", bApp.String(), arrivals)
 
 	// The app's outbound call is redirected to the outbound listener.
-	if _, err := dialRead(a, bApp.String()); err != nil {
-		t.Fatal(err)
-	}
-	expectArrival(t, "app a -> b:8080", arrivals, "a:15001", bApp)
+	dialExpect(t, "app a -> b:8080", a, bApp.String(), arrivals, "a:15001", bApp)
 
 	// The proxy's own outbound call leaves the pod untouched.
 	dialAsProxy(t, a, bApp)
 	expectArrival(t, "proxy (uid 1337) a -> b:8080", arrivals, "b:8080", netip.AddrPort{})
 
 	// Inbound traffic to the app port lands on the inbound listener...
-	if _, err := dialRead(b, aApp.String()); err != nil {
-		t.Fatal(err)
-	}
-	expectArrival(t, "b -> a:8080", arrivals, "a:15006", aApp)
+	dialExpect(t, "b -> a:8080", b, aApp.String(), arrivals, "a:15006", aApp)
 
 	// ...except for the proxy's status port and caller-given ports.
 	for _, port := range []uint16{15021, 9999} {
 		dst := netip.AddrPortFrom(a.IP(), port)
-		if _, err := dialRead(b, dst.String()); err != nil {
-			t.Fatal(err)
-		}
-		expectArrival(t, "b -> "+dst.String(), arrivals, fmt.Sprintf("a:%d", port), netip.AddrPort{})
+		dialExpect(t, "b -> "+dst.String(), b, dst.String(), arrivals, fmt.Sprintf("a:%d", port), netip.AddrPort{})
 	}
 
 	// The app calling its own pod IP goes over lo, straight to itself.
-	if _, err := dialRead(a, aApp.String()); err != nil {
-		t.Fatal(err)
-	}
-	expectArrival(t, "app a -> own a:8080", arrivals, "a:8080", netip.AddrPort{})
+	dialExpect(t, "app a -> own a:8080", a, aApp.String(), arrivals, "a:8080", netip.AddrPort{})
 
 	// The proxy calling its own pod IP (an endpoint that is this pod) is
 	// captured as inbound, so the server side of the proxy sees it.
@@ -149,10 +148,7 @@ func TestCaptureRedirectsAsIstio(t *testing.T) {
 
 	// The pod without capture is unaffected: b calling a's excluded port
 	// worked above, and b calling itself reaches its app directly.
-	if _, err := dialRead(b, bApp.String()); err != nil {
-		t.Fatal(err)
-	}
-	expectArrival(t, "b -> own b:8080", arrivals, "b:8080", netip.AddrPort{})
+	dialExpect(t, "b -> own b:8080", b, bApp.String(), arrivals, "b:8080", netip.AddrPort{})
 }
 
 func TestCaptureIsAllOrNothing(t *testing.T) {

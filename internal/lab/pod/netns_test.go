@@ -19,9 +19,14 @@ import (
 
 // dialRead connects to addr from inside p and returns what the server sends.
 func dialRead(p *Pod, addr string) (string, error) {
+	return dialReadWith(p, &net.Dialer{Timeout: 5 * time.Second}, addr)
+}
+
+// dialReadWith is dialRead through d (a socket option, a timeout).
+func dialReadWith(p *Pod, d *net.Dialer, addr string) (string, error) {
 	var got []byte
 	err := p.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			return err
 		}

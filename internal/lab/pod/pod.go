@@ -44,6 +44,15 @@ func (p *Pod) Kind() Kind { return p.kind }
 // or "" for a loopback pod.
 func (p *Pod) Netns() string { return p.nsName }
 
+// NetnsPath is the namespace's file (what a node proxy is handed to open
+// its listeners in the pod), or "" for a loopback pod.
+func (p *Pod) NetnsPath() string {
+	if p.nsName == "" {
+		return ""
+	}
+	return netnsDir + "/" + p.nsName
+}
+
 // Do runs fn with the calling goroutine's view of the network being the
 // pod's: sockets fn creates belong to the pod's namespace (they stay there
 // after fn returns). Goroutines fn starts do not inherit the namespace. On a
@@ -92,8 +101,9 @@ func (p *Pod) Capture(opts CaptureOptions) error {
 	return applyCapture(p, CaptureRules(opts))
 }
 
-// Uncapture removes the capture (iptables-restore replaces the nat table it
-// is given with an empty one), as when the pod loses its sidecar.
+// Uncapture removes either capture, the sidecar's or the in-pod one (its
+// tables emptied, its route and rule removed), as when the pod loses its
+// sidecar or leaves ambient.
 func (p *Pod) Uncapture() error {
 	if p.kind != KindNetns {
 		return nil
@@ -101,7 +111,7 @@ func (p *Pod) Uncapture() error {
 	if err := p.checkOpen(); err != nil {
 		return err
 	}
-	return applyCapture(p, "*nat\nCOMMIT\n")
+	return errors.Join(applyCapture(p, emptyTables), p.inpodRoute(false))
 }
 
 func (p *Pod) checkOpen() error {

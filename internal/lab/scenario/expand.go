@@ -25,7 +25,7 @@ type RunSpec struct {
 	Timeout     time.Duration
 	PayloadSize int
 	// MTLS is whether this run's traffic is mutual TLS: the scenario asked for
-	// it and both pods have a sidecar.
+	// it and both pods have a sidecar, or the mode is an ambient one (HBONE).
 	MTLS             bool
 	AccessLog        bool
 	ProxyConcurrency int
@@ -59,7 +59,7 @@ func (s *Scenario) spec(i, total, rep int, m Mode, c, q int) RunSpec {
 		Mode: m, Protocol: s.Protocol, Connections: c, QPS: q,
 		Duration: s.Duration.D(), Warmup: s.Warmup.D(), Cooldown: s.Cooldown.D(),
 		Timeout: s.Timeout.D(), PayloadSize: s.PayloadSize,
-		MTLS:             s.MTLS && m == BothSidecars,
+		MTLS:             s.MTLS && m == BothSidecars || m.AlwaysMTLS(),
 		AccessLog:        s.AccessLog,
 		ProxyConcurrency: s.ProxyConcurrency,
 		Jitter:           s.Jitter, Uniform: s.Uniform,

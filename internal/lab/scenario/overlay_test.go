@@ -67,8 +67,8 @@ func TestParseListErrors(t *testing.T) {
 		{func() error { _, err := ParseIntList("-conn", "4,,8"); return err }, "flag -conn: item 2 is empty"},
 		{func() error { _, err := ParseIntList("-qps", "1k"); return err }, `flag -qps: item 1 ("1k"): not a whole number`},
 		{func() error { _, err := ParseIntList("-qps", " "); return err }, "flag -qps: empty list"},
-		{func() error { _, err := ParseModes("-modes", "no-mesh,ambient"); return err },
-			`flag -modes: item 2 ("ambient"): not one of no-mesh, server-sidecar, client-sidecar, both-sidecars`},
+		{func() error { _, err := ParseModes("-modes", "no-mesh,sidecarless"); return err },
+			`flag -modes: item 2 ("sidecarless"): not one of no-mesh, server-sidecar, client-sidecar, both-sidecars, ambient, ambient-waypoint`},
 		{func() error { _, err := ParseProtocol("-protocol", "udp"); return err }, `flag -protocol: "udp" is not one of http, h2, grpc, tcp`},
 	}
 	for _, c := range cases {

@@ -29,28 +29,53 @@ const (
 // Protocols lists the protocols in the order help text shows them.
 var protocols = []Protocol{HTTP, H2, GRPC, TCP}
 
-// Mode says which pods get a sidecar.
+// Mode says which proxies carry the traffic between the two pods.
 type Mode string
 
-// The mesh modes, Istio's four two-pod set-ups.
+// The mesh modes: Istio's four two-pod sidecar set-ups, and its two ambient
+// ones, where each pod sits on a node of its own whose node proxy
+// (ztunnel's role) carries the pod's traffic over HBONE.
 const (
 	NoMesh        Mode = "no-mesh"        // neither pod has a sidecar: the baseline
 	ServerSidecar Mode = "server-sidecar" // only the server pod has one
 	ClientSidecar Mode = "client-sidecar" // only the client (load generator) pod has one
 	BothSidecars  Mode = "both-sidecars"  // both pods: the normal mesh
+	// Ambient is L4: client node proxy -> HBONE -> server node proxy.
+	Ambient Mode = "ambient"
+	// AmbientWaypoint is L4+L7: a waypoint between the two node proxies.
+	AmbientWaypoint Mode = "ambient-waypoint"
 )
 
-var modes = []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}
+// modes are every mode a scenario may name, in the order help text shows
+// them; sidecarModes are the default set, which runs on any machine (the
+// ambient modes need network namespaces).
+var (
+	sidecarModes = []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}
+	modes        = append(append([]Mode(nil), sidecarModes...), Ambient, AmbientWaypoint)
+)
 
 // Sidecars says which pods of the mode run a sidecar.
 func (m Mode) Sidecars() (client, server bool) {
 	return m == ClientSidecar || m == BothSidecars, m == ServerSidecar || m == BothSidecars
 }
 
+// NodeProxies says whether the mode puts the pods on nodes whose node
+// proxies carry their traffic (the ambient modes).
+func (m Mode) NodeProxies() bool { return m == Ambient || m == AmbientWaypoint }
+
+// Waypoint says whether the mode puts a waypoint on the path.
+func (m Mode) Waypoint() bool { return m == AmbientWaypoint }
+
+// AlwaysMTLS says whether the mode's hop between pods is mutual TLS
+// whatever the scenario asks: HBONE, the ambient modes' tunnel, has no
+// plain-text form.
+func (m Mode) AlwaysMTLS() bool { return m.NodeProxies() }
+
 // IstioLabel is the mode's suffix in Istio's run labels. Istio's runner
 // (perf/benchmark/runner/runner.py) ends each label with the sidecar mode it
 // ran: "baseline" for no sidecars (older graphs also match "base" and
-// "no_istio"), "serveronly", "clientonly" and "both". Using the same words keeps
+// "no_istio"), "serveronly", "clientonly" and "both"; the ambient modes end
+// with "ambient" and "waypoint". Using the same words keeps
 // Istio's graph and CSV scripts, which match on these suffixes, working on our
 // results.
 func (m Mode) IstioLabel() string {
@@ -63,6 +88,10 @@ func (m Mode) IstioLabel() string {
 		return "clientonly"
 	case BothSidecars:
 		return "both"
+	case Ambient:
+		return "ambient"
+	case AmbientWaypoint:
+		return "waypoint"
 	}
 	return string(m)
 }
@@ -103,14 +132,16 @@ type Scenario struct {
 	PayloadSize int `json:"payloadSize"`
 	// Protocol (protocol) is http, h2, grpc or tcp. Default http.
 	Protocol Protocol `json:"protocol"`
-	// Modes (modes) are the set-ups to compare. Default: all four, no-mesh
-	// first so that the baseline exists before the mesh runs.
+	// Modes (modes) are the set-ups to compare. Default: the four sidecar
+	// modes, no-mesh first so that the baseline exists before the mesh runs;
+	// ambient and ambient-waypoint are asked for by name.
 	Modes []Mode `json:"modes"`
 	// MTLS (mtls) turns on mutual TLS between sidecars. Default true, as
-	// Istio's auto mTLS. It takes effect only in both-sidecars, the one mode
-	// with a sidecar at each end; with one sidecar the hop between pods is
-	// plaintext (Istio's PERMISSIVE behaviour), which RunSpec.MTLS records.
-	// Asking for it without both-sidecars is allowed; Notes says so.
+	// Istio's auto mTLS. It takes effect only in both-sidecars, the one
+	// sidecar mode with a sidecar at each end; with one sidecar the hop
+	// between pods is plaintext (Istio's PERMISSIVE behaviour), which
+	// RunSpec.MTLS records. The ambient modes are mutual TLS either way
+	// (HBONE). Asking for it without both-sidecars is allowed; Notes says so.
 	MTLS bool `json:"mtls"`
 	// AccessLog (accessLog) turns on the sidecars' access log. Default false:
 	// Istio's benchmarks measure without it (its sizing guide doubles the CPU
@@ -149,7 +180,7 @@ func defaults() Scenario {
 		Cooldown:         Duration(DefaultCooldown),
 		PayloadSize:      DefaultPayloadSize,
 		Protocol:         HTTP,
-		Modes:            append([]Mode(nil), modes...),
+		Modes:            append([]Mode(nil), sidecarModes...),
 		MTLS:             true,
 		ProxyConcurrency: DefaultProxyConcurrency,
 		Repetitions:      1,
@@ -166,8 +197,11 @@ func defaultWarmup(d time.Duration) time.Duration {
 // it runs (settings that will have no effect).
 func (s *Scenario) Notes() []string {
 	var notes []string
-	if s.MTLS && !s.hasMode(BothSidecars) {
+	if s.MTLS && !s.hasMode(BothSidecars) && !s.hasNodeProxyMode() {
 		notes = append(notes, "mtls: no effect without both-sidecars (mTLS needs a sidecar at each end); runs use plaintext between pods")
+	}
+	if !s.MTLS && s.hasNodeProxyMode() {
+		notes = append(notes, "mtls: the ambient modes are mutual TLS all the same (HBONE has no plain-text form)")
 	}
 	if s.AccessLog && !s.hasSidecarMode() {
 		notes = append(notes, "accessLog: no effect, no mode has a sidecar")
@@ -178,6 +212,16 @@ func (s *Scenario) Notes() []string {
 func (s *Scenario) hasMode(m Mode) bool {
 	for _, x := range s.Modes {
 		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// hasNodeProxyMode reports whether any mode is an ambient one.
+func (s *Scenario) hasNodeProxyMode() bool {
+	for _, m := range s.Modes {
+		if m.NodeProxies() {
 			return true
 		}
 	}

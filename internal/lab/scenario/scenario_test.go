@@ -160,3 +160,45 @@ func TestNotes(t *testing.T) {
 		t.Errorf("quick has notes %q", n)
 	}
 }
+
+// The ambient modes parse from files and flags (Istio's run-label words
+// too), expand as mutual TLS whatever mtls says, run no sidecar, and say
+// so in the notes.
+func TestAmbientModes(t *testing.T) {
+	s, err := Parse("a.yaml", []byte("connections: [4]\nqps: [1000]\nmtls: false\nmodes: [no-mesh, ambient, ambient-waypoint]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMTLS := map[Mode]bool{NoMesh: false, Ambient: true, AmbientWaypoint: true}
+	for _, r := range s.Expand() {
+		if r.MTLS != wantMTLS[r.Mode] {
+			t.Errorf("%s: MTLS %v, want %v", r.Mode, r.MTLS, wantMTLS[r.Mode])
+		}
+	}
+	if n := s.Notes(); len(n) != 1 || !strings.HasPrefix(n[0], "mtls: the ambient modes are mutual TLS") {
+		t.Errorf("Notes() = %q", n)
+	}
+	for _, c := range []struct {
+		m                        Mode
+		client, server, nodes, w bool
+		label                    string
+	}{
+		{Ambient, false, false, true, false, "ambient"},
+		{AmbientWaypoint, false, false, true, true, "waypoint"},
+		{BothSidecars, true, true, false, false, "both"},
+		{NoMesh, false, false, false, false, "baseline"},
+	} {
+		client, server := c.m.Sidecars()
+		if client != c.client || server != c.server || c.m.NodeProxies() != c.nodes || c.m.Waypoint() != c.w || c.m.IstioLabel() != c.label {
+			t.Errorf("%s: sidecars %v/%v node proxies %v waypoint %v label %q", c.m, client, server, c.m.NodeProxies(), c.m.Waypoint(), c.m.IstioLabel())
+		}
+	}
+	got, err := ParseModes("-modes", "ambient,waypoint")
+	if err != nil || !reflect.DeepEqual(got, []Mode{Ambient, AmbientWaypoint}) {
+		t.Errorf("ParseModes(ambient,waypoint) = %v, %v", got, err)
+	}
+	// The default set stays the four sidecar modes, which need no root.
+	if d := mustGet(t, "quick").Modes; !reflect.DeepEqual(d, []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}) {
+		t.Errorf("quick's modes %v", d)
+	}
+}

@@ -1,0 +1,284 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/lab/inpod"
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/proc"
+)
+
+// The ambient modes' nodes, as Istio's benchmark places its pods: the
+// client pod on one node, the server pod on another, each node with its own
+// node proxy. A node is a network namespace on the lab's bridge like a pod,
+// with no app: only its node proxy, which reaches into the pods it serves.
+const (
+	NodeClient = "node-1"
+	NodeServer = "node-2"
+)
+
+// The node proxies' roles: their processes' names and their checks' names.
+const (
+	clientNodeProxy = "client node proxy"
+	serverNodeProxy = "server node proxy"
+)
+
+// The node proxy's fixed ports, ztunnel's, in its node's namespace.
+const (
+	nodeProxyStatsPort = 15020 // /stats/prometheus
+	nodeProxyReadyPort = 15021 // /healthz/ready
+	nodeProxyAdminPort = 15000 // /config_dump, on the node's localhost only
+)
+
+// The node proxy's identity and environment, as Istio deploys ztunnel.
+const (
+	nodeProxyNamespace = "istio-system"
+	nodeProxySA        = "ztunnel"
+	// altXDSHostname is a name in pilot's serving certificate: node proxies
+	// reach pilot by address and check its certificate against this name.
+	altXDSHostname = "istiod.istio-system.svc"
+	trustDomain    = "cluster.local"
+	clusterID      = "Kubernetes"
+)
+
+// nodeProxyEnvConfig is what differs between node proxies' environments.
+type nodeProxyEnvConfig struct {
+	node     string         // NODE_NAME
+	ip       netip.Addr     // the node's address, INSTANCE_IP
+	pilot    netip.AddrPort // pilot's TLS listener: ADS and the CA
+	rootCert string         // absolute path of pilot's CA root (PEM)
+	zds      string         // absolute path of the node's ZDS socket
+	workers  int            // the scenario's proxy workers
+}
+
+// nodeProxyEnv is the node proxy's whole configuration: ztunnel's
+// environment variables, which meshperf-proxy --proxy-type ztunnel reads
+// too, so the lab starts either binary the same way.
+func nodeProxyEnv(c nodeProxyEnvConfig) []string {
+	pilot := "https://" + c.pilot.String()
+	return []string{
+		"XDS_ADDRESS=" + pilot,
+		"CA_ADDRESS=" + pilot,
+		"XDS_ROOT_CA=" + c.rootCert,
+		"CA_ROOT_CA=" + c.rootCert,
+		"ALT_XDS_HOSTNAME=" + altXDSHostname,
+		"ALT_CA_HOSTNAME=" + altXDSHostname,
+		"INPOD_UDS=" + c.zds,
+		"TRUST_DOMAIN=" + trustDomain,
+		"CLUSTER_ID=" + clusterID,
+		"NODE_NAME=" + c.node,
+		"INSTANCE_IP=" + c.ip.String(),
+		"POD_NAME=" + nodeProxyPodName(c.node),
+		"POD_NAMESPACE=" + nodeProxyNamespace,
+		"SERVICE_ACCOUNT=" + nodeProxySA,
+		"ZTUNNEL_WORKER_THREADS=" + strconv.Itoa(c.workers),
+		// No DNS capture: the in-pod rules leave DNS alone.
+		"ISTIO_META_DNS_CAPTURE=false",
+		"RUST_LOG=info",
+	}
+}
+
+// nodeProxyPodName is the node proxy's pod name, as a DaemonSet's pods are
+// told apart by node.
+func nodeProxyPodName(node string) string { return "ztunnel-" + node }
+
+// node is one ambient node: its namespace, its ZDS server (the lab as
+// istio-cni), the pod it serves and its node proxy when one runs.
+type node struct {
+	name, role string
+	ns         *pod.Pod // the node's own namespace
+	zds        *inpod.Server
+	zdsLog     *os.File
+	pod        *pod.Pod // the workload pod on this node
+	sa         string
+	proxy      *proc.Process
+	binary     string // what runs as its node proxy: "meshperf-proxy" or "ztunnel VERSION"
+	enrolled   bool   // the pod has the in-pod rules and is known to the ZDS server
+}
+
+// workload is the node's pod as ZDS names it.
+func (n *node) workload() inpod.Workload {
+	return inpod.Workload{UID: inpod.PodUID(Namespace, n.pod.Name()), Name: n.pod.Name(), Namespace: Namespace,
+		ServiceAccount: n.sa, NetnsPath: n.pod.NetnsPath()}
+}
+
+// addNodes creates the two nodes and their ZDS servers, whose sockets go
+// in a short directory of their own (a unix socket's path is limited to
+// 107 bytes, which an output directory can exceed).
+func (l *lab) addNodes() error {
+	dir, err := os.MkdirTemp("", "meshperf-zds-"+l.cfg.RunID+"-")
+	if err != nil {
+		return fmt.Errorf("lab: ZDS socket directory: %w", err)
+	}
+	l.zdsDir = dir
+	for _, n := range []*node{
+		{name: NodeClient, role: clientNodeProxy, pod: l.client, sa: ClientSA},
+		{name: NodeServer, role: serverNodeProxy, pod: l.server, sa: ServerSA},
+	} {
+		if n.ns, err = l.net.AddPod(n.name); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		if err := l.listenZDS(n, filepath.Join(dir, n.name+".sock")); err != nil {
+			return err
+		}
+		l.nodes = append(l.nodes, n)
+	}
+	return nil
+}
+
+// listenZDS starts node n's ZDS server, logging to logs/zds-NODE.log.
+func (l *lab) listenZDS(n *node, socket string) error {
+	f, err := os.OpenFile(filepath.Join(l.logDir, "zds-"+n.name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("lab: %s: ZDS log: %w", n.name, err)
+	}
+	n.zdsLog = f
+	if n.zds, err = inpod.Listen(socket, slog.New(slog.NewTextHandler(f, nil))); err != nil {
+		return fmt.Errorf("lab: %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// nodeProxyCommand is what runs as node n's proxy: the real ztunnel when
+// the lab was given one for this node, else meshperf-proxy in the role.
+// ztunnel takes its subcommand as Istio's DaemonSet gives it.
+func (l *lab) nodeProxyCommand(n *node) (path string, args []string, binary string, err error) {
+	if l.cfg.ZtunnelBin != "" && (l.cfg.ZtunnelNode == "" || l.cfg.ZtunnelNode == n.name) {
+		v, err := ztunnelVersion(l.cfg.ZtunnelBin)
+		if err != nil {
+			return "", nil, "", err
+		}
+		return l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel " + v, nil
+	}
+	return l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy", nil
+}
+
+// startNodeProxy starts node n's proxy in the node's namespace, as root
+// (it enters the pods' namespaces and marks its sockets there), in a
+// working directory of its own: ztunnel reads a mesh config and a token
+// relative to it, and must find none.
+func (l *lab) startNodeProxy(n *node, workers int) error {
+	path, args, binary, err := l.nodeProxyCommand(n)
+	if err != nil {
+		return fmt.Errorf("lab: %s: %w", n.role, err)
+	}
+	pilot, err := netip.ParseAddrPort(l.pilot.Addrs.SecureGRPC)
+	if err != nil {
+		return fmt.Errorf("lab: the control plane's TLS listener %q: %w", l.pilot.Addrs.SecureGRPC, err)
+	}
+	rootCert, err := filepath.Abs(l.pilot.RootCertPath())
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	dir := filepath.Join(l.cfg.OutDir, "nodes", n.name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("lab: %s: %w", n.role, err)
+	}
+	env := nodeProxyEnv(nodeProxyEnvConfig{node: n.name, ip: n.ns.IP(), pilot: pilot, rootCert: rootCert,
+		zds: n.zds.Path(), workers: workers})
+	p, err := n.ns.Start(proc.Spec{Name: n.role, Path: path, Args: args, Env: append(os.Environ(), env...), Dir: dir,
+		StopGrace: sidecarDrain + 2*time.Second,
+		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(n.role, " ", "-")+".log")})
+	if err != nil {
+		return fmt.Errorf("lab: %s: %w", n.role, err)
+	}
+	l.pids = append(l.pids, p.PID())
+	n.proxy, n.binary = p, binary
+	l.logf("  %s on %s: %s (pid %d)", n.role, n.name, binary, p.PID())
+	return nil
+}
+
+// enroll puts node n's pod in ambient: the in-pod rules in the pod, and
+// the pod handed to the node proxy over ZDS.
+func (n *node) enroll() error {
+	if err := n.pod.CaptureInpod(); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := n.zds.Add(n.workload()); err != nil {
+		return fmt.Errorf("lab: %s: %w", n.role, err)
+	}
+	n.enrolled = true
+	return nil
+}
+
+// leave takes node n's pod out of ambient and stops its node proxy.
+func (n *node) leave() error {
+	var errs []error
+	if n.enrolled {
+		errs = append(errs, n.zds.Del(n.workload().UID), n.pod.Uncapture())
+		n.enrolled = false
+	}
+	if n.proxy != nil {
+		errs = append(errs, n.proxy.Stop())
+		n.proxy = nil
+	}
+	return errors.Join(errs...)
+}
+
+// nodeStats talks to a node proxy's Prometheus port on its node's address.
+func nodeStats(n *node) *admin {
+	return newAdminAt(netip.AddrPortFrom(n.ns.IP(), nodeProxyStatsPort), nil)
+}
+
+// nodeAdmin talks to a node proxy's admin port, which listens on its
+// node's localhost: each connection is made from inside the node's
+// namespace (a socket stays in the namespace it was made in).
+func nodeAdmin(n *node) *admin {
+	var d net.Dialer
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := n.ns.Do(func() (err error) {
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+	return newAdminAt(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), nodeProxyAdminPort),
+		&http.Transport{DialContext: dial})
+}
+
+// waitNodeProxies waits until each node proxy says it is ready (its
+// certificates, both workload-discovery types and its ZDS snapshot are in)
+// and the client's node proxy knows the server pod's workload.
+func (l *lab) waitNodeProxies(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+	defer cancel()
+	serverUID := inpod.PodUID(Namespace, l.server.Name())
+	for _, n := range l.nodes {
+		ready := newAdminAt(netip.AddrPortFrom(n.ns.IP(), nodeProxyReadyPort), nil)
+		lack := "not ready"
+		for {
+			if n.proxy.Exited() {
+				return errors.New(n.proxy.ExitReason())
+			}
+			if code, _, err := ready.get(ctx, "/healthz/ready"); err != nil || code != http.StatusOK {
+				lack = fmt.Sprintf("/healthz/ready: status %d (%v)", code, err)
+			} else if n.role != clientNodeProxy {
+				break
+			} else if code, dump, err := nodeAdmin(n).get(ctx, "/config_dump"); err != nil || code != http.StatusOK {
+				lack = fmt.Sprintf("/config_dump: status %d (%v)", code, err)
+			} else if !strings.Contains(string(dump), serverUID) {
+				lack = "its /config_dump does not know the server workload " + serverUID
+			} else {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("lab: %s not ready within %s: %s (log: %s)", n.role, convergeTimeout, lack, n.proxy.LogPath())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package lab
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+// The node proxy's environment is ztunnel's, complete: where pilot's TLS
+// listener and CA root are, the node's ZDS socket, who the node proxy is
+// and how many workers it runs.
+func TestNodeProxyEnv(t *testing.T) {
+	got := nodeProxyEnv(nodeProxyEnvConfig{node: "node-1", ip: netip.MustParseAddr("10.233.0.4"),
+		pilot: netip.MustParseAddrPort("10.233.0.1:40012"), rootCert: "/out/pilot-data/ca/root-cert.pem",
+		zds: "/tmp/meshperf-zds-abc/node-1.sock", workers: 2})
+	want := []string{
+		"XDS_ADDRESS=https://10.233.0.1:40012",
+		"CA_ADDRESS=https://10.233.0.1:40012",
+		"XDS_ROOT_CA=/out/pilot-data/ca/root-cert.pem",
+		"CA_ROOT_CA=/out/pilot-data/ca/root-cert.pem",
+		"ALT_XDS_HOSTNAME=istiod.istio-system.svc",
+		"ALT_CA_HOSTNAME=istiod.istio-system.svc",
+		"INPOD_UDS=/tmp/meshperf-zds-abc/node-1.sock",
+		"TRUST_DOMAIN=cluster.local",
+		"CLUSTER_ID=Kubernetes",
+		"NODE_NAME=node-1",
+		"INSTANCE_IP=10.233.0.4",
+		"POD_NAME=ztunnel-node-1",
+		"POD_NAMESPACE=istio-system",
+		"SERVICE_ACCOUNT=ztunnel",
+		"ZTUNNEL_WORKER_THREADS=2",
+		"ISTIO_META_DNS_CAPTURE=false",
+		"RUST_LOG=info",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nodeProxyEnv:\n got %q\nwant %q", got, want)
+	}
+}
+
+// Which binary each node runs: meshperf-proxy in the node proxy's role by
+// default; ztunnel (asked for its version) on every node or on one.
+func TestNodeProxyCommand(t *testing.T) {
+	zt := writeScript(t, `echo 'version.BuildInfo{Version:"1.24.0"}'`+"\n")
+	n1, n2 := &node{name: NodeClient}, &node{name: NodeServer}
+	for _, c := range []struct {
+		cfg       Config
+		n         *node
+		path, bin string
+		args0     string
+	}{
+		{Config{ProxyBin: "/bin/meshperf-proxy"}, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, n2, zt, "ztunnel 1.24.0", "proxy"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, n2, zt, "ztunnel 1.24.0", "proxy"},
+	} {
+		l := &lab{cfg: c.cfg}
+		path, args, bin, err := l.nodeProxyCommand(c.n)
+		if err != nil || path != c.path || bin != c.bin || args[0] != c.args0 {
+			t.Errorf("%s with ztunnel %q on %q: %s %v (%s), %v", c.n.name, c.cfg.ZtunnelBin, c.cfg.ZtunnelNode, path, args, bin, err)
+		}
+	}
+}
