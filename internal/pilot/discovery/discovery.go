@@ -104,6 +104,9 @@ type Server struct {
 // connState is what the push filter remembers of a connection.
 type connState struct {
 	prevScope *scope.SidecarScope // the scope of the last push it got
+	// ambientDigest identifies the workload discovery a node proxy was last
+	// pushed (snapshot.AmbientDigest); node proxies only.
+	ambientDigest string
 }
 
 // New opens the store and the CA and assembles the pipeline; Run starts it.
@@ -355,8 +358,16 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 	}
 	prev := st.prevScope
 	st.prevScope = cur
+	push := needsPush(prev, cur, req)
+	if conn.Proxy().Type == model.Ztunnel {
+		// Node proxies get the whole mesh, not a Sidecar scope: they need a
+		// push when what they would receive changed, whatever the reason.
+		d, err := snap.AmbientDigest()
+		push = err != nil || d != st.ambientDigest
+		st.ambientDigest = d
+	}
 	s.connsMu.Unlock()
-	if !needsPush(prev, cur, req) {
+	if !push {
 		s.countSkipped()
 		return
 	}
