@@ -205,6 +205,15 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 // RegisterGRPC serves ADS on g.
 func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
 
+// RegisterSecureGRPC serves what istiod serves on its TLS port (15012): ADS
+// and the certificate API (istio.v1.auth.IstioCertificateService), which
+// node proxies call for their workloads' certificates. The certificate API
+// authenticates no caller, so it is served on the TLS port only.
+func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
+	s.xds.Register(g)
+	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA)).Register(g)
+}
+
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{s.xds.ServerOption()}

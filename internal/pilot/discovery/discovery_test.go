@@ -313,7 +313,7 @@ func serveTLS(t *testing.T, s *discovery.Server) (string, *grpc.ClientConn) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(append(s.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
-	s.RegisterGRPC(g)
+	s.RegisterSecureGRPC(g)
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(g.Stop)
 
