@@ -8,7 +8,7 @@ import (
 	"slices"
 	"sync"
 
-	security "istio.io/api/security/v1beta1"
+	securityapi "istio.io/api/security/v1beta1"
 	"istio.io/istio/pkg/workloadapi"
 
 	"github.com/meshperf/meshperf/internal/pilot/generate"
@@ -75,7 +75,7 @@ func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 		if !w.FromEntry {
 			continue // a sidecar registered by its connection; not a pod of the lab
 		}
-		var policies []string
+		policies := s.workloadPolicies(w)
 		if s.peerAuthenticationsFor(w.Namespace, w.Labels).workloadMode() == generate.MTLSStrict {
 			policies = append(policies, root+"/"+generate.StaticStrictPolicyName)
 		}
@@ -98,6 +98,17 @@ func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 		}
 		out.addresses = append(out.addresses, r)
 	}
+	for _, r := range s.authorizationPolicies {
+		ap, ok := r.Spec.(*securityapi.AuthorizationPolicy)
+		if !ok {
+			continue
+		}
+		res, err := encode(r.Meta.Namespace+"/"+r.Meta.Name, generate.Authorization(r.Meta.Namespace, r.Meta.Name, root, ap))
+		if err != nil {
+			return err
+		}
+		out.authorizations = append(out.authorizations, res)
+	}
 	if s.anyStrict() {
 		// Sent whenever a policy is STRICT, as istiod does, whichever
 		// workloads name it: adding a workload then changes its address
@@ -115,10 +126,29 @@ func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 	return nil
 }
 
+// workloadPolicies are the WDS names of the workload-scoped policies that
+// select w: those with a selector, in its namespace or the root namespace,
+// sorted (namespace- and mesh-wide ones apply by their scope, unnamed).
+func (s *Snapshot) workloadPolicies(w *model.Workload) []string {
+	root := s.Scopes.RootNamespace()
+	var out []string
+	for _, r := range s.authorizationPolicies {
+		ap, ok := r.Spec.(*securityapi.AuthorizationPolicy)
+		if !ok || ap.GetSelector() == nil || (r.Meta.Namespace != w.Namespace && r.Meta.Namespace != root) {
+			continue
+		}
+		if hasLabels(w.Labels, ap.GetSelector().GetMatchLabels()) {
+			out = append(out, r.Meta.Namespace+"/"+r.Meta.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // anyStrict says whether any PeerAuthentication asks for STRICT mTLS.
 func (s *Snapshot) anyStrict() bool {
 	for _, r := range s.peerAuthentications {
-		if pa, ok := r.Spec.(*security.PeerAuthentication); ok && pa.GetMtls().GetMode() == security.PeerAuthentication_MutualTLS_STRICT {
+		if pa, ok := r.Spec.(*securityapi.PeerAuthentication); ok && pa.GetMtls().GetMode() == securityapi.PeerAuthentication_MutualTLS_STRICT {
 			return true
 		}
 	}

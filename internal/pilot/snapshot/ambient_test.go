@@ -57,7 +57,9 @@ func goldenAmbient(t *testing.T, name string, s *Snapshot) {
 }
 
 // Workloads in and out of the ambient mode, a Service and a ServiceEntry,
-// STRICT mTLS in the enrolled namespace.
+// STRICT mTLS in the enrolled namespace, ALLOW and DENY policies (an HTTP
+// rule dropped from the ALLOW one, kept without its HTTP part in the DENY
+// one, and a mesh-wide ALLOW left with no rule it can match).
 func TestGoldenAmbientNodeProxy(t *testing.T) {
 	goldenAmbient(t, "ambient-node-proxy", buildFrom(t, "ambient.yaml"))
 }

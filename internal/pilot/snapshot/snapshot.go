@@ -50,7 +50,8 @@ type Snapshot struct {
 	Scopes       *scope.Index
 	CA           *ca.CA // nil: no SDS (mTLS needs it)
 
-	peerAuthentications []*config.Resource
+	peerAuthentications   []*config.Resource
+	authorizationPolicies []*config.Resource
 
 	mu        sync.Mutex
 	outbound  map[string]*outboundConfig // by scope ID
@@ -86,8 +87,11 @@ func Build(in Input) *Snapshot {
 		endpoints:    map[string]Resource{},
 	}
 	for _, r := range in.Resources {
-		if r.Kind == config.KindPeerAuthentication {
+		switch r.Kind {
+		case config.KindPeerAuthentication:
 			s.peerAuthentications = append(s.peerAuthentications, r)
+		case config.KindAuthorizationPolicy:
+			s.authorizationPolicies = append(s.authorizationPolicies, r)
 		}
 	}
 	return s
