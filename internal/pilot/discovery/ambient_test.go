@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,9 @@ kind: WorkloadEntry
 metadata: {name: cart-1, namespace: shop}
 spec: {address: 10.1.0.5, serviceAccount: cart, labels: {app: cart}}
 `)
+	if _, err := s.ConfigDump(ztunnelID); err == nil || !strings.Contains(err.Error(), "is a node proxy (ztunnel)") {
+		t.Errorf("config dump of a node proxy: %v", err)
+	}
 	const uid = "Kubernetes//Pod/shop/cart-1"
 	var got *workloadapi.Workload
 	for got == nil {
@@ -116,6 +120,22 @@ spec: {address: 10.1.0.5, serviceAccount: cart, labels: {app: cart}}
 	if got.GetTunnelProtocol() != workloadapi.TunnelProtocol_HBONE || got.GetServiceAccount() != "cart" ||
 		len(got.GetAddresses()) != 1 || !bytes.Equal(got.GetAddresses()[0], []byte{10, 1, 0, 5}) {
 		t.Errorf("workload %v", got)
+	}
+
+	// A policy change reaches the node proxy though no sidecar depends on it.
+	discoverytest.ApplyYAML(t, s, `
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: no-legacy, namespace: shop}
+spec:
+  action: DENY
+  rules: [{from: [{source: {namespaces: [legacy]}}]}]
+`)
+	for policy := false; !policy; {
+		r := n.next()
+		for _, res := range r.Resources {
+			policy = policy || (r.TypeUrl == snapshot.AuthorizationType && res.Name == "shop/no-legacy")
+		}
 	}
 
 	if _, err := s.Writer().Delete(context.Background(), []config.Key{{Kind: config.KindWorkloadEntry, Namespace: "shop", Name: "cart-1"}}); err != nil {
