@@ -26,7 +26,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require istio.io/istio v0.0.0-20260827124520-eed52ebb66ad // indirect
+require istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -55,8 +55,8 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240409071808-615f978279ca // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.72.0
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect

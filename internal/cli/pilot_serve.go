@@ -55,7 +55,7 @@ func pilotListeners() listenerSet {
 		{name: listenerGRPC, flag: "grpcAddr", def: "127.0.0.1:15010", required: true, usage: "plaintext xDS (ADS) `address`"},
 		{name: listenerHTTP, flag: "httpAddr", def: api.DefaultAddress, required: true, usage: "config API and debug endpoints `address`"},
 		{name: listenerMonitoring, flag: "monitoringAddr", def: "127.0.0.1:15014", required: true, usage: "/metrics `address`"},
-		{name: listenerSecureGRPC, flag: "secureGRPCAddr", usage: "TLS xDS `address` (istiod's 15012 role), with a certificate from the built-in CA for istiod's names; off when empty"},
+		{name: listenerSecureGRPC, flag: "secureGRPCAddr", usage: "TLS xDS and certificate API `address` (istiod's 15012 role: ADS, and CreateCertificate for node proxies), with a serving certificate from the built-in CA for istiod's names; off when empty"},
 	}
 }
 
@@ -142,7 +142,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 			return fmt.Errorf("TLS xDS: %w", err)
 		}
 		secureServer = grpc.NewServer(append(srv.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
-		srv.RegisterGRPC(secureServer)
+		srv.RegisterSecureGRPC(secureServer)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)

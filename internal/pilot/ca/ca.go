@@ -5,10 +5,12 @@
 // server hands to proxies over SDS as the `default` secret, next to the root
 // as `ROOTCA`.
 //
-// Unlike istiod, the control plane mints the workload key itself instead of
-// signing a CSR from an agent: meshperf's proxy has no agent, and one key
-// pair per identity (not per proxy) is what lets 2000 sidecars of one service
-// account share a single certificate. Get caches that certificate and
+// Unlike istiod, the control plane mints a sidecar's workload key itself
+// instead of signing a CSR from an agent: meshperf's proxy has no agent, and
+// one key pair per identity (not per proxy) is what lets 2000 sidecars of one
+// service account share a single certificate. Node proxies of the ambient
+// mode do ask with a CSR, through istiod's certificate API
+// (CertificateService); both paths sign through one function. Get caches that certificate and
 // re-issues it at Istio's rotation point, half its lifetime by default
 // (SECRET_GRACE_PERIOD_RATIO=0.5); RotateDue tells the control plane whose
 // `default` secret must be pushed again.
@@ -223,16 +225,50 @@ func (ca *CA) IssueServing(namespace, serviceAccount string, dnsNames ...string)
 }
 
 func (ca *CA) issue(id Identity, dnsNames ...string) (*Workload, error) {
-	now := ca.set.now()
 	key, err := generateKey(ca.set.alg)
 	if err != nil {
 		return nil, fmt.Errorf("ca: issue %s: %w", id, err)
 	}
+	c, err := ca.sign(id, key.Public(), ca.set.workloadTTL, dnsNames)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("ca: issue %s: %w", id, err)
+	}
+	grace := time.Duration(ca.set.graceRatio * float64(c.NotAfter.Sub(c.IssuedAt)))
+	return &Workload{
+		Identity:     id,
+		SPIFFEID:     c.SPIFFEID,
+		CertChainPEM: c.CertPEM,
+		KeyPEM:       keyPEM,
+		Leaf:         c.Leaf,
+		IssuedAt:     c.IssuedAt,
+		NotAfter:     c.NotAfter,
+		RotateAt:     c.NotAfter.Add(-grace),
+	}, nil
+}
+
+// Signed is a certificate the CA signed for a key it does not hold.
+type Signed struct {
+	SPIFFEID string
+	CertPEM  []byte // the leaf
+	Leaf     *x509.Certificate
+	IssuedAt time.Time // the CA's clock at signing; NotBefore is ClockSkewGrace earlier
+	NotAfter time.Time
+}
+
+// sign is the CA's one signing path: a workload certificate for id's SPIFFE
+// ID (plus dnsNames) on pub, valid for ttl or until the root expires,
+// whichever is first.
+func (ca *CA) sign(id Identity, pub crypto.PublicKey, ttl time.Duration, dnsNames []string) (*Signed, error) {
+	now := ca.set.now()
 	serial, err := newSerial()
 	if err != nil {
 		return nil, fmt.Errorf("ca: issue %s: %w", id, err)
 	}
-	notAfter := now.Add(ca.set.workloadTTL)
+	notAfter := now.Add(ttl)
 	if notAfter.After(ca.root.NotAfter) {
 		// A leaf outliving its root would fail verification before its NotAfter.
 		notAfter = ca.root.NotAfter
@@ -254,7 +290,7 @@ func (ca *CA) issue(id Identity, dnsNames ...string) (*Workload, error) {
 		URIs:                  []*url.URL{uri},
 		DNSNames:              dnsNames,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.root, key.Public(), ca.rootKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.root, pub, ca.rootKey)
 	if err != nil {
 		return nil, fmt.Errorf("ca: sign certificate for %s: %w", id, err)
 	}
@@ -262,20 +298,12 @@ func (ca *CA) issue(id Identity, dnsNames ...string) (*Workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ca: parse certificate issued for %s: %w", id, err)
 	}
-	keyPEM, err := encodeKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("ca: issue %s: %w", id, err)
-	}
-	grace := time.Duration(ca.set.graceRatio * float64(notAfter.Sub(now)))
-	return &Workload{
-		Identity:     id,
-		SPIFFEID:     spiffeID,
-		CertChainPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:       keyPEM,
-		Leaf:         leaf,
-		IssuedAt:     now,
-		NotAfter:     notAfter,
-		RotateAt:     notAfter.Add(-grace),
+	return &Signed{
+		SPIFFEID: spiffeID,
+		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		Leaf:     leaf,
+		IssuedAt: now,
+		NotAfter: notAfter,
 	}, nil
 }
 

@@ -42,6 +42,8 @@ var kindInfos = map[Kind]kindInfo{
 	KindGateway:            {networkingVersions, func() any { return &networking.Gateway{} }},
 	KindSidecar:            {networkingVersions, func() any { return &networking.Sidecar{} }},
 	KindPeerAuthentication: {securityVersions, func() any { return &security.PeerAuthentication{} }},
+
+	KindAuthorizationPolicy: {securityVersions, func() any { return &security.AuthorizationPolicy{} }},
 }
 
 // rawDocument is the envelope of one object. Status is accepted and dropped so

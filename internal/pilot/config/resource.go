@@ -24,12 +24,15 @@ const (
 	KindGateway            Kind = "Gateway"
 	KindSidecar            Kind = "Sidecar"
 	KindPeerAuthentication Kind = "PeerAuthentication"
+	// KindAuthorizationPolicy is enforced by node proxies (WDS) in the
+	// ambient mode; sidecars do not enforce it yet.
+	KindAuthorizationPolicy Kind = "AuthorizationPolicy"
 )
 
 // Kinds lists the supported kinds, in the order errors name them.
 var Kinds = []Kind{
 	KindNamespace, KindService, KindServiceEntry, KindWorkloadEntry, KindVirtualService,
-	KindDestinationRule, KindGateway, KindSidecar, KindPeerAuthentication,
+	KindDestinationRule, KindGateway, KindSidecar, KindPeerAuthentication, KindAuthorizationPolicy,
 }
 
 // ClusterScoped says whether objects of the kind have no namespace.
@@ -55,7 +58,8 @@ func (k Key) String() string {
 // Spec holds the published type of the kind, as a pointer:
 //   - Istio kinds: the istio.io/api message, e.g. *networking.VirtualService
 //     (istio.io/api/networking/v1alpha3; the v1 and v1beta1 packages alias it),
-//     *security.PeerAuthentication (istio.io/api/security/v1beta1);
+//     *security.PeerAuthentication, *security.AuthorizationPolicy
+//     (istio.io/api/security/v1beta1);
 //   - Service: *corev1.ServiceSpec; Namespace: *corev1.NamespaceSpec
 //     (k8s.io/api/core/v1). A namespace's labels are in Meta.Labels.
 type Resource struct {

@@ -43,6 +43,8 @@ func Validate(r *Resource) error {
 		ok = validateSidecar(r, &errs)
 	case KindPeerAuthentication:
 		ok = validatePeerAuthentication(r, &errs)
+	case KindAuthorizationPolicy:
+		ok = validateAuthorizationPolicy(r, &errs)
 	default:
 		errs.add("kind", "%q is not supported", r.Kind)
 	}

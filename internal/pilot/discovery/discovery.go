@@ -104,6 +104,9 @@ type Server struct {
 // connState is what the push filter remembers of a connection.
 type connState struct {
 	prevScope *scope.SidecarScope // the scope of the last push it got
+	// ambientDigest identifies the workload discovery a node proxy was last
+	// pushed (snapshot.AmbientDigest); node proxies only.
+	ambientDigest string
 }
 
 // New opens the store and the CA and assembles the pipeline; Run starts it.
@@ -201,6 +204,15 @@ func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 
 // RegisterGRPC serves ADS on g.
 func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
+
+// RegisterSecureGRPC serves what istiod serves on its TLS port (15012): ADS
+// and the certificate API (istio.v1.auth.IstioCertificateService), which
+// node proxies call for their workloads' certificates. The certificate API
+// authenticates no caller, so it is served on the TLS port only.
+func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
+	s.xds.Register(g)
+	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA)).Register(g)
+}
 
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
@@ -355,8 +367,16 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 	}
 	prev := st.prevScope
 	st.prevScope = cur
+	push := needsPush(prev, cur, req)
+	if conn.Proxy().Type == model.Ztunnel {
+		// Node proxies get the whole mesh, not a Sidecar scope: they need a
+		// push when what they would receive changed, whatever the reason.
+		d, err := snap.AmbientDigest()
+		push = err != nil || d != st.ambientDigest
+		st.ambientDigest = d
+	}
 	s.connsMu.Unlock()
-	if !needsPush(prev, cur, req) {
+	if !push {
 		s.countSkipped()
 		return
 	}

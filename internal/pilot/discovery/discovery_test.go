@@ -299,8 +299,11 @@ func counter(t *testing.T, s *discovery.Server, name, typ string) float64 {
 	return 0
 }
 
-func TestSecureXDSServesVerifiableTLS(t *testing.T) {
-	s, _ := startServer(t)
+// serveTLS serves s's gRPC services on a TLS port, as --secureGRPCAddr does,
+// and returns its address and a client connection that trusts the mesh root
+// and presents no certificate (as ztunnel's does).
+func serveTLS(t *testing.T, s *discovery.Server) (string, *grpc.ClientConn) {
+	t.Helper()
 	cfg, err := s.ServingTLS()
 	if err != nil {
 		t.Fatal(err)
@@ -310,9 +313,9 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(append(s.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
-	s.RegisterGRPC(g)
+	s.RegisterSecureGRPC(g)
 	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
+	t.Cleanup(g.Stop)
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.RootPEM())
@@ -321,7 +324,13 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	t.Cleanup(func() { _ = cc.Close() })
+	return ln.Addr().String(), cc
+}
+
+func TestSecureXDSServesVerifiableTLS(t *testing.T) {
+	s, _ := startServer(t)
+	addr, cc := serveTLS(t, s)
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +346,7 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 	}
 
 	// A client that does not trust the mesh root gets nothing.
-	bad, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{ServerName: "istiod.istio-system.svc"})))
+	bad, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{ServerName: "istiod.istio-system.svc"})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,17 +37,35 @@ func (h hooks) OnConnect(c *xds.Connection) error {
 		// compare later pushes with); the proxy retries with backoff.
 		return status.Error(codes.Unavailable, "control plane is starting: no configuration loaded yet")
 	}
+	switch c.Proxy().Type {
+	case model.Waypoint:
+		// A waypoint's Envoy config (HBONE termination and origination) is
+		// not generated yet; sending it a sidecar's would be wrong.
+		return status.Error(codes.Unimplemented, "waypoint proxies are not served yet: meshperf pilot generates no waypoint configuration")
+	case model.Ztunnel:
+		// A node proxy serves the pods of its node; it is no workload itself.
+		return nil
+	}
 	h.s.reg.ProxyConnected(c.Proxy())
 	return nil
 }
 
-func (h hooks) OnDisconnect(c *xds.Connection) { h.s.reg.ProxyDisconnected(c.Proxy()) }
+func (h hooks) OnDisconnect(c *xds.Connection) {
+	if c.Proxy().Type != model.Ztunnel {
+		h.s.reg.ProxyDisconnected(c.Proxy())
+	}
+}
 
 func (h hooks) ConnectionAdded(c *xds.Connection) {
 	h.s.connsMu.Lock()
 	// The first config it asks for comes from the current snapshot; later
 	// pushes compare against the scope it had then.
-	h.s.conns[c] = &connState{prevScope: h.s.current.Load().Scopes.For(c.Proxy())}
+	snap := h.s.current.Load()
+	st := &connState{prevScope: snap.Scopes.For(c.Proxy())}
+	if c.Proxy().Type == model.Ztunnel {
+		st.ambientDigest, _ = snap.AmbientDigest() // on error "": the next push goes
+	}
+	h.s.conns[c] = st
 	h.s.connsMu.Unlock()
 }
 

@@ -83,6 +83,9 @@ func (s *Server) ConfigDump(proxyID string) (*adminv3.ConfigDump, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownProxy, proxyID)
 	}
+	if conn.Proxy().Type == model.Ztunnel {
+		return nil, fmt.Errorf("proxy %q is a node proxy (ztunnel): it is sent workload discovery, not Envoy configuration, so it has no config dump", proxyID)
+	}
 	watched := map[string][]string{}
 	for _, ts := range conn.SyncStatus() {
 		watched[ts.TypeURL] = ts.Names

@@ -36,6 +36,13 @@ func TestParseNodeID(t *testing.T) {
 		p.Namespace != "bookinfo" || p.DNSDomain != "bookinfo.svc.cluster.local" {
 		t.Errorf("%+v, %v", p, err)
 	}
+	z, err := ParseNodeID("ztunnel~10.0.0.1~ztunnel-node1.istio-system~istio-system.svc.cluster.local")
+	if err != nil || z.Type != Ztunnel || z.PodName != "ztunnel-node1" || z.Namespace != "istio-system" {
+		t.Errorf("ztunnel id: %+v, %v", z, err)
+	}
+	if w, err := ParseNodeID("waypoint~10.0.0.9~waypoint-0.shop~shop.svc.cluster.local"); err != nil || w.Type != Waypoint {
+		t.Errorf("waypoint id: %+v, %v", w, err)
+	}
 	for _, bad := range []string{"", "sidecar~1.2.3.4~pod", "box~1.2.3.4~p.ns~ns.svc.cluster.local", "router~1.2.3.4~nodot~d"} {
 		if _, err := ParseNodeID(bad); err == nil {
 			t.Errorf("%q accepted", bad)

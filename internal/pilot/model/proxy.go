@@ -12,6 +12,13 @@ type ProxyType string
 const (
 	Sidecar ProxyType = "sidecar"
 	Router  ProxyType = "router" // a gateway
+	// Ztunnel is a node proxy of the ambient mode (ztunnel, or meshperf-proxy
+	// with --proxy-type ztunnel): it serves the pods of its node and is not a
+	// workload itself, so it is never registered as one.
+	Ztunnel ProxyType = "ztunnel"
+	// Waypoint is an ambient mode's L7 proxy, an Envoy deployed for a
+	// waypoint Gateway.
+	Waypoint ProxyType = "waypoint"
 )
 
 // Proxy is a connected data-plane node, as its xDS node id and metadata describe
@@ -38,9 +45,9 @@ func ParseNodeID(id string) (*Proxy, error) {
 	}
 	p := &Proxy{ID: id, Type: ProxyType(parts[0]), DNSDomain: parts[3]}
 	switch p.Type {
-	case Sidecar, Router:
+	case Sidecar, Router, Ztunnel, Waypoint:
 	default:
-		return nil, fmt.Errorf("node id %q: type %q is neither sidecar nor router", id, parts[0])
+		return nil, fmt.Errorf("node id %q: type %q is not one of sidecar, router, ztunnel, waypoint", id, parts[0])
 	}
 	if parts[1] != "" {
 		p.IPAddresses = []string{parts[1]}

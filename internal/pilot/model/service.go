@@ -43,6 +43,9 @@ type Service struct {
 	// Addresses are virtual IPs (a Service's clusterIP, a ServiceEntry's
 	// addresses); empty when the service has none.
 	Addresses []string
+	// SubjectAltNames are the identities a ServiceEntry's workloads may
+	// present (its subjectAltNames).
+	SubjectAltNames []string
 }
 
 // Port returns the service's port with that number.

@@ -33,7 +33,7 @@ func (r *Registry) ProxyRecords() []ProxyRecord {
 	defer r.mu.Unlock()
 	out := make([]ProxyRecord, 0, len(r.proxies))
 	for id := range r.proxies {
-		w := r.workloads["proxy/"+id]
+		w := r.workloads[proxyIDPrefix+id]
 		if w == nil {
 			continue
 		}
@@ -70,7 +70,7 @@ func (r *Registry) Restore(records []ProxyRecord) {
 		}
 		e := &proxyEntry{}
 		r.proxies[rec.ID] = e
-		w := &workload{id: "proxy/" + rec.ID, namespace: rec.Namespace, name: rec.Name, address: rec.Address,
+		w := &workload{id: proxyIDPrefix + rec.ID, namespace: rec.Namespace, name: rec.Name, address: rec.Address,
 			labels: rec.Labels, serviceAccount: rec.ServiceAccount, tlsMode: "istio"}
 		before := r.workloads[w.id]
 		r.workloads[w.id] = w

@@ -100,7 +100,9 @@ func New(opts Options, notify Notify) *Registry {
 
 // Update applies one config change (old nil: added; new nil: deleted) of a kind
 // the registry holds: Namespace, Service, ServiceEntry, WorkloadEntry. Other
-// kinds are ignored.
+// kinds are ignored. A WorkloadEntry change is an endpoint push of the
+// services selecting it, or of the entry itself when none does (node proxies
+// list every workload).
 func (r *Registry) Update(old, new *config.Resource) {
 	cur := new
 	if cur == nil {
@@ -150,7 +152,12 @@ func (r *Registry) updateLocked(kind config.Kind, old, new *config.Resource) (In
 				r.workloads[after.id] = after
 			}
 		}
-		return r.endpointChangeLocked(before, after, now)
+		typ, req := r.endpointChangeLocked(before, after, now)
+		if cur := cmp.Or(new, old); req == nil && r.visibleLocked(cur.Meta.Namespace) {
+			// No service selects it, but node proxies list every workload.
+			return InboundEDS, model.NewPushRequest(model.ReasonEndpoint, false, now, cur.Key())
+		}
+		return typ, req
 	}
 	return "", nil
 }
@@ -259,8 +266,8 @@ func (r *Registry) removeProxy(id string) {
 		return
 	}
 	delete(r.proxies, id)
-	before := r.workloads["proxy/"+id]
-	delete(r.workloads, "proxy/"+id)
+	before := r.workloads[proxyIDPrefix+id]
+	delete(r.workloads, proxyIDPrefix+id)
 	typ, req := r.endpointChangeLocked(before, nil, r.opts.Now())
 	r.mu.Unlock()
 	r.signalProxiesChanged()
@@ -289,7 +296,10 @@ func mapsEqual(a, b map[string]string) bool {
 // Snapshot is the registry at one moment, for one push: immutable, shared by
 // every proxy's generation.
 type Snapshot struct {
-	Services   []*model.Service // sorted by hostname, then namespace
+	Services []*model.Service // sorted by hostname, then namespace
+	// Workloads are the WorkloadEntries and registered sidecars, sorted by
+	// namespace, then name, then address.
+	Workloads  []*model.Workload
 	endpoints  map[serviceID][]*model.Endpoint
 	byHostname map[string][]*model.Service
 	Namespaces map[string]map[string]string
@@ -327,9 +337,13 @@ func (r *Registry) Snapshot() *Snapshot {
 		snap.Namespaces[ns] = labels
 	}
 	byNamespace := map[string][]*workload{}
+	views := map[*workload]*model.Workload{}
 	for _, w := range r.workloads {
 		if r.visibleLocked(w.namespace) {
 			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)
+			v := w.view()
+			views[w] = v
+			snap.Workloads = append(snap.Workloads, v)
 		}
 	}
 	for _, res := range r.services {
@@ -342,7 +356,9 @@ func (r *Registry) Snapshot() *Snapshot {
 			eps := inlineEndpoints(svc, res)
 			for _, w := range byNamespace[svc.Namespace] {
 				if selects(svc, w) {
-					eps = append(eps, endpointsFor(svc, w)...)
+					selected := endpointsFor(svc, w)
+					eps = append(eps, selected...)
+					views[w].Services = append(views[w].Services, workloadService(svc, selected))
 				}
 			}
 			sort.Slice(eps, func(i, j int) bool {
@@ -357,6 +373,14 @@ func (r *Registry) Snapshot() *Snapshot {
 	slices.SortFunc(snap.Services, func(a, b *model.Service) int {
 		return cmp.Or(strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Namespace, b.Namespace))
 	})
+	slices.SortFunc(snap.Workloads, func(a, b *model.Workload) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Address, b.Address))
+	})
+	for _, w := range snap.Workloads {
+		slices.SortFunc(w.Services, func(a, b model.WorkloadService) int {
+			return cmp.Or(strings.Compare(a.Service.Hostname, b.Service.Hostname), strings.Compare(a.Service.Namespace, b.Service.Namespace))
+		})
+	}
 	return snap
 }
 

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -105,11 +106,31 @@ func TestEndpointsAreTheWorkloadsAServiceSelects(t *testing.T) {
 		IPAddresses: []string{"10.0.0.1"}, Labels: map[string]string{"app": "cart", "version": "v1"}, ServiceAccount: "cart"})
 
 	types, reqs := rec.take()
-	// Only the two cart workloads in the service's namespace move its endpoints.
-	if len(reqs) != 2 || types[0] != InboundEDS || reqs[0].Full || reqs[0].Reason[model.ReasonEndpoint] != 1 {
+	// Every WorkloadEntry is an endpoint push (node proxies list them all),
+	// but only the two cart workloads in the service's namespace move its
+	// endpoints; the others name only themselves.
+	if len(reqs) != 4 || types[0] != InboundEDS || reqs[0].Full || reqs[0].Reason[model.ReasonEndpoint] != 1 {
 		t.Fatalf("types %v, requests %d", types, len(reqs))
 	}
+	cartKey := config.Key{Kind: config.KindService, Namespace: "shop", Name: "cart"}
+	for i, want := range []config.Key{cartKey, {Kind: config.KindWorkloadEntry, Namespace: "shop", Name: "other"},
+		{Kind: config.KindWorkloadEntry, Namespace: "elsewhere", Name: "vm2"}, cartKey} {
+		if _, ok := reqs[i].ConfigsUpdated[want]; !ok || len(reqs[i].ConfigsUpdated) != 1 {
+			t.Errorf("request %d is about %v, want %v", i, reqs[i].ConfigsUpdated, want)
+		}
+	}
 	snap := r.Snapshot()
+	if len(snap.Workloads) != 4 {
+		t.Fatalf("workloads %+v", snap.Workloads)
+	}
+	vm1 := snap.Workloads[3]
+	if vm1.Name != "vm1" || !vm1.FromEntry || len(vm1.Services) != 1 ||
+		!slices.Equal(vm1.Services[0].Ports, []model.PortMapping{{ServicePort: 80, TargetPort: 8080}, {ServicePort: 90, TargetPort: 90}}) {
+		t.Errorf("workload vm1 %+v", vm1)
+	}
+	if sidecar := snap.Workloads[1]; sidecar.Address != "10.0.0.1" || sidecar.FromEntry {
+		t.Errorf("the registered sidecar %+v", sidecar)
+	}
 	if len(snap.Services) != 1 || snap.Services[0].Hostname != "cart.shop.svc.cluster.local" {
 		t.Fatalf("services %+v", snap.Services)
 	}

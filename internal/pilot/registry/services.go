@@ -106,6 +106,8 @@ func fromServiceEntry(r *config.Resource, spec *networking.ServiceEntry) []*mode
 			MeshExternal: spec.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
 			Selector:     selector,
 			Addresses:    spec.GetAddresses(),
+
+			SubjectAltNames: spec.GetSubjectAltNames(),
 		})
 	}
 	return out

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"strings"
+
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
@@ -10,6 +12,9 @@ import (
 // tlsModeLabel is Istio's label saying a workload has a sidecar (value "istio")
 // and so accepts mTLS.
 const tlsModeLabel = "security.istio.io/tlsMode"
+
+// proxyIDPrefix starts the id of a workload registered by a connected proxy.
+const proxyIDPrefix = "proxy/"
 
 // workload is something that can serve a service: a WorkloadEntry, or a proxy
 // that connected with its labels and address.
@@ -39,7 +44,7 @@ func fromWorkloadEntry(r *config.Resource, we *networking.WorkloadEntry) *worklo
 
 func fromProxy(p *model.Proxy) *workload {
 	w := &workload{
-		id:             "proxy/" + p.ID,
+		id:             proxyIDPrefix + p.ID,
 		namespace:      p.Namespace,
 		name:           p.WorkloadName,
 		labels:         p.Labels,
@@ -53,6 +58,25 @@ func fromProxy(p *model.Proxy) *workload {
 		w.address = p.IPAddresses[0]
 	}
 	return w
+}
+
+// view is the workload as pushes see it, without its services (the snapshot
+// adds those).
+func (w *workload) view() *model.Workload {
+	return &model.Workload{
+		Name: w.name, Namespace: w.namespace, Address: w.address, Labels: w.labels,
+		ServiceAccount: w.serviceAccount, FromEntry: !strings.HasPrefix(w.id, proxyIDPrefix),
+	}
+}
+
+// workloadService is a selecting service with the ports its endpoints on the
+// workload (endpointsFor's) reach.
+func workloadService(svc *model.Service, eps []*model.Endpoint) model.WorkloadService {
+	ws := model.WorkloadService{Service: svc}
+	for _, e := range eps {
+		ws.Ports = append(ws.Ports, model.PortMapping{ServicePort: e.ServicePort, TargetPort: e.Port})
+	}
+	return ws
 }
 
 // selects says whether a service's selector picks the workload: same

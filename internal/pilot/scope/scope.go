@@ -131,6 +131,8 @@ func (s *SidecarScope) DestinationRules(host string) []*config.Resource {
 //     (or, if the snapshot does not have it, could select it);
 //   - Namespace: the proxies' namespace, the root namespace and any namespace
 //     something was imported from (istiod pushes everyone);
+//   - AuthorizationPolicy: none; sidecars and gateways do not enforce it
+//     (node proxies get it through workload discovery, pushed apart);
 //   - any other kind: true, as istiod does for kinds it does not scope.
 //
 // A nil scope depends on everything.
@@ -159,6 +161,8 @@ func (s *SidecarScope) DependsOn(key config.Key) bool {
 		return ok || key.Namespace == s.Namespace || key.Namespace == s.RootNamespace
 	case config.KindWorkloadEntry:
 		return s.dependsOnWorkloadEntry(key)
+	case config.KindAuthorizationPolicy:
+		return false
 	case config.KindNamespace:
 		_, ok := s.namespaces[key.Name]
 		return ok || key.Name == s.Namespace || key.Name == s.RootNamespace

@@ -29,6 +29,12 @@ type outboundConfig struct {
 // Generate returns p's resources of typeURL: all of them, or those in names for
 // endpoints, routes and secrets.
 func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]Resource, error) {
+	switch {
+	case p.Type == model.Ztunnel:
+		return s.generateAmbient(typeURL)
+	case typeURL == AddressType || typeURL == AuthorizationType:
+		return nil, fmt.Errorf("type %s is served to node proxies (ztunnel) only, not to %s proxies", typeURL, p.Type)
+	}
 	sc := s.Scopes.For(p)
 	if p.Type == model.Router {
 		return s.generateGateway(p, sc, typeURL, names)
@@ -298,7 +304,7 @@ func (s *Snapshot) inboundClusters(p *model.Proxy) ([]Resource, error) {
 
 func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
 	ports := s.inboundPorts(p)
-	policies := s.peerAuthenticationsFor(p)
+	policies := s.peerAuthenticationsFor(p.Namespace, p.Labels)
 	for i := range ports {
 		ports[i].MTLS = policies.mode(ports[i].Port)
 	}
@@ -315,7 +321,7 @@ func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
 // the mode UNSET, inheriting from the next.
 type peerAuthentications [3]*security.PeerAuthentication
 
-func (s *Snapshot) peerAuthenticationsFor(p *model.Proxy) peerAuthentications {
+func (s *Snapshot) peerAuthenticationsFor(namespace string, labels map[string]string) peerAuthentications {
 	root := s.Scopes.RootNamespace()
 	var levels peerAuthentications
 	for _, r := range s.peerAuthentications { // oldest first: the first of a level wins
@@ -325,9 +331,9 @@ func (s *Snapshot) peerAuthenticationsFor(p *model.Proxy) peerAuthentications {
 		}
 		level := -1
 		switch sel := pa.GetSelector().GetMatchLabels(); {
-		case r.Meta.Namespace == p.Namespace && len(sel) > 0 && hasLabels(p.Labels, sel):
+		case r.Meta.Namespace == namespace && len(sel) > 0 && hasLabels(labels, sel):
 			level = 0
-		case r.Meta.Namespace == p.Namespace && len(sel) == 0:
+		case r.Meta.Namespace == namespace && len(sel) == 0:
 			level = 1
 		case r.Meta.Namespace == root && len(sel) == 0:
 			level = 2
@@ -346,6 +352,12 @@ func (l peerAuthentications) mode(port uint32) generate.MTLSMode {
 	if m, ok := toMode(l[0].GetPortLevelMtls()[port].GetMode()); ok {
 		return m
 	}
+	return l.workloadMode()
+}
+
+// workloadMode is the workload's mTLS mode apart from port-level settings:
+// the most specific level's mode, else PERMISSIVE.
+func (l peerAuthentications) workloadMode() generate.MTLSMode {
 	for _, pa := range l {
 		if m, ok := toMode(pa.GetMtls().GetMode()); ok {
 			return m

@@ -50,11 +50,14 @@ type Snapshot struct {
 	Scopes       *scope.Index
 	CA           *ca.CA // nil: no SDS (mTLS needs it)
 
-	peerAuthentications []*config.Resource
+	peerAuthentications   []*config.Resource
+	authorizationPolicies []*config.Resource
 
 	mu        sync.Mutex
 	outbound  map[string]*outboundConfig // by scope ID
 	endpoints map[string]Resource        // by cluster name
+
+	ambientCfg ambientConfig // what node proxies get, made on first use
 }
 
 // Input is what a snapshot is built from.
@@ -84,16 +87,23 @@ func Build(in Input) *Snapshot {
 		endpoints:    map[string]Resource{},
 	}
 	for _, r := range in.Resources {
-		if r.Kind == config.KindPeerAuthentication {
+		switch r.Kind {
+		case config.KindPeerAuthentication:
 			s.peerAuthentications = append(s.peerAuthentications, r)
+		case config.KindAuthorizationPolicy:
+			s.authorizationPolicies = append(s.authorizationPolicies, r)
 		}
 	}
 	return s
 }
 
-// encode wraps a message for the wire, once.
+// encode wraps a message for the wire, once. The encoding is deterministic
+// (map entries in key order), so the same content always makes the same
+// bytes: delta xDS versions are checksums of them, and a node proxy's push is
+// skipped when its resources' bytes did not change.
 func encode(name string, m proto.Message) (Resource, error) {
-	a, err := anypb.New(m)
+	a := &anypb.Any{}
+	err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true})
 	if err != nil {
 		return Resource{}, fmt.Errorf("encoding %s: %w", name, err)
 	}

@@ -127,11 +127,12 @@ func (c *Connection) update(f func()) {
 }
 
 // pushWatches lists the watched types a push covers, in push order: all of
-// them for a full push, endpoints only otherwise.
+// them for a full push, otherwise the endpoints and the workload addresses
+// (WDS), which are a node proxy's endpoints.
 func (c *Connection) pushWatches(full bool) []*watch {
 	var out []*watch
 	for _, typeURL := range pushOrder {
-		if !full && typeURL != EndpointType {
+		if !full && typeURL != EndpointType && typeURL != AddressType {
 			continue
 		}
 		if w := c.watches[typeURL]; w != nil && w.subscribed() {

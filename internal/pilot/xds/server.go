@@ -110,7 +110,8 @@ type pushEvent struct {
 }
 
 // Push generates and sends every type conn watches, in the order CDS, EDS, LDS,
-// RDS, SDS, or only EDS when req is not Full (nil is a full push). It returns
+// RDS, SDS, WDS (addresses, then authorizations), or only EDS and WDS
+// addresses when req is not Full (nil is a full push). It returns
 // once every send returned, not when the proxy acknowledged. The sends happen on
 // the stream's own goroutine, so they never interleave with responses to the
 // proxy's requests, and a slow proxy holds only its own Push: up to

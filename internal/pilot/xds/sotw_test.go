@@ -179,7 +179,7 @@ func TestBadNodeAndAdmissionRejectStream(t *testing.T) {
 	c = e.sotw(t, testCtx(t), testNode(t, ""))
 	c.node.Id = "box~1.2.3.4~p.ns~ns.svc.cluster.local"
 	c.ask(ClusterType)
-	if _, err := c.stream.Recv(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "neither sidecar nor router") {
+	if _, err := c.stream.Recv(); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `type "box" is not one of sidecar, router, ztunnel, waypoint`) {
 		t.Errorf("bad node id: %v", err)
 	}
 

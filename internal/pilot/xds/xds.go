@@ -33,12 +33,18 @@ const (
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+	// AddressType and AuthorizationType are the ambient mode's workload
+	// discovery (WDS), which node proxies (ztunnel) subscribe to.
+	AddressType       = "type.googleapis.com/istio.workload.Address"
+	AuthorizationType = "type.googleapis.com/istio.security.Authorization"
 )
 
 // pushOrder is the order a push sends its types in: clusters before the endpoints
 // that fill them, listeners before the routes they name. Envoy warms resources in
 // this order, so sending out of order makes it wait or briefly drop traffic.
-var pushOrder = [...]string{ClusterType, EndpointType, ListenerType, RouteType, SecretType}
+// The WDS types go to node proxies only, which watch nothing else; workloads
+// before the policies they name, as istiod sends them.
+var pushOrder = [...]string{ClusterType, EndpointType, ListenerType, RouteType, SecretType, AddressType, AuthorizationType}
 
 // metricType is the short name istiod uses as the type label of its xDS metrics.
 func metricType(typeURL string) string {
@@ -53,15 +59,24 @@ func metricType(typeURL string) string {
 		return "rds"
 	case SecretType:
 		return "sds"
+	case AddressType:
+		return "wds"
+	case AuthorizationType:
+		return "wads"
 	}
 	return ""
 }
 
-// isWildcardType says whether an empty subscription means "everything" (clusters
-// and listeners) rather than "nothing" (endpoints, routes and secrets are always
-// asked for by name).
+// isWildcardType says whether an empty subscription means "everything" (clusters,
+// listeners and the WDS types, which ztunnel subscribes to without names)
+// rather than "nothing" (endpoints, routes and secrets are always asked for by
+// name).
 func isWildcardType(typeURL string) bool {
-	return typeURL == ClusterType || typeURL == ListenerType
+	switch typeURL {
+	case ClusterType, ListenerType, AddressType, AuthorizationType:
+		return true
+	}
+	return false
 }
 
 // EnvSendTimeout is Istio's environment variable for Options.SendTimeout.
