@@ -140,10 +140,14 @@ spec:
 	}
 	mc.Base = b.String()
 	if _, server := r.Mode.Sidecars(); !server {
-		mc.WorkloadEntry = serverWorkloadEntryYAML(serverIP)
+		node := ""
+		if r.Mode.NodeProxies() {
+			node = NodeServer
+		}
+		mc.WorkloadEntry = workloadEntryYAML(ServerPod, serverIP, ServerSA, "server", node)
 	}
 	if r.Mode.NodeProxies() {
-		mc.ClientWorkloadEntry = clientWorkloadEntryYAML(clientIP)
+		mc.ClientWorkloadEntry = workloadEntryYAML(ClientPod, clientIP, ClientSA, "client", NodeClient)
 	}
 	return mc
 }
@@ -159,23 +163,25 @@ spec:
 `, Namespace, ServerService, ServerHost())
 }
 
-func serverWorkloadEntryYAML(ip netip.Addr) string {
-	return workloadEntryYAML(ServerPod, ip, ServerSA, "server")
-}
-
-func clientWorkloadEntryYAML(ip netip.Addr) string {
-	return workloadEntryYAML(ClientPod, ip, ClientSA, "client")
-}
+// nodeLabel names the node a WorkloadEntry's pod runs on, which workload
+// discovery reports as the workload's node (pilot reads it; a Kubernetes pod
+// has spec.nodeName instead).
+const nodeLabel = "topology.istio.io/node"
 
 // workloadEntryYAML registers the pod name (the lab's pod of that name) at
-// ip, with its service account and app label.
-func workloadEntryYAML(name string, ip netip.Addr, sa, app string) string {
+// ip, with its service account, app label and, in the ambient modes, its
+// node.
+func workloadEntryYAML(name string, ip netip.Addr, sa, app, node string) string {
+	labels := "app: " + app
+	if node != "" {
+		labels += ", " + nodeLabel + ": " + node
+	}
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata: {name: %[2]s, namespace: %[1]s}
 spec:
   address: %[3]s
-  labels: {app: %[5]s}
+  labels: {%[5]s}
   serviceAccount: %[4]s
-`, Namespace, name, ip, sa, app)
+`, Namespace, name, ip, sa, labels)
 }

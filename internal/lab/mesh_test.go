@@ -83,7 +83,7 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 
 // Ambient: the namespace enrolled, STRICT mTLS, and both pods registered
 // as WorkloadEntries named as the pods (their uids in ZDS and WDS), each
-// with its address, identity and app label; pilot accepts all of it.
+// with its address, identity, app label and node; pilot accepts all of it.
 func TestMeshYAMLAmbient(t *testing.T) {
 	clientIP, serverIP := netip.MustParseAddr("10.233.0.2"), netip.MustParseAddr("10.233.0.3")
 	spec := scenario.RunSpec{Mode: scenario.Ambient, MTLS: true, Protocol: scenario.HTTP}
@@ -96,12 +96,13 @@ func TestMeshYAMLAmbient(t *testing.T) {
 			t.Errorf("ambient base lacks %q:\n%s", want, mc.Base)
 		}
 	}
-	for _, c := range []struct{ yaml, name, ip, sa, app string }{
-		{mc.ClientWorkloadEntry, ClientPod, "10.233.0.2", ClientSA, "client"},
-		{mc.WorkloadEntry, ServerPod, "10.233.0.3", ServerSA, "server"},
+	for _, c := range []struct{ yaml, name, ip, sa, app, node string }{
+		{mc.ClientWorkloadEntry, ClientPod, "10.233.0.2", ClientSA, "client", NodeClient},
+		{mc.WorkloadEntry, ServerPod, "10.233.0.3", ServerSA, "server", NodeServer},
 	} {
 		decodeValid(t, "workloadentry-"+c.name, c.yaml)
-		for _, want := range []string{"name: " + c.name + ",", "address: " + c.ip, "serviceAccount: " + c.sa, "labels: {app: " + c.app + "}"} {
+		for _, want := range []string{"name: " + c.name + ",", "address: " + c.ip, "serviceAccount: " + c.sa,
+			"labels: {app: " + c.app + ", topology.istio.io/node: " + c.node + "}"} {
 			if !strings.Contains(c.yaml, want) {
 				t.Errorf("WorkloadEntry %s lacks %q:\n%s", c.name, want, c.yaml)
 			}

@@ -104,7 +104,7 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 	// A WorkloadEntry beside a registered sidecar would give the server two
 	// endpoints; remove it before the sidecar comes.
 	if server && l.appliedWE {
-		if err := l.apply(ctx, "workloadentry-delete", serverWorkloadEntryYAML(l.server.IP()), true); err != nil {
+		if err := l.apply(ctx, "workloadentry-delete", workloadEntryYAML(ServerPod, l.server.IP(), ServerSA, "server", ""), true); err != nil {
 			return err
 		}
 		l.appliedWE = false
@@ -118,7 +118,9 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 		}
 	}
 	l.appliedDR = mesh.DestinationRule
-	if mesh.WorkloadEntry != "" && !l.appliedWE {
+	// Applied again on every mode change: the ambient modes add the node
+	// label to the same entry.
+	if mesh.WorkloadEntry != "" {
 		if err := l.apply(ctx, "workloadentry", mesh.WorkloadEntry, false); err != nil {
 			return err
 		}
@@ -127,7 +129,7 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 	if (mesh.ClientWorkloadEntry != "") != l.appliedClientWE {
 		yaml, del := mesh.ClientWorkloadEntry, l.appliedClientWE
 		if del {
-			yaml = clientWorkloadEntryYAML(l.client.IP())
+			yaml = workloadEntryYAML(ClientPod, l.client.IP(), ClientSA, "client", "")
 		}
 		if err := l.apply(ctx, "client-workloadentry", yaml, del); err != nil {
 			return err
