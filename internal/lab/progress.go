@@ -52,7 +52,7 @@ func ResultLine(o Outcome) string {
 	line := fmt.Sprintf("  %s: %.1f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f%% errors",
 		r.Label, r.ActualQPS, r.Latency.P50, r.Latency.P90, r.Latency.P99, r.ErrorPercent)
 	if len(checks) > 0 {
-		line += "; sidecars: " + strings.Join(checks, "; ")
+		line += "; checks: " + strings.Join(checks, "; ")
 	}
 	return line
 }

@@ -79,7 +79,7 @@ func TestProgressOutputPlainAndTTY(t *testing.T) {
 
 func TestResultLineShowsChecks(t *testing.T) {
 	o := Outcome{Run: results.Run{Label: "l"}, Checks: []Check{{Name: "server sidecar", OK: true, Detail: "404 requests counted, want >= 400"}}}
-	if got := ResultLine(o); !strings.HasSuffix(got, "; sidecars: server sidecar 404 requests counted, want >= 400") {
+	if got := ResultLine(o); !strings.HasSuffix(got, "; checks: server sidecar 404 requests counted, want >= 400") {
 		t.Errorf("result line: %q", got)
 	}
 }
