@@ -65,7 +65,8 @@ fn run(config: Config) -> anyhow::Result<()> {
     let state = Arc::new(State::new());
     let (quit, _) = watch::channel(false);
     let (drain, drain_watch) = drain::channel();
-    let xds_config = XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta };
+    let xds_config =
+        XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
     let (client, ready) = XdsClient::new(xds_config, state.clone());
     let mut telemetry =
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;

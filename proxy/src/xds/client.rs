@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 
 use super::store::{Readiness, ResourceStore};
-use super::{XdsError, XdsMetrics};
-use crate::config::NodeIdentity;
+use super::{XdsError, XdsMetrics, XdsStore};
+use crate::config::{NodeIdentity, TlsServerName};
 use crate::state::State;
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
@@ -22,24 +22,38 @@ const MAX_BACKOFF: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone)]
 pub struct XdsConfig {
-    /// HOST:PORT of the control plane's ADS (plain-text gRPC).
+    /// The control plane's ADS: HOST:PORT or http://HOST:PORT (plain-text
+    /// gRPC), https://HOST:PORT with `tls`.
     pub address: String,
     pub node: NodeIdentity,
     pub delta: bool,
+    /// TLS to the control plane (the node proxy's only transport, as ztunnel's).
+    pub tls: Option<TlsServerName>,
 }
 
 pub struct XdsClient {
     config: XdsConfig,
-    store: ResourceStore,
+    store: Box<dyn XdsStore>,
     metrics: Arc<XdsMetrics>,
 }
 
 impl XdsClient {
-    /// A client that fills `state`; the returned [`Readiness`] turns true on
-    /// the first complete config.
+    /// A sidecar's client that fills `state`; the returned [`Readiness`]
+    /// turns true on the first complete config.
     pub fn new(config: XdsConfig, state: Arc<State>) -> (XdsClient, Readiness) {
         let (store, ready) = ResourceStore::new(state);
-        (XdsClient { config, store, metrics: Arc::new(XdsMetrics::default()) }, ready)
+        (XdsClient::with_store(config, Box::new(store)), ready)
+    }
+
+    /// A client that fills any store (the node proxy's workload discovery).
+    pub fn with_store(config: XdsConfig, store: Box<dyn XdsStore>) -> XdsClient {
+        let types: Vec<_> = store.wildcard_types().iter().chain(store.named_types()).copied().collect();
+        let metrics = if types.iter().all(|t| super::ResourceType::ENVOY.contains(t)) {
+            XdsMetrics::default()
+        } else {
+            XdsMetrics::for_types(&super::ResourceType::WORKLOAD)
+        };
+        XdsClient { config, store, metrics: Arc::new(metrics) }
     }
 
     pub fn metrics(&self) -> Arc<XdsMetrics> {
@@ -48,7 +62,7 @@ impl XdsClient {
 
     /// Runs until `shutdown` turns true.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let endpoint = match endpoint(&self.config.address) {
+        let endpoint = match endpoint(&self.config.address, self.config.tls.as_ref()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "xds client not started");
@@ -87,16 +101,26 @@ impl XdsClient {
         let node = node(&self.config.node);
         let on_response = || *got_response = true;
         if self.config.delta {
-            super::delta::run(channel, node, &mut self.store, &self.metrics, on_response).await
+            super::delta::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
         } else {
-            super::sotw::run(channel, node, &mut self.store, &self.metrics, on_response).await
+            super::sotw::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
         }
     }
 }
 
-fn endpoint(address: &str) -> Result<Endpoint, XdsError> {
+fn endpoint(address: &str, tls: Option<&TlsServerName>) -> Result<Endpoint, XdsError> {
     let uri = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
-    let e = Endpoint::from_shared(uri).map_err(|_| XdsError::Address(address.to_string()))?;
+    let mut e = Endpoint::from_shared(uri).map_err(|_| XdsError::Address(address.to_string()))?;
+    if let Some(tls) = tls {
+        // The root is read once here: a control plane that rotates its root
+        // needs the proxy restarted, as ztunnel does.
+        let pem =
+            std::fs::read(&tls.root_ca).map_err(|source| XdsError::RootCa { path: tls.root_ca.clone(), source })?;
+        let config = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+            .domain_name(tls.server_name.clone());
+        e = e.tls_config(config)?;
+    }
     Ok(e.connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))
@@ -123,6 +147,9 @@ pub(crate) fn node(n: &NodeIdentity) -> Node {
     fields.insert("SERVICE_ACCOUNT".to_string(), string(n.service_account.clone()));
     fields.insert("INSTANCE_IPS".to_string(), string(ips.join(",")));
     fields.insert("WORKLOAD_NAME".to_string(), string(n.workload_name.clone()));
+    for (k, v) in &n.metadata {
+        fields.insert(k.clone(), string(v.clone()));
+    }
     Node {
         id: n.id.clone(),
         cluster: format!("{}.{}", n.workload_name, n.namespace),
@@ -153,11 +180,13 @@ mod tests {
             service_account: "sa".into(),
             instance_ips: vec!["10.0.0.1".parse().unwrap()],
             workload_name: "a".into(),
+            metadata: [("NODE_NAME".to_string(), "node-a".to_string())].into(),
         };
         let n = node(&id);
         let f = &n.metadata.unwrap().fields;
         assert_eq!(f["INSTANCE_IPS"].kind, Some(Kind::StringValue("10.0.0.1".into())));
         let Some(Kind::StructValue(labels)) = &f["LABELS"].kind else { panic!("LABELS not a struct") };
         assert_eq!(labels.fields["app"].kind, Some(Kind::StringValue("a".into())));
+        assert_eq!(f["NODE_NAME"].kind, Some(Kind::StringValue("node-a".into())));
     }
 }
