@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod config;
 pub mod logging;
+pub mod node;
 pub mod proto;
 pub mod proxy;
 pub mod state;

@@ -22,7 +22,7 @@ use std::fmt;
 
 pub use client::{XdsClient, XdsConfig};
 pub use metrics::XdsMetrics;
-pub use store::{Readiness, Update};
+pub use store::{Readiness, Update, versions_of};
 
 /// What one ADS stream fills. The stream subscribes to the wildcard types at
 /// its start and to what [`XdsStore::wanted`] names of the named types after

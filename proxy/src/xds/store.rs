@@ -213,7 +213,7 @@ impl super::XdsStore for ResourceStore {
 }
 
 /// A type's delta resource versions as `initial_resource_versions` wants them.
-pub(crate) fn versions_of(
+pub fn versions_of(
     all: &BTreeMap<ResourceType, BTreeMap<String, String>>,
     t: ResourceType,
 ) -> std::collections::HashMap<String, String> {
