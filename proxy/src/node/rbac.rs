@@ -17,6 +17,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::Serialize;
 
+use crate::identity::Identity;
 use crate::proto::security as pb;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -102,8 +103,8 @@ pub struct IpBlock {
 /// What a decision looks at: the connection's peer and where it was going.
 #[derive(Clone, Copy, Debug)]
 pub struct Connection<'a> {
-    /// The peer's SPIFFE id (`spiffe://TD/ns/NS/sa/SA`), None for plain text.
-    pub source_identity: Option<&'a str>,
+    /// The peer's verified identity, None for plain text.
+    pub source_identity: Option<&'a Identity>,
     pub source: SocketAddr,
     pub destination: SocketAddr,
 }
@@ -153,18 +154,23 @@ impl Policy {
     }
 
     pub fn matches(&self, conn: &Connection<'_>) -> bool {
-        let peer = conn.source_identity.and_then(parse_spiffe);
+        let principal =
+            conn.source_identity.map(|id| format!("{}/ns/{}/sa/{}", id.trust_domain, id.namespace, id.service_account));
+        let principal = principal.as_deref().unwrap_or("");
         self.groups
             .iter()
-            .any(|rules| rules.iter().all(|rule| rule.is_empty() || rule.iter().any(|m| m.matches(conn, peer))))
+            .any(|rules| rules.iter().all(|rule| rule.is_empty() || rule.iter().any(|m| m.matches(conn, principal))))
     }
 }
 
 impl Match {
-    fn matches(&self, conn: &Connection<'_>, peer: Option<(&str, &str)>) -> bool {
-        let principal = conn.source_identity.and_then(|id| id.strip_prefix("spiffe://")).unwrap_or("");
-        let namespace = peer.map_or("", |(ns, _)| ns);
-        let sa_matches = |(ns, sa): &(String, String)| peer == Some((ns.as_str(), sa.as_str()));
+    /// `principal` is the peer's SPIFFE id without `spiffe://`, as Istio
+    /// writes principals in policies; empty for plain text.
+    fn matches(&self, conn: &Connection<'_>, principal: &str) -> bool {
+        let peer = conn.source_identity;
+        let namespace = peer.map_or("", |id| id.namespace.as_str());
+        let sa_matches =
+            |(ns, sa): &(String, String)| peer.is_some_and(|id| &id.namespace == ns && &id.service_account == sa);
         either(&self.namespaces, &self.not_namespaces, |m| m.matches(namespace))
             && either(&self.service_accounts, &self.not_service_accounts, sa_matches)
             && either(&self.principals, &self.not_principals, |m| m.matches(principal))
@@ -206,14 +212,6 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
         return false;
     }
     rest == 0 || (a[whole] ^ b[whole]) >> (8 - rest) == 0
-}
-
-/// Namespace and service account of `spiffe://TD/ns/NS/sa/SA`.
-fn parse_spiffe(id: &str) -> Option<(&str, &str)> {
-    let rest = id.strip_prefix("spiffe://")?;
-    let (_, rest) = rest.split_once("/ns/")?;
-    let (ns, sa) = rest.split_once("/sa/")?;
-    (!ns.is_empty() && !sa.is_empty() && !sa.contains('/')).then_some((ns, sa))
 }
 
 fn convert_match(m: pb::Match) -> Result<Match, String> {

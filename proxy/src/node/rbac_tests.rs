@@ -4,8 +4,17 @@
 use super::*;
 use crate::proto::security::{self as pb, string_match::MatchType};
 
-const CLIENT: &str = "spiffe://cluster.local/ns/shop/sa/web";
-const OTHER: &str = "spiffe://cluster.local/ns/other/sa/batch";
+fn identity(id: &str) -> &'static Identity {
+    Box::leak(Box::new(id.parse().expect("a SPIFFE id")))
+}
+
+fn client() -> &'static Identity {
+    identity("spiffe://cluster.local/ns/shop/sa/web")
+}
+
+fn other() -> &'static Identity {
+    identity("spiffe://cluster.local/ns/other/sa/batch")
+}
 
 fn exact(s: &str) -> pb::StringMatch {
     pb::StringMatch { match_type: Some(MatchType::Exact(s.into())) }
@@ -38,7 +47,7 @@ fn static_strict() -> Policy {
     policy("istio_converted_static_strict", pb::Action::Deny, vec![m])
 }
 
-fn conn(identity: Option<&'static str>, src: &str, dst: &str) -> Connection<'static> {
+fn conn(identity: Option<&'static Identity>, src: &str, dst: &str) -> Connection<'static> {
     Connection { source_identity: identity, source: src.parse().unwrap(), destination: dst.parse().unwrap() }
 }
 
@@ -90,11 +99,11 @@ fn decisions() {
     dry_deny_all.groups = vec![vec![vec![]]];
 
     let strict = static_strict();
-    let mtls = conn(Some(CLIENT), "10.0.0.5:40000", "10.1.2.3:8080");
-    let other = conn(Some(OTHER), "10.0.0.6:40000", "10.1.2.3:8080");
+    let mtls = conn(Some(client()), "10.0.0.5:40000", "10.1.2.3:8080");
+    let other = conn(Some(other()), "10.0.0.6:40000", "10.1.2.3:8080");
     let plain = conn(None, "10.0.0.5:40000", "10.1.2.3:8080");
-    let outside = conn(Some(CLIENT), "192.168.1.1:40000", "10.1.2.3:8080");
-    let port_9000 = conn(Some(CLIENT), "10.0.0.5:40000", "10.1.2.3:9000");
+    let outside = conn(Some(client()), "192.168.1.1:40000", "10.1.2.3:8080");
+    let port_9000 = conn(Some(client()), "10.0.0.5:40000", "10.1.2.3:9000");
 
     let cases: Vec<Case> = vec![
         ("no policies allow", vec![], plain, Ok(())),
@@ -156,12 +165,12 @@ fn rules_of_a_group_must_all_match_groups_any() {
         ..Default::default()
     };
     let both = Policy::from_proto(both).unwrap();
-    assert!(both.matches(&conn(Some(CLIENT), "10.0.0.5:1", "10.1.2.3:8080")));
-    assert!(!both.matches(&conn(Some(CLIENT), "10.0.0.5:1", "10.1.2.3:9000")));
-    assert!(!both.matches(&conn(Some(OTHER), "10.0.0.5:1", "10.1.2.3:8080")));
+    assert!(both.matches(&conn(Some(client()), "10.0.0.5:1", "10.1.2.3:8080")));
+    assert!(!both.matches(&conn(Some(client()), "10.0.0.5:1", "10.1.2.3:9000")));
+    assert!(!both.matches(&conn(Some(other()), "10.0.0.5:1", "10.1.2.3:8080")));
     // A policy without groups matches nothing.
     let empty = Policy { groups: vec![], ..both.clone() };
-    assert!(!empty.matches(&conn(Some(CLIENT), "10.0.0.5:1", "10.1.2.3:8080")));
+    assert!(!empty.matches(&conn(Some(client()), "10.0.0.5:1", "10.1.2.3:8080")));
 }
 
 #[test]

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 
 use super::rbac::{Policy, Scope, ip_from_bytes};
+use crate::identity::Identity;
 use crate::proto::workload as pb;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -70,10 +71,11 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// The workload's SPIFFE id.
-    pub fn identity(&self) -> String {
-        let td = if self.trust_domain.is_empty() { "cluster.local" } else { &self.trust_domain };
-        crate::telemetry::spiffe_id(td, &self.namespace, &self.service_account)
+    /// The workload's SPIFFE identity (Istio's default trust domain when
+    /// the control plane sent none).
+    pub fn identity(&self) -> Identity {
+        let td = if self.trust_domain.is_empty() { crate::telemetry::DEFAULT_TRUST_DOMAIN } else { &self.trust_domain };
+        Identity::new(td, &self.namespace, &self.service_account)
     }
 }
 

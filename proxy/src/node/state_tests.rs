@@ -131,7 +131,7 @@ fn lookups_by_address_vip_and_endpoints() {
     let s = state.snapshot();
     let cart = s.workload_by_address("10.0.2.2".parse().unwrap()).expect("cart-2 by address");
     assert_eq!(cart.uid, "Kubernetes//Pod/shop/cart-2");
-    assert_eq!(cart.identity(), "spiffe://cluster.local/ns/shop/sa/cart");
+    assert_eq!(cart.identity().to_string(), "spiffe://cluster.local/ns/shop/sa/cart");
     assert_eq!(cart.tunnel, Tunnel::Hbone);
     let svc = s.service_by_vip("10.96.0.10".parse().unwrap()).expect("service by VIP");
     assert_eq!(svc.waypoint, Some(Waypoint::Address("10.0.9.9:15008".parse().unwrap())));

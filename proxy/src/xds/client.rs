@@ -62,7 +62,7 @@ impl XdsClient {
 
     /// Runs until `shutdown` turns true.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let endpoint = match endpoint(&self.config.address, self.config.tls.as_ref()) {
+        let endpoint = match endpoint(&self.config.address) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "xds client not started");
@@ -96,7 +96,11 @@ impl XdsClient {
     }
 
     async fn stream_once(&mut self, endpoint: &Endpoint, got_response: &mut bool) -> Result<(), XdsError> {
-        let channel: Channel = endpoint.connect().await?;
+        let channel: Channel = match &self.config.tls {
+            // Lazy: a control plane that is not up fails the stream below.
+            Some(tls) => crate::tls::control_plane_channel(&self.config.address, &tls.root_ca, Some(&tls.server_name))?,
+            None => endpoint.connect().await?,
+        };
         tracing::info!(address = %self.config.address, delta = self.config.delta, "xds: connected");
         let node = node(&self.config.node);
         let on_response = || *got_response = true;
@@ -108,19 +112,9 @@ impl XdsClient {
     }
 }
 
-fn endpoint(address: &str, tls: Option<&TlsServerName>) -> Result<Endpoint, XdsError> {
+fn endpoint(address: &str) -> Result<Endpoint, XdsError> {
     let uri = if address.contains("://") { address.to_string() } else { format!("http://{address}") };
-    let mut e = Endpoint::from_shared(uri).map_err(|_| XdsError::Address(address.to_string()))?;
-    if let Some(tls) = tls {
-        // The root is read once here: a control plane that rotates its root
-        // needs the proxy restarted, as ztunnel does.
-        let pem =
-            std::fs::read(&tls.root_ca).map_err(|source| XdsError::RootCa { path: tls.root_ca.clone(), source })?;
-        let config = tonic::transport::ClientTlsConfig::new()
-            .ca_certificate(tonic::transport::Certificate::from_pem(pem))
-            .domain_name(tls.server_name.clone());
-        e = e.tls_config(config)?;
-    }
+    let e = Endpoint::from_shared(uri).map_err(|_| XdsError::Address(address.to_string()))?;
     Ok(e.connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(30))

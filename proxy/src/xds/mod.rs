@@ -52,12 +52,8 @@ pub trait XdsStore: Send + Sync {
 pub enum XdsError {
     #[error("invalid xDS address {0:?}: want HOST:PORT")]
     Address(String),
-    #[error("cannot read the control plane's root certificate {path}: {source}")]
-    RootCa {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("TLS to the control plane: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("cannot connect to the control plane: {}", causes(.0))]
     Connect(#[from] tonic::transport::Error),
     #[error("ADS stream failed: {0}")]
