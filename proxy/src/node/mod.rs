@@ -5,8 +5,12 @@
 //! with a store of its own); `rbac` decides L4 authorization from the
 //! policies in that state.
 
+pub mod app;
+pub mod inpod;
+pub mod pods;
 pub mod rbac;
 pub mod state;
+pub mod traffic;
 pub mod wds;
 
 #[cfg(test)]

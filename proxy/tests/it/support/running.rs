@@ -181,6 +181,7 @@ pub async fn start_with_xds(resources: Resources) -> XdsProxy {
         cluster_stats: None,
         quit,
         drain: proxy.drain_watch.clone(),
+        workloads: None,
     };
     let admin_server = AdminServer::bind("127.0.0.1:0".parse().unwrap(), admin).await.unwrap();
     let admin = admin_server.local_addr().unwrap();
