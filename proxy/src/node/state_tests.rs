@@ -180,3 +180,49 @@ fn removals_drop_workloads_services_and_their_indexes() {
     assert!(!store.resource_versions(ResourceType::Address).contains_key("Kubernetes//Pod/shop/cart-1"));
     assert!(store.resource_versions(ResourceType::Address).contains_key("Kubernetes//Pod/shop/cart-2"));
 }
+
+#[test]
+fn outbound_routes() {
+    use super::traffic::{Route, route};
+    let (state, mut store, _) = shop();
+    let s = state.snapshot();
+    // A workload address: HBONE to its node proxy, authority = the pod.
+    let d = route(&s, "10.0.2.1:8080".parse().unwrap()).unwrap();
+    let cart = "spiffe://cluster.local/ns/shop/sa/cart".parse().unwrap();
+    assert_eq!(
+        d.route,
+        Route::Hbone {
+            peer: "10.0.2.1:15008".parse().unwrap(),
+            authority: "10.0.2.1:8080".parse().unwrap(),
+            identity: cart
+        }
+    );
+    // Outside the mesh: passthrough.
+    assert_eq!(
+        route(&s, "192.0.2.1:443".parse().unwrap()).unwrap().route,
+        Route::Direct("192.0.2.1:443".parse().unwrap())
+    );
+    // The service's waypoint is not known as a workload yet: no route.
+    let err = route(&s, "10.96.0.10:80".parse().unwrap()).err().unwrap();
+    assert!(err.contains("waypoint 10.0.9.9:15008"), "{err}");
+    // Once it is, HBONE to the waypoint with the VIP as authority and the waypoint's identity.
+    store
+        .apply(
+            ResourceType::Address,
+            update(vec![any(ADDR, &workload("waypoint-1", [10, 0, 9, 9], "waypoint", &[]))], &[]),
+        )
+        .unwrap();
+    let s = state.snapshot();
+    let d = route(&s, "10.96.0.10:80".parse().unwrap()).unwrap();
+    let wp = "spiffe://cluster.local/ns/shop/sa/waypoint".parse().unwrap();
+    assert_eq!(
+        d.route,
+        Route::Hbone {
+            peer: "10.0.9.9:15008".parse().unwrap(),
+            authority: "10.96.0.10:80".parse().unwrap(),
+            identity: wp
+        }
+    );
+    assert_eq!(d.service.map(|s| s.hostname.clone()).as_deref(), Some("cart.shop.svc.cluster.local"));
+    assert!(route(&s, "10.96.0.10:81".parse().unwrap()).is_err(), "no endpoint for a port the service lacks");
+}
