@@ -1,6 +1,7 @@
 //! Generates the Rust types of Istio's ambient protocols: workload discovery
-//! (`istio.workload`), its authorization policies (`istio.security`) and the
-//! certificate service (`istio.v1.auth`).
+//! (`istio.workload`), its authorization policies (`istio.security`), the
+//! CNI's hand-over of pods to the node proxy (ZDS, `istio.workload.zds`) and
+//! the certificate service (`istio.v1.auth`).
 //!
 //! The .proto files are not copied into this tree: they are read from the Go
 //! modules that go.mod pins (istio.io/istio's pkg/workloadapi, istio.io/api's
@@ -22,6 +23,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let files = [
         istio.join("workloadapi/workload.proto"),
         istio.join("workloadapi/security/authorization.proto"),
+        istio.join("zdsapi/zds.proto"),
         api.join("security/v1alpha1/ca.proto"),
     ];
     let descriptors = protox::compile(&files, [&istio, &api])?;

@@ -53,19 +53,35 @@ pub struct Admin {
     pub quit: watch::Sender<bool>,
     /// Readiness turns false when the drain starts.
     pub drain: DrainWatch,
+    /// The node proxy's workload-discovery state, shown in /config_dump.
+    pub workloads: Option<Arc<crate::node::WorkloadState>>,
 }
 
 /// A bound admin endpoint.
 pub struct AdminServer {
     listener: TcpListener,
     admin: Admin,
+    /// When set, the only paths served (the node proxy's 15020 and 15021,
+    /// which are not on loopback, serve only metrics or readiness).
+    only: Option<&'static [&'static str]>,
 }
 
 impl AdminServer {
     /// Binds `addr`; failure is reported before anything else starts.
     pub async fn bind(addr: SocketAddr, admin: Admin) -> Result<AdminServer, AdminError> {
         let listener = TcpListener::bind(addr).await.map_err(|source| AdminError::Bind { addr, source })?;
-        Ok(AdminServer { listener, admin })
+        Ok(AdminServer { listener, admin, only: None })
+    }
+
+    /// Binds `addr` serving only `paths` (404 for the rest).
+    pub async fn bind_only(
+        addr: SocketAddr,
+        admin: Admin,
+        paths: &'static [&'static str],
+    ) -> Result<AdminServer, AdminError> {
+        let mut server = AdminServer::bind(addr, admin).await?;
+        server.only = Some(paths);
+        Ok(server)
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -87,10 +103,18 @@ impl AdminServer {
                 _ = stop.wait_for(|s| *s) => return,
             };
             let admin = self.admin.clone();
+            let only = self.only;
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
+                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let admin = admin.clone();
-                    async move { Ok::<_, Infallible>(admin.handle(req)) }
+                    let allowed = only.is_none_or(|paths| paths.contains(&req.uri().path()));
+                    async move {
+                        Ok::<_, Infallible>(if allowed {
+                            admin.handle(req)
+                        } else {
+                            text(StatusCode::NOT_FOUND, "not found\n")
+                        })
+                    }
                 });
                 if let Err(e) =
                     hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await
@@ -219,6 +243,10 @@ impl Admin {
             "routes": &snapshot.routes,
             "secrets": &snapshot.secrets,
         });
+        let dump = match &self.workloads {
+            Some(w) => serde_json::json!({ "bootstrap": &*self.config, "workloads": &*w.snapshot() }),
+            None => dump,
+        };
         match serde_json::to_string_pretty(&dump) {
             Ok(s) => json(s),
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the config: {e}\n")),

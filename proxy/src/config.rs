@@ -1,10 +1,15 @@
 //! Start-up configuration: flags with environment fallbacks (Istio's variable
 //! names where Istio has one) parsed into one [`Config`] that `main` logs and the
 //! admin endpoint shows. Bad values are reported by clap as one line and exit 2.
+//!
+//! `--proxy-type ztunnel` selects the node proxy role, configured as ztunnel is
+//! off Kubernetes: by its environment variables (XDS_ADDRESS, CA_ADDRESS,
+//! XDS_ROOT_CA, INPOD_UDS, ...), each also a flag of the same meaning.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
@@ -15,9 +20,45 @@ use serde::Serialize;
 #[derive(Parser, Debug)]
 #[command(name = "meshperf-proxy", version, about = "meshperf's sidecar proxy, configured over xDS")]
 pub struct Cli {
-    /// Address of the control plane's ADS (gRPC, plain text).
+    /// Address of the control plane's ADS: HOST:PORT (plain-text gRPC) for a
+    /// sidecar; https://HOST:PORT (TLS) for the node proxy, as ztunnel's.
     #[arg(long, env = "XDS_ADDRESS", default_value = "127.0.0.1:15010")]
     pub xds_address: String,
+    /// Node proxy: PEM root that signed the control plane's serving certificate.
+    #[arg(long, env = "XDS_ROOT_CA")]
+    pub xds_root_ca: Option<PathBuf>,
+    /// Node proxy: the certificate service, https://HOST:PORT (default: XDS_ADDRESS).
+    #[arg(long, env = "CA_ADDRESS")]
+    pub ca_address: Option<String>,
+    /// Node proxy: PEM root of the certificate service's serving certificate (default: XDS_ROOT_CA).
+    #[arg(long, env = "CA_ROOT_CA")]
+    pub ca_root_ca: Option<PathBuf>,
+    /// Node proxy: the name the control plane's and CA's certificates are
+    /// verified against (default: the host of XDS_ADDRESS).
+    #[arg(long, env = "ALT_XDS_HOSTNAME")]
+    pub alt_xds_hostname: Option<String>,
+    /// Node proxy: the CNI's socket handing over pods' network namespaces (ZDS).
+    #[arg(long, env = "INPOD_UDS", default_value = DEFAULT_INPOD_UDS)]
+    pub inpod_uds: PathBuf,
+    /// Node proxy: the mesh's trust domain.
+    #[arg(long, env = "TRUST_DOMAIN", default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// Node proxy: the cluster this node belongs to (`source_cluster` and `destination_cluster`).
+    #[arg(long, env = "CLUSTER_ID", default_value = "Kubernetes")]
+    pub cluster_id: String,
+    /// Node proxy: the node's name (NODE_NAME metadata).
+    #[arg(long, env = "NODE_NAME", default_value = "")]
+    pub node_name: String,
+    /// Node proxy: traffic worker threads (ztunnel's default, 2).
+    #[arg(long, env = "ZTUNNEL_WORKER_THREADS", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: u16,
+    /// Node proxy: readiness (`/healthz/ready`), ztunnel's 15021.
+    #[arg(long, env = "MESHPERF_READINESS_ADDRESS", default_value = "0.0.0.0:15021")]
+    pub readiness_address: SocketAddr,
+    /// Node proxy: metrics (`/stats/prometheus`), ztunnel's 15020.
+    #[arg(long, env = "MESHPERF_STATS_ADDRESS", default_value = "0.0.0.0:15020")]
+    pub stats_address: SocketAddr,
     /// Full node id; when set it is used as is and the pieces below only feed metadata.
     #[arg(long, env = "NODE_ID")]
     pub node_id: Option<String>,
@@ -81,7 +122,12 @@ pub struct Cli {
 pub enum ProxyType {
     Sidecar,
     Router,
+    /// The ambient node proxy (ztunnel's role).
+    Ztunnel,
 }
+
+/// ztunnel's default ZDS socket path.
+pub const DEFAULT_INPOD_UDS: &str = "/var/run/ztunnel/ztunnel.sock";
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -111,6 +157,35 @@ pub struct NodeIdentity {
     pub service_account: String,
     pub instance_ips: Vec<IpAddr>,
     pub workload_name: String,
+    /// Further metadata, sent as strings: ztunnel's NAME, NODE_NAME,
+    /// CLUSTER_ID and the ISTIO_META_* variables for the node proxy.
+    #[serde(skip_serializing_if = "Labels::is_empty")]
+    pub metadata: Labels,
+}
+
+/// The node proxy's settings (`--proxy-type ztunnel`), ztunnel's variables.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeProxyConfig {
+    /// TLS to the control plane's ADS.
+    pub xds_tls: TlsServerName,
+    /// The certificate service and how its serving certificate is verified.
+    pub ca_address: String,
+    pub ca_tls: TlsServerName,
+    pub inpod_uds: PathBuf,
+    pub trust_domain: String,
+    pub cluster_id: String,
+    pub node_name: String,
+    pub worker_threads: u16,
+    pub readiness_address: SocketAddr,
+    pub stats_address: SocketAddr,
+}
+
+/// How a TLS server (the control plane, the CA) is verified: the root that
+/// signed its certificate and the name that certificate must carry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TlsServerName {
+    pub root_ca: PathBuf,
+    pub server_name: String,
 }
 
 /// Everything the proxy was started with.
@@ -126,11 +201,20 @@ pub struct Config {
     #[serde(serialize_with = "crate::state::ser_duration")]
     pub drain_duration: Duration,
     pub log_level: String,
+    /// Set for `--proxy-type ztunnel`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_proxy: Option<NodeProxyConfig>,
 }
 
 impl Cli {
     /// Assembles the config. Errors are one line, for the user.
     pub fn into_config(self) -> Result<Config, String> {
+        self.into_config_with_env(std::env::vars())
+    }
+
+    /// As [`Cli::into_config`], with the environment given (the node proxy
+    /// sends the ISTIO_META_* variables as node metadata, as ztunnel does).
+    pub fn into_config_with_env(self, env: impl Iterator<Item = (String, String)>) -> Result<Config, String> {
         let ns = &self.pod_namespace;
         if ns.is_empty() || ns.contains(['~', '.']) {
             return Err(format!("invalid --pod-namespace {ns:?}: must be non-empty, without '~' or '.'"));
@@ -138,9 +222,14 @@ impl Cli {
         if self.pod_name.is_empty() || self.pod_name.contains('~') {
             return Err(format!("invalid --pod-name {:?}: must be non-empty, without '~'", self.pod_name));
         }
+        let node_proxy = match self.proxy_type {
+            ProxyType::Ztunnel => Some(self.node_proxy_config()?),
+            ProxyType::Sidecar | ProxyType::Router => None,
+        };
         let kind = match self.proxy_type {
             ProxyType::Sidecar => "sidecar",
             ProxyType::Router => "router",
+            ProxyType::Ztunnel => "ztunnel",
         };
         let id = match self.node_id {
             Some(id) if id.split('~').count() != 4 => {
@@ -160,6 +249,17 @@ impl Cli {
                 return Err(format!("invalid --xds-address {:?}: want HOST:PORT", self.xds_address));
             }
         }
+        let mut metadata = Labels::new();
+        if let Some(np) = &node_proxy {
+            metadata.insert("NAME".into(), self.pod_name.clone());
+            metadata.insert("NODE_NAME".into(), np.node_name.clone());
+            metadata.insert("CLUSTER_ID".into(), np.cluster_id.clone());
+            for (k, v) in env {
+                if let Some(key) = k.strip_prefix("ISTIO_META_").filter(|k| !k.is_empty()) {
+                    metadata.insert(key.to_string(), v);
+                }
+            }
+        }
         if self.capture_mode == CaptureMode::Iptables && !self.listen.is_empty() {
             return Err("--listen is for --capture-mode none; with iptables the proxy binds 15001/15006".into());
         }
@@ -173,6 +273,7 @@ impl Cli {
                 service_account: self.service_account,
                 instance_ips: vec![self.instance_ip],
                 workload_name,
+                metadata,
             },
             delta: self.delta && !self.sotw,
             admin_address: self.admin_address,
@@ -181,8 +282,50 @@ impl Cli {
             listen: self.listen,
             drain_duration: self.drain_duration,
             log_level: self.log_level,
+            node_proxy,
         })
     }
+
+    /// The node proxy's part: the control plane and the CA only over TLS
+    /// (ztunnel refuses plain gRPC), with roots that can be read now.
+    fn node_proxy_config(&self) -> Result<NodeProxyConfig, String> {
+        let xds_host = https_host(&self.xds_address).ok_or_else(|| {
+            format!("invalid --xds-address {:?}: the node proxy wants https://HOST:PORT", self.xds_address)
+        })?;
+        let ca_address = self.ca_address.clone().unwrap_or_else(|| self.xds_address.clone());
+        let ca_host = https_host(&ca_address)
+            .ok_or_else(|| format!("invalid --ca-address {ca_address:?}: want https://HOST:PORT"))?;
+        let xds_root =
+            self.xds_root_ca.clone().ok_or("--xds-root-ca (XDS_ROOT_CA) is required with --proxy-type ztunnel")?;
+        let ca_root = self.ca_root_ca.clone().unwrap_or_else(|| xds_root.clone());
+        for (flag, path) in [("--xds-root-ca", &xds_root), ("--ca-root-ca", &ca_root)] {
+            std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        }
+        if self.trust_domain.is_empty() || self.trust_domain.contains('/') {
+            return Err(format!("invalid --trust-domain {:?}: want a name like cluster.local", self.trust_domain));
+        }
+        let name = |host: &str| self.alt_xds_hostname.clone().unwrap_or_else(|| host.to_string());
+        Ok(NodeProxyConfig {
+            xds_tls: TlsServerName { root_ca: xds_root, server_name: name(xds_host) },
+            ca_tls: TlsServerName { root_ca: ca_root, server_name: name(ca_host) },
+            ca_address,
+            inpod_uds: self.inpod_uds.clone(),
+            trust_domain: self.trust_domain.clone(),
+            cluster_id: self.cluster_id.clone(),
+            node_name: self.node_name.clone(),
+            worker_threads: self.worker_threads,
+            readiness_address: self.readiness_address,
+            stats_address: self.stats_address,
+        })
+    }
+}
+
+/// The host of an `https://HOST:PORT` URI; None for anything else.
+fn https_host(uri: &str) -> Option<&str> {
+    let rest = uri.strip_prefix("https://")?.trim_end_matches('/');
+    let (host, port) = rest.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()).then_some(host)
 }
 
 /// Parses `k=v,k=v` (empty: no labels).
@@ -300,6 +443,62 @@ mod tests {
         assert_eq!(c.listen[0].dest_port, Some(8080));
         assert_eq!(c.listen[1].listener, "0.0.0.0_9000");
         assert_eq!(c.listen[1].dest_port, None);
+    }
+
+    fn ztunnel(args: &[&str], env: &[(&str, &str)]) -> Result<Config, String> {
+        let mut argv = vec!["meshperf-proxy", "--proxy-type=ztunnel"];
+        argv.extend_from_slice(args);
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        Cli::try_parse_from(argv).map_err(|e| e.to_string())?.into_config_with_env(env)
+    }
+
+    #[test]
+    fn ztunnel_role_builds_its_node_id_metadata_and_tls() {
+        let root = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml"; // any readable file
+        let c = ztunnel(
+            &[
+                "--xds-address=https://10.0.0.1:15012",
+                &format!("--xds-root-ca={root}"),
+                "--alt-xds-hostname=istiod.istio-system.svc",
+                "--instance-ip=10.0.0.9",
+                "--pod-name=ztunnel-a",
+                "--pod-namespace=istio-system",
+                "--node-name=node-a",
+            ],
+            &[("ISTIO_META_DNS_CAPTURE", "false"), ("PATH", "/bin")],
+        )
+        .unwrap();
+        assert_eq!(c.node.id, "ztunnel~10.0.0.9~ztunnel-a.istio-system~istio-system.svc.cluster.local");
+        let m = &c.node.metadata;
+        assert_eq!(m["NAME"], "ztunnel-a");
+        assert_eq!(m["NODE_NAME"], "node-a");
+        assert_eq!(m["CLUSTER_ID"], "Kubernetes");
+        assert_eq!(m["DNS_CAPTURE"], "false");
+        assert!(!m.contains_key("PATH"));
+        let np = c.node_proxy.unwrap();
+        assert_eq!(np.xds_tls.server_name, "istiod.istio-system.svc");
+        assert_eq!(np.ca_address, "https://10.0.0.1:15012", "CA_ADDRESS defaults to XDS_ADDRESS");
+        assert_eq!(np.ca_tls.root_ca, np.xds_tls.root_ca);
+        assert_eq!(np.worker_threads, 2, "ztunnel's default");
+        assert_eq!(np.trust_domain, "cluster.local");
+        assert_eq!(np.inpod_uds, PathBuf::from(DEFAULT_INPOD_UDS));
+    }
+
+    #[test]
+    fn ztunnel_role_bad_values_are_one_line_errors() {
+        let root = format!("--xds-root-ca={}/Cargo.toml", env!("CARGO_MANIFEST_DIR"));
+        for (args, want) in [
+            (vec!["--xds-address=https://10.0.0.1:15012"], "--xds-root-ca"),
+            (vec!["--xds-address=10.0.0.1:15012", &root], "https://HOST:PORT"),
+            (vec!["--xds-address=https://10.0.0.1", &root], "https://HOST:PORT"),
+            (vec!["--xds-address=https://h:1", &root, "--ca-address=http://h:2"], "--ca-address"),
+            (vec!["--xds-address=https://h:1", "--xds-root-ca=/nonexistent/root.pem"], "/nonexistent/root.pem"),
+            (vec!["--xds-address=https://h:1", &root, "--worker-threads=0"], "worker-threads"),
+            (vec!["--xds-address=https://h:1", &root, "--trust-domain="], "trust-domain"),
+        ] {
+            let err = ztunnel(&args, &[]).expect_err(&format!("{args:?} accepted"));
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
     }
 
     #[test]

@@ -53,6 +53,23 @@ fn main() -> ExitCode {
 fn run(config: Config) -> anyhow::Result<()> {
     let log = logging::init(&config.log_level)?;
     tracing::info!(config = %config, "meshperf-proxy starting");
+    if let Some(node) = config.node_proxy.clone() {
+        let (quit, _) = watch::channel(false);
+        let signals = quit.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+                if let Ok(rt) = rt {
+                    rt.block_on(wait_for_signal(signals.clone()));
+                    signals.send_replace(true);
+                }
+            })
+            .context("signal thread")?;
+        meshperf_proxy::node::app::run(Arc::new(config), &node, log, quit)?;
+        tracing::info!("meshperf-proxy stopped");
+        return Ok(());
+    }
     // Admin, xDS and metrics share one thread so that they never take time
     // from the traffic workers.
     let control = tokio::runtime::Builder::new_current_thread()
@@ -65,7 +82,8 @@ fn run(config: Config) -> anyhow::Result<()> {
     let state = Arc::new(State::new());
     let (quit, _) = watch::channel(false);
     let (drain, drain_watch) = drain::channel();
-    let xds_config = XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta };
+    let xds_config =
+        XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
     let (client, ready) = XdsClient::new(xds_config, state.clone());
     let mut telemetry =
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;
@@ -91,6 +109,7 @@ fn run(config: Config) -> anyhow::Result<()> {
         cluster_stats: Some(cluster_stats),
         quit: quit.clone(),
         drain: drain_watch,
+        workloads: None,
     };
 
     control.block_on(async {

@@ -9,6 +9,11 @@ pub mod workload {
     include!(concat!(env!("OUT_DIR"), "/istio.workload.rs"));
 }
 
+/// `istio.workload.zds`: the CNI handing pods' network namespaces to the node proxy.
+pub mod zds {
+    include!(concat!(env!("OUT_DIR"), "/istio.workload.zds.rs"));
+}
+
 /// `istio.security`: Authorization (L4 policies for node proxies).
 pub mod security {
     include!(concat!(env!("OUT_DIR"), "/istio.security.rs"));

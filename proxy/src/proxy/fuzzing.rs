@@ -106,6 +106,7 @@ fn config() -> Config {
             service_account: "default".into(),
             instance_ips: vec![IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))],
             workload_name: "app".into(),
+            metadata: Default::default(),
         },
         delta: true,
         admin_address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 15000),
@@ -114,6 +115,7 @@ fn config() -> Config {
         listen: Vec::new(),
         drain_duration: Duration::ZERO,
         log_level: "off".into(),
+        node_proxy: None,
     }
 }
 

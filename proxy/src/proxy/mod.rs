@@ -21,7 +21,7 @@ mod http;
 mod idle;
 mod lb;
 mod listener;
-mod original_dst;
+pub mod original_dst;
 mod outlier;
 mod pool;
 pub mod route;

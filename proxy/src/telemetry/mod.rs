@@ -188,7 +188,7 @@ impl Collector for XdsCollector {
         ];
         for (name, help, get) in per_type {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for t in ResourceType::ALL {
+            for &t in x.types() {
                 m.encode_family(&TypeLabel(t))?.encode_counter::<NoLabelSet, _, u64>(&get(x, t), None)?;
             }
         }

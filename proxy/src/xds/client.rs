@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 
 use super::store::{Readiness, ResourceStore};
-use super::{XdsError, XdsMetrics};
-use crate::config::NodeIdentity;
+use super::{XdsError, XdsMetrics, XdsStore};
+use crate::config::{NodeIdentity, TlsServerName};
 use crate::state::State;
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
@@ -22,24 +22,38 @@ const MAX_BACKOFF: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone)]
 pub struct XdsConfig {
-    /// HOST:PORT of the control plane's ADS (plain-text gRPC).
+    /// The control plane's ADS: HOST:PORT or http://HOST:PORT (plain-text
+    /// gRPC), https://HOST:PORT with `tls`.
     pub address: String,
     pub node: NodeIdentity,
     pub delta: bool,
+    /// TLS to the control plane (the node proxy's only transport, as ztunnel's).
+    pub tls: Option<TlsServerName>,
 }
 
 pub struct XdsClient {
     config: XdsConfig,
-    store: ResourceStore,
+    store: Box<dyn XdsStore>,
     metrics: Arc<XdsMetrics>,
 }
 
 impl XdsClient {
-    /// A client that fills `state`; the returned [`Readiness`] turns true on
-    /// the first complete config.
+    /// A sidecar's client that fills `state`; the returned [`Readiness`]
+    /// turns true on the first complete config.
     pub fn new(config: XdsConfig, state: Arc<State>) -> (XdsClient, Readiness) {
         let (store, ready) = ResourceStore::new(state);
-        (XdsClient { config, store, metrics: Arc::new(XdsMetrics::default()) }, ready)
+        (XdsClient::with_store(config, Box::new(store)), ready)
+    }
+
+    /// A client that fills any store (the node proxy's workload discovery).
+    pub fn with_store(config: XdsConfig, store: Box<dyn XdsStore>) -> XdsClient {
+        let types: Vec<_> = store.wildcard_types().iter().chain(store.named_types()).copied().collect();
+        let metrics = if types.iter().all(|t| super::ResourceType::ENVOY.contains(t)) {
+            XdsMetrics::default()
+        } else {
+            XdsMetrics::for_types(&super::ResourceType::WORKLOAD)
+        };
+        XdsClient { config, store, metrics: Arc::new(metrics) }
     }
 
     pub fn metrics(&self) -> Arc<XdsMetrics> {
@@ -82,14 +96,18 @@ impl XdsClient {
     }
 
     async fn stream_once(&mut self, endpoint: &Endpoint, got_response: &mut bool) -> Result<(), XdsError> {
-        let channel: Channel = endpoint.connect().await?;
+        let channel: Channel = match &self.config.tls {
+            // Lazy: a control plane that is not up fails the stream below.
+            Some(tls) => crate::tls::control_plane_channel(&self.config.address, &tls.root_ca, Some(&tls.server_name))?,
+            None => endpoint.connect().await?,
+        };
         tracing::info!(address = %self.config.address, delta = self.config.delta, "xds: connected");
         let node = node(&self.config.node);
         let on_response = || *got_response = true;
         if self.config.delta {
-            super::delta::run(channel, node, &mut self.store, &self.metrics, on_response).await
+            super::delta::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
         } else {
-            super::sotw::run(channel, node, &mut self.store, &self.metrics, on_response).await
+            super::sotw::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
         }
     }
 }
@@ -123,6 +141,9 @@ pub(crate) fn node(n: &NodeIdentity) -> Node {
     fields.insert("SERVICE_ACCOUNT".to_string(), string(n.service_account.clone()));
     fields.insert("INSTANCE_IPS".to_string(), string(ips.join(",")));
     fields.insert("WORKLOAD_NAME".to_string(), string(n.workload_name.clone()));
+    for (k, v) in &n.metadata {
+        fields.insert(k.clone(), string(v.clone()));
+    }
     Node {
         id: n.id.clone(),
         cluster: format!("{}.{}", n.workload_name, n.namespace),
@@ -153,11 +174,13 @@ mod tests {
             service_account: "sa".into(),
             instance_ips: vec!["10.0.0.1".parse().unwrap()],
             workload_name: "a".into(),
+            metadata: [("NODE_NAME".to_string(), "node-a".to_string())].into(),
         };
         let n = node(&id);
         let f = &n.metadata.unwrap().fields;
         assert_eq!(f["INSTANCE_IPS"].kind, Some(Kind::StringValue("10.0.0.1".into())));
         let Some(Kind::StructValue(labels)) = &f["LABELS"].kind else { panic!("LABELS not a struct") };
         assert_eq!(labels.fields["app"].kind, Some(Kind::StringValue("a".into())));
+        assert_eq!(f["NODE_NAME"].kind, Some(Kind::StringValue("node-a".into())));
     }
 }

@@ -1,6 +1,7 @@
-//! One delta (incremental) ADS stream. CDS and LDS are wildcard
-//! subscriptions; EDS, RDS and SDS subscriptions follow what the applied
-//! clusters and listeners reference, as changes. On reconnect the client
+//! One delta (incremental) ADS stream. The store's wildcard types (CDS and
+//! LDS; or Address and Authorization) are subscribed at the start; the named
+//! ones (EDS, RDS and SDS) follow what the applied clusters and listeners
+//! reference, as changes. On reconnect the client
 //! lists what it has (`initial_resource_versions`) so only changes are resent.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,15 +13,15 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use super::store::{ResourceStore, Update};
-use super::{ResourceType, XdsError, XdsMetrics, nack_status};
+use super::store::Update;
+use super::{ResourceType, XdsError, XdsMetrics, XdsStore, nack_status};
 
 /// Runs the stream until it fails. `on_response` is called after the first
 /// response so the caller can reset its backoff.
 pub(crate) async fn run(
     channel: Channel,
     node: Node,
-    store: &mut ResourceStore,
+    store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
     mut on_response: impl FnMut(),
 ) -> Result<(), XdsError> {
@@ -29,7 +30,7 @@ pub(crate) async fn run(
     let mut node = Some(node);
     // Wildcard types first, then any named subscriptions we already hold
     // (a reconnect), each with the versions we have.
-    for t in [ResourceType::Cluster, ResourceType::Listener] {
+    for &t in store.wildcard_types() {
         let req = DeltaDiscoveryRequest {
             node: node.take(),
             type_url: t.type_url().to_string(),
@@ -52,7 +53,7 @@ pub(crate) async fn run(
 
 async fn handle(
     tx: &mpsc::Sender<DeltaDiscoveryRequest>,
-    store: &mut ResourceStore,
+    store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
     resp: DeltaDiscoveryResponse,
 ) -> Result<(), XdsError> {
@@ -99,11 +100,11 @@ async fn handle(
 /// current set with the versions held (the stream is new).
 async fn resubscribe(
     tx: &mpsc::Sender<DeltaDiscoveryRequest>,
-    store: &ResourceStore,
+    store: &dyn XdsStore,
     subscribed: &mut BTreeMap<ResourceType, BTreeSet<String>>,
     initial: bool,
 ) -> Result<(), XdsError> {
-    for t in ResourceType::NAMED {
+    for &t in store.named_types() {
         let want = store.wanted(t);
         let have = subscribed.entry(t).or_default();
         let add: Vec<String> = want.difference(have).cloned().collect();

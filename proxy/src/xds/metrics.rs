@@ -6,15 +6,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ResourceType;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct XdsMetrics {
-    acks: [AtomicU64; 5],
-    nacks: [AtomicU64; 5],
+    /// The types the client subscribes to, the only ones rendered.
+    types: &'static [ResourceType],
+    acks: [AtomicU64; 7],
+    nacks: [AtomicU64; 7],
     reconnects: AtomicU64,
     connected: AtomicU64,
 }
 
+/// A sidecar's: Envoy's types.
+impl Default for XdsMetrics {
+    fn default() -> Self {
+        XdsMetrics::for_types(&ResourceType::ENVOY)
+    }
+}
+
 impl XdsMetrics {
+    pub fn for_types(types: &'static [ResourceType]) -> XdsMetrics {
+        XdsMetrics {
+            types,
+            acks: Default::default(),
+            nacks: Default::default(),
+            reconnects: AtomicU64::new(0),
+            connected: AtomicU64::new(0),
+        }
+    }
+    pub fn types(&self) -> &'static [ResourceType] {
+        self.types
+    }
     pub fn ack(&self, t: ResourceType) {
         self.acks[t.index()].fetch_add(1, Ordering::Relaxed);
     }
@@ -39,9 +60,9 @@ impl XdsMetrics {
 
     /// Appends the counters in Prometheus text exposition format.
     pub fn render(&self, out: &mut String) {
-        let mut family = |name: &str, help: &str, values: &[AtomicU64; 5]| {
+        let mut family = |name: &str, help: &str, values: &[AtomicU64; 7]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for t in ResourceType::ALL {
+            for &t in self.types {
                 let _ = writeln!(out, "{name}{{type=\"{}\"}} {}", t.short(), values[t.index()].load(Ordering::Relaxed));
             }
         };

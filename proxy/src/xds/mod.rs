@@ -1,10 +1,14 @@
 //! The ADS client: one gRPC stream to the control plane carrying CDS, EDS,
-//! LDS, RDS and SDS, delta by default or state of the world.
+//! LDS, RDS and SDS for a sidecar, or workload discovery (Address,
+//! Authorization) for the node proxy; delta by default or state of the world,
+//! plain text or TLS.
 //!
-//! `store` turns responses into [`crate::state::Snapshot`]s (convert all,
-//! then swap, or NACK and keep the last good one) and works out which EDS, RDS
-//! and SDS names the clusters and listeners need; `delta` and `sotw` speak the
-//! two protocol variants over one stream; `client` keeps a stream up,
+//! What a response does is up to an [`XdsStore`]: `store` turns Envoy
+//! resources into [`crate::state::Snapshot`]s (convert all, then swap, or NACK
+//! and keep the last good one) and works out which EDS, RDS and SDS names the
+//! clusters and listeners need; the node proxy's store is
+//! `crate::node::WorkloadStore`. `delta` and `sotw` speak the two protocol
+//! variants over one stream for any store; `client` keeps a stream up,
 //! reconnecting with jittered exponential backoff while the last good config
 //! keeps serving. Everything here runs on the control-plane runtime.
 
@@ -18,13 +22,38 @@ use std::fmt;
 
 pub use client::{XdsClient, XdsConfig};
 pub use metrics::XdsMetrics;
-pub use store::Readiness;
+pub use store::{Readiness, Update, versions_of};
+
+/// What one ADS stream fills. The stream subscribes to the wildcard types at
+/// its start and to what [`XdsStore::wanted`] names of the named types after
+/// each response, and ACKs a response that [`XdsStore::apply`] accepts (NACKs
+/// with its message otherwise).
+pub trait XdsStore: Send + Sync {
+    /// Types subscribed by wildcard, in the order they are first asked for.
+    fn wildcard_types(&self) -> &'static [ResourceType];
+    /// Types asked for by name.
+    fn named_types(&self) -> &'static [ResourceType] {
+        &[]
+    }
+    /// The names of a named type the store needs now.
+    fn wanted(&self, _t: ResourceType) -> std::collections::BTreeSet<String> {
+        Default::default()
+    }
+    /// Delta resource versions held, for `initial_resource_versions` on reconnect.
+    fn resource_versions(&self, t: ResourceType) -> std::collections::HashMap<String, String>;
+    /// The last applied version of a type (SotW `version_info`).
+    fn version(&self, t: ResourceType) -> String;
+    /// Applies one response; an error is the NACK's detail.
+    fn apply(&mut self, t: ResourceType, update: Update) -> Result<(), String>;
+}
 
 /// Errors that end one ADS stream; the client logs them and reconnects.
 #[derive(Debug, thiserror::Error)]
 pub enum XdsError {
     #[error("invalid xDS address {0:?}: want HOST:PORT")]
     Address(String),
+    #[error("TLS to the control plane: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("cannot connect to the control plane: {}", causes(.0))]
     Connect(#[from] tonic::transport::Error),
     #[error("ADS stream failed: {0}")]
@@ -49,7 +78,8 @@ fn causes(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// The five resource types, in the order Envoy applies them.
+/// The resource types: Envoy's five, in the order Envoy applies them, then
+/// workload discovery's two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ResourceType {
     Cluster,
@@ -57,16 +87,32 @@ pub enum ResourceType {
     Listener,
     Route,
     Secret,
+    /// `istio.workload.Address`: workloads and services (node proxy).
+    Address,
+    /// `istio.security.Authorization`: L4 policies (node proxy).
+    Authorization,
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 5] = [
+    pub const ALL: [ResourceType; 7] = [
+        ResourceType::Cluster,
+        ResourceType::Endpoint,
+        ResourceType::Listener,
+        ResourceType::Route,
+        ResourceType::Secret,
+        ResourceType::Address,
+        ResourceType::Authorization,
+    ];
+    /// What a sidecar subscribes to.
+    pub const ENVOY: [ResourceType; 5] = [
         ResourceType::Cluster,
         ResourceType::Endpoint,
         ResourceType::Listener,
         ResourceType::Route,
         ResourceType::Secret,
     ];
+    /// What the node proxy subscribes to, both by wildcard.
+    pub const WORKLOAD: [ResourceType; 2] = [ResourceType::Address, ResourceType::Authorization];
     /// The types asked for by name, driven by what clusters and listeners reference.
     pub const NAMED: [ResourceType; 3] = [ResourceType::Endpoint, ResourceType::Route, ResourceType::Secret];
 
@@ -77,6 +123,8 @@ impl ResourceType {
             ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             ResourceType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
             ResourceType::Secret => "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
+            ResourceType::Address => crate::proto::ADDRESS_TYPE,
+            ResourceType::Authorization => crate::proto::AUTHORIZATION_TYPE,
         }
     }
 
@@ -92,12 +140,15 @@ impl ResourceType {
             ResourceType::Listener => "lds",
             ResourceType::Route => "rds",
             ResourceType::Secret => "sds",
+            ResourceType::Address => "address",
+            ResourceType::Authorization => "authorization",
         }
     }
 
-    /// CDS and LDS are wildcard subscriptions; the others are asked by name.
+    /// CDS, LDS and workload discovery's types are wildcard subscriptions;
+    /// the others are asked by name.
     pub fn is_wildcard(self) -> bool {
-        matches!(self, ResourceType::Cluster | ResourceType::Listener)
+        !matches!(self, ResourceType::Endpoint | ResourceType::Route | ResourceType::Secret)
     }
 
     fn index(self) -> usize {

@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
-use super::store::{ResourceStore, Update};
-use super::{ResourceType, XdsError, XdsMetrics, nack_status};
+use super::store::Update;
+use super::{ResourceType, XdsError, XdsMetrics, XdsStore, nack_status};
 
 /// What this stream has asked for and been told, per type.
 #[derive(Default)]
@@ -27,14 +27,14 @@ struct TypeState {
 pub(crate) async fn run(
     channel: Channel,
     node: Node,
-    store: &mut ResourceStore,
+    store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
     mut on_response: impl FnMut(),
 ) -> Result<(), XdsError> {
     let (tx, rx) = mpsc::channel::<DiscoveryRequest>(32);
     let mut types: BTreeMap<ResourceType, TypeState> = BTreeMap::new();
     let mut node = Some(node);
-    for t in [ResourceType::Cluster, ResourceType::Listener] {
+    for &t in store.wildcard_types() {
         let req = DiscoveryRequest {
             node: node.take(),
             type_url: t.type_url().to_string(),
@@ -58,7 +58,7 @@ pub(crate) async fn run(
 
 async fn handle(
     tx: &mpsc::Sender<DiscoveryRequest>,
-    store: &mut ResourceStore,
+    store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
     types: &mut BTreeMap<ResourceType, TypeState>,
     resp: DiscoveryResponse,
@@ -108,10 +108,10 @@ async fn handle(
 /// Asks again for a named type whose wanted set changed, with its latest nonce.
 async fn resubscribe(
     tx: &mpsc::Sender<DiscoveryRequest>,
-    store: &ResourceStore,
+    store: &dyn XdsStore,
     types: &mut BTreeMap<ResourceType, TypeState>,
 ) -> Result<(), XdsError> {
-    for t in ResourceType::NAMED {
+    for &t in store.named_types() {
         let want = store.wanted(t);
         let st = types.entry(t).or_default();
         if want == st.names && (st.requested || want.is_empty()) {

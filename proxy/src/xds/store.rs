@@ -14,7 +14,7 @@ use crate::state::{Cluster, ClusterEndpoints, DiscoveryType, Listener, RouteConf
 
 /// One response's worth of changes for one type.
 #[derive(Debug, Default)]
-pub(crate) struct Update {
+pub struct Update {
     /// Version of the whole type (SotW `version_info`, delta `system_version_info`).
     pub version: String,
     /// The resources, with the delta resource version when there is one.
@@ -30,6 +30,11 @@ pub(crate) struct Update {
 pub struct Readiness(watch::Receiver<bool>);
 
 impl Readiness {
+    /// Readiness that follows `ready` (the node proxy's, which also waits for
+    /// its pods' listeners).
+    pub fn new(ready: watch::Receiver<bool>) -> Readiness {
+        Readiness(ready)
+    }
     pub fn is_ready(&self) -> bool {
         *self.0.borrow()
     }
@@ -75,7 +80,7 @@ impl ResourceStore {
     }
 
     /// Applies one response, or returns the NACK detail and changes nothing.
-    pub fn apply(&mut self, t: ResourceType, update: Update) -> Result<(), String> {
+    fn apply_update(&mut self, t: ResourceType, update: Update) -> Result<(), String> {
         let mut converted = Vec::with_capacity(update.resources.len());
         let mut errors = Vec::new();
         for (any, version) in &update.resources {
@@ -127,7 +132,7 @@ impl ResourceStore {
     /// unsubscribes from them and drops them, as Envoy does.
     fn drop_unwanted(&mut self) {
         for t in super::ResourceType::NAMED {
-            let wanted = self.wanted(t);
+            let wanted = self.wanted_names(t);
             let stale: Vec<String> =
                 names(&self.snap, t).filter(|n| !wanted.contains(*n)).map(str::to_string).collect();
             for name in stale {
@@ -143,7 +148,7 @@ impl ResourceStore {
     }
 
     /// The names of a named type that the current clusters and listeners need.
-    pub fn wanted(&self, t: ResourceType) -> BTreeSet<String> {
+    fn wanted_names(&self, t: ResourceType) -> BTreeSet<String> {
         let s = &self.snap;
         match t {
             ResourceType::Endpoint => s
@@ -161,7 +166,9 @@ impl ResourceStore {
                 .flat_map(|c| c.secret_names().map(str::to_string).collect::<Vec<_>>())
                 .chain(s.listeners.values().flat_map(|l| l.secret_names().map(str::to_string).collect::<Vec<_>>()))
                 .collect(),
-            ResourceType::Cluster | ResourceType::Listener => BTreeSet::new(),
+            ResourceType::Cluster | ResourceType::Listener | ResourceType::Address | ResourceType::Authorization => {
+                BTreeSet::new()
+            }
         }
     }
 
@@ -174,22 +181,43 @@ impl ResourceStore {
         super::ResourceType::NAMED.into_iter().all(|t| {
             let have: BTreeSet<&str> = names(&self.snap, t).collect();
             let absent = self.absent.get(&t);
-            self.wanted(t).iter().all(|n| have.contains(n.as_str()) || absent.is_some_and(|a| a.contains(n)))
+            self.wanted_names(t).iter().all(|n| have.contains(n.as_str()) || absent.is_some_and(|a| a.contains(n)))
         })
     }
+}
 
-    /// Delta resource versions of a type, for `initial_resource_versions`.
-    pub fn resource_versions(&self, t: ResourceType) -> std::collections::HashMap<String, String> {
-        self.resource_versions
-            .get(&t)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default()
+impl super::XdsStore for ResourceStore {
+    fn wildcard_types(&self) -> &'static [ResourceType] {
+        &[ResourceType::Cluster, ResourceType::Listener]
     }
 
-    /// The last applied version of a type (SotW `version_info`).
-    pub fn version(&self, t: ResourceType) -> String {
+    fn named_types(&self) -> &'static [ResourceType] {
+        &ResourceType::NAMED
+    }
+
+    fn wanted(&self, t: ResourceType) -> BTreeSet<String> {
+        self.wanted_names(t)
+    }
+
+    fn resource_versions(&self, t: ResourceType) -> std::collections::HashMap<String, String> {
+        versions_of(&self.resource_versions, t)
+    }
+
+    fn version(&self, t: ResourceType) -> String {
         self.snap.versions.get(t.short()).cloned().unwrap_or_default()
     }
+
+    fn apply(&mut self, t: ResourceType, update: Update) -> Result<(), String> {
+        self.apply_update(t, update)
+    }
+}
+
+/// A type's delta resource versions as `initial_resource_versions` wants them.
+pub fn versions_of(
+    all: &BTreeMap<ResourceType, BTreeMap<String, String>>,
+    t: ResourceType,
+) -> std::collections::HashMap<String, String> {
+    all.get(&t).map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()
 }
 
 fn convert(t: ResourceType, any: &Any) -> Result<Converted, crate::state::ConvertError> {
@@ -201,6 +229,12 @@ fn convert(t: ResourceType, any: &Any) -> Result<Converted, crate::state::Conver
         ResourceType::Secret => {
             let (name, s) = Secret::from_any(any)?;
             Converted::Secret(name, s)
+        }
+        ResourceType::Address | ResourceType::Authorization => {
+            return Err(crate::state::ConvertError::WrongType {
+                kind: "sidecar config",
+                got: t.type_url().to_string(),
+            });
         }
     })
 }
@@ -241,6 +275,7 @@ fn remove(s: &mut Snapshot, t: ResourceType, name: &str) {
         ResourceType::Listener => drop(s.listeners.remove(name)),
         ResourceType::Route => drop(s.routes.remove(name)),
         ResourceType::Secret => drop(s.secrets.remove(name)),
+        ResourceType::Address | ResourceType::Authorization => {}
     }
 }
 
@@ -251,5 +286,6 @@ fn names(s: &Snapshot, t: ResourceType) -> Box<dyn Iterator<Item = &str> + '_> {
         ResourceType::Listener => Box::new(s.listeners.keys().map(String::as_str)),
         ResourceType::Route => Box::new(s.routes.keys().map(String::as_str)),
         ResourceType::Secret => Box::new(s.secrets.keys().map(String::as_str)),
+        ResourceType::Address | ResourceType::Authorization => Box::new(std::iter::empty()),
     }
 }

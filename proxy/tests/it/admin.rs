@@ -41,6 +41,7 @@ async fn ready_dump_stats_and_quit() {
         })),
         quit: quit.clone(),
         drain: drain_watch,
+        workloads: None,
     };
     let server = AdminServer::bind(config.admin_address, admin).await.unwrap();
     let addr = server.local_addr().unwrap();

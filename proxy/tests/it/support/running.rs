@@ -34,6 +34,7 @@ pub fn node(workload: &str, namespace: &str, service_account: &str, labels: &[(&
         service_account: service_account.into(),
         instance_ips: vec!["127.0.0.1".parse().unwrap()],
         workload_name: workload.into(),
+        metadata: Default::default(),
     }
 }
 
@@ -126,7 +127,8 @@ pub struct RunningClient {
 impl RunningClient {
     pub fn start(address: SocketAddr, node: NodeIdentity, delta: bool) -> RunningClient {
         let state = Arc::new(State::new());
-        let (client, ready) = XdsClient::new(XdsConfig { address: address.to_string(), node, delta }, state.clone());
+        let (client, ready) =
+            XdsClient::new(XdsConfig { address: address.to_string(), node, delta, tls: None }, state.clone());
         let metrics = client.metrics();
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(client.run(stopped));
@@ -179,6 +181,7 @@ pub async fn start_with_xds(resources: Resources) -> XdsProxy {
         cluster_stats: None,
         quit,
         drain: proxy.drain_watch.clone(),
+        workloads: None,
     };
     let admin_server = AdminServer::bind("127.0.0.1:0".parse().unwrap(), admin).await.unwrap();
     let admin = admin_server.local_addr().unwrap();
