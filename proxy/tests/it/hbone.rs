@@ -284,6 +284,8 @@ impl InboundHandler for TestHandler {
 struct RunningServer {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
+    /// Connections whose `serve` ended without error.
+    ended: Arc<AtomicUsize>,
     handler: Arc<TestHandler>,
     errors: Arc<Mutex<Vec<String>>>,
 }
@@ -295,19 +297,25 @@ async fn start_server(secrets: Arc<SecretManager>, identity: Identity, handler: 
     let handler = Arc::new(handler);
     let accepted = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let (h, a, e) = (Arc::clone(&handler), Arc::clone(&accepted), Arc::clone(&errors));
+    let ended = Arc::new(AtomicUsize::new(0));
+    let (h, a, e, o) = (Arc::clone(&handler), Arc::clone(&accepted), Arc::clone(&errors), Arc::clone(&ended));
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             a.fetch_add(1, Ordering::SeqCst);
-            let (server, handler, errors) = (Arc::clone(&server), Arc::clone(&h), Arc::clone(&e));
+            let (server, handler, errors, ended) =
+                (Arc::clone(&server), Arc::clone(&h), Arc::clone(&e), Arc::clone(&o));
             tokio::spawn(async move {
-                if let Err(err) = server.serve(tcp, handler).await {
-                    errors.lock().unwrap().push(err.to_string());
-                }
+                match server.serve(tcp, handler).await {
+                    Ok(()) => ended.fetch_add(1, Ordering::SeqCst),
+                    Err(err) => {
+                        errors.lock().unwrap().push(err.to_string());
+                        0
+                    }
+                };
             });
         }
     });
-    RunningServer { addr, accepted, handler, errors }
+    RunningServer { addr, accepted, ended, handler, errors }
 }
 
 /// A CA, a listener of `listener`'s identity with `handler`, a pool for
@@ -322,10 +330,14 @@ struct Mesh {
 }
 
 async fn mesh(name: &str, listener: &str, handler: TestHandler) -> Mesh {
+    mesh_with(name, listener, handler, HboneConfig::default()).await
+}
+
+async fn mesh_with(name: &str, listener: &str, handler: TestHandler, config: HboneConfig) -> Mesh {
     let ca = start_ca(name, identity::DEFAULT_CERTIFICATE_TTL, &[]).await;
     let secrets = ca.secrets();
     let server = start_server(Arc::clone(&secrets), id(listener), handler).await;
-    let pool = Pool::new(Arc::clone(&secrets), HboneConfig::default());
+    let pool = Pool::new(Arc::clone(&secrets), config);
     Mesh { _ca: ca, secrets, server, pool, echo: tcp_echo().await }
 }
 
@@ -410,6 +422,30 @@ async fn a_hundred_streams_share_a_connection_and_the_101st_opens_another() {
     streams.truncate(50);
     pool.connect(connect_request("cart", "catalog", server.addr, echo)).await.unwrap();
     assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+}
+
+/// On the wall clock (TLS and HTTP/2 over real sockets do not run on a
+/// paused one), with a short idle time; the waits are for events, the one
+/// sleep only gives a wrong close the time to happen.
+#[tokio::test]
+async fn connections_close_only_once_unused_for_the_idle_time() {
+    let idle = Duration::from_millis(300);
+    let config = HboneConfig { pool_idle_timeout: idle, ..HboneConfig::default() };
+    let Mesh { _ca, server, pool, echo, .. } = mesh_with("hbone-idle", "catalog", TestHandler::default(), config).await;
+    let mut stream = pool.connect(connect_request("cart", "catalog", server.addr, echo)).await.unwrap();
+    tokio::time::sleep(idle * 3).await;
+    assert_eq!(pool.connection_count(), 1, "a connection with an open stream is not idle");
+    stream.write_all(b"still here").await.unwrap();
+    let mut buf = [0; 10];
+    stream.read_exact(&mut buf).await.unwrap();
+
+    drop(stream);
+    eventually("the unused connection is closed", WAIT, async || (pool.connection_count() == 0).then_some(())).await;
+    // Closed with GOAWAY: the server's side ends cleanly.
+    eventually("the server's side ends", WAIT, async || (server.ended.load(Ordering::SeqCst) == 1).then_some(())).await;
+    assert!(server.errors.lock().unwrap().is_empty(), "{:?}", server.errors.lock().unwrap());
+    pool.connect(connect_request("cart", "catalog", server.addr, echo)).await.unwrap();
+    assert_eq!(server.accepted.load(Ordering::SeqCst), 2, "a closed connection is not reused");
 }
 
 #[tokio::test]
