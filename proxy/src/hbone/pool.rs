@@ -96,6 +96,18 @@ struct PoolInner {
     connections: Mutex<HashMap<PoolKey, Connections>>,
 }
 
+impl PoolInner {
+    /// Removes `key`'s emptied `entry` from the map unless a caller is about
+    /// to use it: two references (the map's and the caller's) mean none is,
+    /// and new ones are only taken under the map's lock, held here.
+    fn forget_if_unused(&self, key: &PoolKey, entry: &Connections) {
+        let mut connections = self.connections.lock().unwrap_or_else(PoisonError::into_inner);
+        if Arc::strong_count(entry) == 2 && connections.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            connections.remove(key);
+        }
+    }
+}
+
 struct PooledConnection {
     sender: h2::client::SendRequest<Bytes>,
     /// Streams at most (ours, capped by the peer's SETTINGS).
@@ -152,7 +164,8 @@ impl Pool {
         Ok(HboneStream { stream: H2Stream::new(send, response.into_body()), _slot: slot })
     }
 
-    /// Open connections in the pool (all keys), for tests and the admin view.
+    /// Open connections in the pool, for tests and the admin view (a key
+    /// whose connections are being changed at this moment is not counted).
     pub fn connection_count(&self) -> usize {
         let connections = self.inner.connections.lock().unwrap_or_else(PoisonError::into_inner);
         connections
@@ -181,7 +194,17 @@ impl Pool {
                 return Ok(Slot(Arc::clone(conn)));
             }
         }
-        let conn = self.open(req).await?;
+        let conn = match self.open(req).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                let unused = conns.is_empty();
+                drop(conns);
+                if unused {
+                    self.inner.forget_if_unused(&key, &entry);
+                }
+                return Err(e);
+            }
+        };
         conn.active.fetch_add(1, Ordering::AcqRel);
         conns.push(Arc::clone(&conn));
         Ok(Slot(conn))
@@ -241,7 +264,15 @@ impl Pool {
             tokio::select! {
                 r = &mut connection => if let Err(e) = r { tracing::debug!(%peer, "HBONE connection ended: {e}") },
                 () = keepalive(ping_pong, config.keepalive_interval, config.keepalive_timeout) => {}
-                () = driver.idle(config.pool_idle_timeout) => tracing::debug!(%peer, "HBONE connection idle: closed"),
+                () = driver.idle(config.pool_idle_timeout) => {
+                    // Out of the pool, our handle dropped: h2 sends GOAWAY
+                    // and ends the connection cleanly (no stream is left).
+                    driver.close().await;
+                    drop(driver);
+                    let closed = tokio::time::timeout(config.keepalive_timeout, connection).await;
+                    tracing::debug!(%peer, cleanly = matches!(closed, Ok(Ok(()))), "HBONE connection idle: closed");
+                    return;
+                }
             }
             driver.close().await;
         });
@@ -295,10 +326,8 @@ impl Driver {
             conns.retain(|c| !Arc::ptr_eq(c, &self.conn));
             conns.is_empty()
         };
-        let mut connections = pool.connections.lock().unwrap_or_else(PoisonError::into_inner);
-        // Two references (the map's and ours) mean no caller is about to use the entry.
-        if empty && Arc::strong_count(&entry) == 2 {
-            connections.remove(&self.key);
+        if empty {
+            pool.forget_if_unused(&self.key, &entry);
         }
     }
 }
