@@ -53,6 +53,9 @@ pub fn run(
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;
     telemetry.register_collector(Box::new(XdsCollector(xds.metrics())));
     let telemetry = Arc::new(telemetry);
+    // The CA's gRPC channel starts its connection task on the runtime it is
+    // made in: the control runtime, which runs for the proxy's whole life.
+    let _control = control.enter();
     let secrets = Arc::new(SecretManager::new(CaClientConfig {
         address: node.ca_address.clone(),
         root_ca: node.ca_tls.root_ca.clone(),
