@@ -82,7 +82,6 @@ func checkAmbientRun(t *testing.T, rep *Report, nodeProxies []string) {
 // to node-1's proxy, carried over HBONE to node-2's and delivered to the
 // echo server, and both node proxies' counters show it.
 func TestAmbientL4(t *testing.T) {
-	t.Skip("waiting for the node proxy (meshperf-proxy --proxy-type ztunnel) and pilot's workload discovery to merge; remove this skip then")
 	testenv.NeedNetns(t)
 	needAmbientBinaries(t)
 	rep := runLab(t, pod.KindNetns, ambientScenario(t), nil)
