@@ -167,7 +167,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
-	fs.StringVar(&f.ztunnel, "ztunnel", "", "run this ztunnel `binary` as the ambient modes' node proxy instead of meshperf-proxy")
+	fs.StringVar(&f.ztunnel, "ztunnel", "", "measure this ztunnel `binary` beside meshperf's node proxy: each ambient mode also runs as its -ztunnel twin")
 	overrideFlags(fs, &o)
 	rest, err := cmd.parse(args, stdout)
 	if err != nil {
@@ -191,6 +191,9 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 		if err := check(s); err != nil {
 			return lab.Config{}, inputError{err}
 		}
+	}
+	if f.ztunnel != "" {
+		s.WithZtunnelTwins()
 	}
 	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel}
 	if cfg.Network, err = labNetwork(f.network); err != nil {

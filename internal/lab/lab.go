@@ -37,11 +37,13 @@ type Config struct {
 	// ProxyBin is meshperf-proxy: the sidecar, and the ambient modes' node
 	// proxy (--proxy-type ztunnel).
 	ProxyBin string
-	// ZtunnelBin, when set, is a ztunnel binary the ambient modes run as
-	// the node proxy instead of meshperf-proxy, configured the same way.
+	// ZtunnelBin is a ztunnel binary, configured as meshperf-proxy is: the
+	// node proxy of the ztunnel modes (ambient-ztunnel,
+	// ambient-waypoint-ztunnel), which need it.
 	ZtunnelBin string
-	// ZtunnelNode limits ZtunnelBin to one node (NodeClient or NodeServer),
-	// so that the other node runs meshperf-proxy; empty means every node.
+	// ZtunnelNode, when set, also runs ZtunnelBin on that one node
+	// (NodeClient or NodeServer) in the other ambient modes, beside
+	// meshperf-proxy on the other node: the interoperability test.
 	ZtunnelNode string
 	// Network is the pod network kind; empty picks netns as root, else
 	// loopback.

@@ -181,7 +181,7 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 		if err := n.enroll(); err != nil {
 			return err
 		}
-		if err := l.startNodeProxy(n, spec.ProxyConcurrency); err != nil {
+		if err := l.startNodeProxy(n, spec.Mode, spec.ProxyConcurrency); err != nil {
 			return err
 		}
 	}

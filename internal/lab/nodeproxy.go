@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/inpod"
 	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/proc"
 )
 
@@ -150,11 +151,12 @@ func (l *lab) listenZDS(n *node, socket string) error {
 	return nil
 }
 
-// nodeProxyCommand is what runs as node n's proxy: the real ztunnel when
-// the lab was given one for this node, else meshperf-proxy in the role.
-// ztunnel takes its subcommand as Istio's DaemonSet gives it.
-func (l *lab) nodeProxyCommand(n *node) (path string, args []string, binary string, err error) {
-	if l.cfg.ZtunnelBin != "" && (l.cfg.ZtunnelNode == "" || l.cfg.ZtunnelNode == n.name) {
+// nodeProxyCommand is what runs as node n's proxy in mode m: the real
+// ztunnel in the ztunnel modes, or on the one node the interop test gives
+// it, else meshperf-proxy in the role. ztunnel takes its subcommand as
+// Istio's DaemonSet gives it.
+func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []string, binary string, err error) {
+	if m.Ztunnel() || (l.cfg.ZtunnelBin != "" && l.cfg.ZtunnelNode == n.name) {
 		v, err := ztunnelVersion(l.cfg.ZtunnelBin)
 		if err != nil {
 			return "", nil, "", err
@@ -168,8 +170,8 @@ func (l *lab) nodeProxyCommand(n *node) (path string, args []string, binary stri
 // (it enters the pods' namespaces and marks its sockets there), in a
 // working directory of its own: ztunnel reads a mesh config and a token
 // relative to it, and must find none.
-func (l *lab) startNodeProxy(n *node, workers int) error {
-	path, args, binary, err := l.nodeProxyCommand(n)
+func (l *lab) startNodeProxy(n *node, m scenario.Mode, workers int) error {
+	path, args, binary, err := l.nodeProxyCommand(n, m)
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", n.role, err)
 	}

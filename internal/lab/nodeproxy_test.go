@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
 
 // The node proxy's environment is ztunnel's, complete: where pilot's TLS
@@ -37,26 +39,30 @@ func TestNodeProxyEnv(t *testing.T) {
 	}
 }
 
-// Which binary each node runs: meshperf-proxy in the node proxy's role by
-// default; ztunnel (asked for its version) on every node or on one.
+// Which binary each node runs: meshperf-proxy in the node proxy's role in
+// the ambient modes, ztunnel (asked for its version) in the ztunnel modes
+// on every node, or on the one node the interop test names.
 func TestNodeProxyCommand(t *testing.T) {
 	zt := writeScript(t, `echo 'version.BuildInfo{Version:"1.24.0"}'`+"\n")
 	n1, n2 := &node{name: NodeClient}, &node{name: NodeServer}
 	for _, c := range []struct {
 		cfg       Config
+		mode      scenario.Mode
 		n         *node
 		path, bin string
 		args0     string
 	}{
-		{Config{ProxyBin: "/bin/meshperf-proxy"}, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
-		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, n2, zt, "ztunnel 1.24.0", "proxy"},
-		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
-		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, n2, zt, "ztunnel 1.24.0", "proxy"},
+		{Config{ProxyBin: "/bin/meshperf-proxy"}, scenario.Ambient, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, scenario.Ambient, n2, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, scenario.AmbientZtunnel, n1, zt, "ztunnel 1.24.0", "proxy"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, scenario.AmbientZtunnel, n2, zt, "ztunnel 1.24.0", "proxy"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
+		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n2, zt, "ztunnel 1.24.0", "proxy"},
 	} {
 		l := &lab{cfg: c.cfg}
-		path, args, bin, err := l.nodeProxyCommand(c.n)
+		path, args, bin, err := l.nodeProxyCommand(c.n, c.mode)
 		if err != nil || path != c.path || bin != c.bin || args[0] != c.args0 {
-			t.Errorf("%s with ztunnel %q on %q: %s %v (%s), %v", c.n.name, c.cfg.ZtunnelBin, c.cfg.ZtunnelNode, path, args, bin, err)
+			t.Errorf("%s in %s with ztunnel %q on %q: %s %v (%s), %v", c.n.name, c.mode, c.cfg.ZtunnelBin, c.cfg.ZtunnelNode, path, args, bin, err)
 		}
 	}
 }

@@ -29,6 +29,9 @@ func Preflight(cfg Config) error {
 		if m.NodeProxies() && ambient == "" {
 			ambient = string(m)
 		}
+		if m.Ztunnel() && cfg.ZtunnelBin == "" {
+			return fmt.Errorf("mode %s runs the real ztunnel: give its binary with -ztunnel PATH", m)
+		}
 	}
 	if ambient == "" {
 		if cfg.ZtunnelBin != "" {

@@ -144,7 +144,8 @@ func Summarize(runs []Run) Summary {
 
 // modeOrder is the order tables and legends show modes in: the baseline
 // first, then the mesh growing around it.
-var modeOrder = []string{ModeNoMesh, "server-sidecar", "client-sidecar", "both-sidecars"}
+var modeOrder = []string{ModeNoMesh, "server-sidecar", "client-sidecar", "both-sidecars",
+	"ambient", "ambient-ztunnel", "ambient-waypoint", "ambient-waypoint-ztunnel"}
 
 func modeRank(m string) int {
 	for i, x := range modeOrder {

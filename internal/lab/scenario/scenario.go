@@ -44,6 +44,11 @@ const (
 	Ambient Mode = "ambient"
 	// AmbientWaypoint is L4+L7: a waypoint between the two node proxies.
 	AmbientWaypoint Mode = "ambient-waypoint"
+	// AmbientZtunnel and AmbientWaypointZtunnel are the same two set-ups with
+	// the real ztunnel as both node proxies (meshperf lab -ztunnel PATH), so
+	// that it is measured beside meshperf's node proxy in one run.
+	AmbientZtunnel         Mode = "ambient-ztunnel"
+	AmbientWaypointZtunnel Mode = "ambient-waypoint-ztunnel"
 )
 
 // modes are every mode a scenario may name, in the order help text shows
@@ -51,7 +56,7 @@ const (
 // ambient modes need network namespaces).
 var (
 	sidecarModes = []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}
-	modes        = append(append([]Mode(nil), sidecarModes...), Ambient, AmbientWaypoint)
+	modes        = append(append([]Mode(nil), sidecarModes...), Ambient, AmbientWaypoint, AmbientZtunnel, AmbientWaypointZtunnel)
 )
 
 // Sidecars says which pods of the mode run a sidecar.
@@ -61,10 +66,41 @@ func (m Mode) Sidecars() (client, server bool) {
 
 // NodeProxies says whether the mode puts the pods on nodes whose node
 // proxies carry their traffic (the ambient modes).
-func (m Mode) NodeProxies() bool { return m == Ambient || m == AmbientWaypoint }
+func (m Mode) NodeProxies() bool {
+	return m == Ambient || m == AmbientWaypoint || m.Ztunnel()
+}
 
 // Waypoint says whether the mode puts a waypoint on the path.
-func (m Mode) Waypoint() bool { return m == AmbientWaypoint }
+func (m Mode) Waypoint() bool { return m == AmbientWaypoint || m == AmbientWaypointZtunnel }
+
+// Ztunnel says whether the mode's node proxies are the real ztunnel.
+func (m Mode) Ztunnel() bool { return m == AmbientZtunnel || m == AmbientWaypointZtunnel }
+
+// ZtunnelTwin is the mode that runs the same set-up with ztunnel as the
+// node proxies; "" for a mode without node proxies or already ztunnel's.
+func (m Mode) ZtunnelTwin() Mode {
+	switch m {
+	case Ambient:
+		return AmbientZtunnel
+	case AmbientWaypoint:
+		return AmbientWaypointZtunnel
+	}
+	return ""
+}
+
+// WithZtunnelTwins puts each ambient mode's ztunnel twin right after it,
+// unless the scenario names it already: what -ztunnel asks for, meshperf's
+// node proxy and ztunnel measured side by side under the same load.
+func (s *Scenario) WithZtunnelTwins() {
+	var out []Mode
+	for _, m := range s.Modes {
+		out = append(out, m)
+		if twin := m.ZtunnelTwin(); twin != "" && !s.hasMode(twin) {
+			out = append(out, twin)
+		}
+	}
+	s.Modes = out
+}
 
 // AlwaysMTLS says whether the mode's hop between pods is mutual TLS
 // whatever the scenario asks: HBONE, the ambient modes' tunnel, has no
@@ -92,6 +128,10 @@ func (m Mode) IstioLabel() string {
 		return "ambient"
 	case AmbientWaypoint:
 		return "waypoint"
+	case AmbientZtunnel:
+		return "ambient_ztunnel"
+	case AmbientWaypointZtunnel:
+		return "waypoint_ztunnel"
 	}
 	return string(m)
 }

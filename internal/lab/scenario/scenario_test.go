@@ -185,6 +185,8 @@ func TestAmbientModes(t *testing.T) {
 	}{
 		{Ambient, false, false, true, false, "ambient"},
 		{AmbientWaypoint, false, false, true, true, "waypoint"},
+		{AmbientZtunnel, false, false, true, false, "ambient_ztunnel"},
+		{AmbientWaypointZtunnel, false, false, true, true, "waypoint_ztunnel"},
 		{BothSidecars, true, true, false, false, "both"},
 		{NoMesh, false, false, false, false, "baseline"},
 	} {
@@ -196,6 +198,12 @@ func TestAmbientModes(t *testing.T) {
 	got, err := ParseModes("-modes", "ambient,waypoint")
 	if err != nil || !reflect.DeepEqual(got, []Mode{Ambient, AmbientWaypoint}) {
 		t.Errorf("ParseModes(ambient,waypoint) = %v, %v", got, err)
+	}
+	// -ztunnel's twins follow their modes, once.
+	tw := &Scenario{Modes: []Mode{NoMesh, Ambient, AmbientWaypoint, AmbientWaypointZtunnel, BothSidecars}}
+	tw.WithZtunnelTwins()
+	if want := []Mode{NoMesh, Ambient, AmbientZtunnel, AmbientWaypoint, AmbientWaypointZtunnel, BothSidecars}; !reflect.DeepEqual(tw.Modes, want) {
+		t.Errorf("WithZtunnelTwins: %v, want %v", tw.Modes, want)
 	}
 	// The default set stays the four sidecar modes, which need no root.
 	if d := mustGet(t, "quick").Modes; !reflect.DeepEqual(d, []Mode{NoMesh, ServerSidecar, ClientSidecar, BothSidecars}) {
