@@ -115,6 +115,18 @@ func TestGetYAMLAndJSON(t *testing.T) {
 	if out != "peerauthentication.security.istio.io/default\n" {
 		t.Errorf("get -o name: %q", out)
 	}
+	// The Gateway API's Gateway beside Istio's: named by its group.
+	waypoint := "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: waypoint, namespace: bookinfo}\n" +
+		"spec:\n  gatewayClassName: istio-waypoint\n  listeners: [{name: mesh, port: 15008, protocol: HBONE}]\n  addresses: [{value: 10.1.0.9}]\n"
+	if code, out, _ = p.run(t, runApply, waypoint, "-f", "-"); code != 0 || out != "gateway.gateway.networking.k8s.io/waypoint created\n" {
+		t.Errorf("apply of a waypoint Gateway: exit %d, %q", code, out)
+	}
+	if _, out, _ = p.run(t, runGet, "", "gateways.gateway.networking.k8s.io", "-A", "-o", "name"); out != "gateway.gateway.networking.k8s.io/waypoint\n" {
+		t.Errorf("get the Gateway API's Gateways -o name: %q", out)
+	}
+	if _, out, _ = p.run(t, runGet, "", "gateways", "-A", "-o", "name"); out != "" {
+		t.Errorf("get Istio's Gateways listed the waypoint: %q", out)
+	}
 	// An empty list in JSON is still a List, on stdout.
 	code, out, _ = p.run(t, runGet, "", "sidecars", "-o", "json")
 	if rs, err := config.Decode("empty.json", []byte(out)); code != 0 || err != nil || len(rs) != 0 || !strings.Contains(out, `"items": []`) {

@@ -85,12 +85,9 @@ func pilotCallError(err error) error {
 // kubectlName is how kubectl names a kind in its output:
 // "virtualservice.networking.istio.io", or "service" for core kinds.
 func kubectlName(k config.Kind) string {
-	name := strings.ToLower(string(k))
-	switch k {
-	case config.KindNamespace, config.KindService:
-		return name
-	case config.KindPeerAuthentication:
-		return name + ".security.istio.io"
+	name := strings.ToLower(k.ManifestKind())
+	if g := k.Group(); g != "" {
+		return name + "." + g
 	}
-	return name + ".networking.istio.io"
+	return name
 }

@@ -407,12 +407,17 @@ func TestParseKind(t *testing.T) {
 		"ServiceEntry": config.KindServiceEntry, "namespaces": config.KindNamespace,
 		"Services": config.KindService, "peerauthentications": config.KindPeerAuthentication,
 		"vs": config.KindVirtualService, "DR": config.KindDestinationRule, "se": config.KindServiceEntry, "svc": config.KindService,
+		"VirtualService.networking.istio.io": config.KindVirtualService, "authorizationpolicies.security.istio.io": config.KindAuthorizationPolicy,
+		// A bare Gateway is Istio's; the Gateway API's is named with its group.
+		"gateway": config.KindGateway, "gateways": config.KindGateway, "gw": config.KindGateway,
+		"gateway.networking.istio.io":       config.KindGateway,
+		"Gateway.gateway.networking.k8s.io": config.KindKubernetesGateway, "gateways.gateway.networking.k8s.io": config.KindKubernetesGateway,
 	} {
 		if got, err := ParseKind(in); got != want || err != nil {
 			t.Errorf("ParseKind(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "vss", "serviceentrys", "pod", "VirtualService.networking.istio.io"} {
+	for _, in := range []string{"", "vss", "serviceentrys", "pod", "VirtualService.security.istio.io", "gateway.networking.k8s.io"} {
 		if _, err := ParseKind(in); err == nil || !strings.Contains(err.Error(), "supported kinds: Namespace") {
 			t.Errorf("ParseKind(%q): %v, want an error listing the kinds", in, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 )
@@ -117,6 +118,51 @@ func TestClientApplyListGetDelete(t *testing.T) {
 	stub := "kind: VirtualService\nmetadata: {name: reviews, namespace: bookinfo}\n"
 	if del, err := c.Delete(ctx, "stub.yaml", []byte(stub)); err != nil || !slices.Equal(del.Deleted, []string{"VirtualService/bookinfo/reviews"}) {
 		t.Errorf("delete by stub: %+v, %v", del, err)
+	}
+}
+
+// Istio's Gateway and the Gateway API's share a kind name and here a
+// namespace and a name: they are two objects, applied, read and deleted
+// apart, told apart by apiVersion in files and by group in kind names.
+func TestClientTwoGatewaysOfOneName(t *testing.T) {
+	srv, _ := dbServer(t)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	const istioGateway = `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: waypoint, namespace: shop}
+spec:
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+`
+	const waypoint = `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: waypoint, namespace: shop}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+  addresses: [{value: 10.1.0.9}]
+`
+	resp, err := c.Apply(ctx, "gateways.yaml", []byte(istioGateway+"---\n"+waypoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Gateway/shop/waypoint", "Gateway.gateway.networking.k8s.io/shop/waypoint"}; !slices.Equal(resp.Applied, want) {
+		t.Fatalf("applied %v, want %v", resp.Applied, want)
+	}
+	istio, _, err := c.List(ctx, config.KindGateway, "shop")
+	if err != nil || len(istio) != 1 || istio[0].APIVersion != "networking.istio.io/v1" {
+		t.Errorf("Istio's Gateways: %v, %v", keyStrings(istio), err)
+	}
+	wp, err := c.Get(ctx, config.Key{Kind: config.KindKubernetesGateway, Namespace: "shop", Name: "waypoint"})
+	if err != nil || wp.APIVersion != "gateway.networking.k8s.io/v1" || config.WaypointAddress(wp.Spec.(*gatewayv1.GatewaySpec)) != "10.1.0.9" {
+		t.Fatalf("the waypoint Gateway: %v, %v", wp, err)
+	}
+	del, err := c.Delete(ctx, "waypoint.yaml", []byte(waypoint))
+	if err != nil || !slices.Equal(del.Deleted, []string{"Gateway.gateway.networking.k8s.io/shop/waypoint"}) {
+		t.Fatalf("delete of the waypoint: %+v, %v", del, err)
+	}
+	if istio, _, err := c.List(ctx, config.KindGateway, "shop"); err != nil || len(istio) != 1 {
+		t.Errorf("deleting the waypoint deleted Istio's Gateway: %v, %v", keyStrings(istio), err)
 	}
 }
 

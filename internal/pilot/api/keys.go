@@ -16,8 +16,9 @@ import (
 
 // identity is the part of an object a delete needs.
 type identity struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
 		Name      string `json:"name"`
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
@@ -79,7 +80,7 @@ func documentKeys(js []byte, file string, doc, item int) ([]config.Key, error) {
 		}
 		return keys, nil
 	}
-	kind, err := exactKind(id.Kind)
+	kind, err := exactKind(id.APIVersion, id.Kind)
 	if err != nil {
 		return nil, fail(config.Key{}, err)
 	}
@@ -95,10 +96,12 @@ func documentKeys(js []byte, file string, doc, item int) ([]config.Key, error) {
 	return []config.Key{k}, nil
 }
 
-// exactKind accepts a kind as manifests spell it, like config.Decode.
-func exactKind(s string) (config.Kind, error) {
+// exactKind accepts a kind as manifests spell it, told apart by its
+// apiVersion where two groups share the name, like config.Decode.
+func exactKind(apiVersion, s string) (config.Kind, error) {
+	kind := config.KindOf(apiVersion, s)
 	for _, k := range config.Kinds {
-		if string(k) == s {
+		if k == kind {
 			return k, nil
 		}
 	}

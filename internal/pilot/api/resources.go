@@ -52,16 +52,29 @@ type ListResponse struct {
 
 // ParseKind resolves a kind as users type it: the kind name in any case
 // ("VirtualService", "virtualservice") or its lowercase plural
-// ("virtualservices", "serviceentries"). An unknown name is an error listing
-// the supported kinds.
+// ("virtualservices", "serviceentries"), either qualified by its group as
+// kubectl takes it ("gateways.gateway.networking.k8s.io"). A bare "gateway"
+// is Istio's; the Gateway API's needs its group. An unknown name is an error
+// listing the supported kinds.
 func ParseKind(s string) (config.Kind, error) {
 	l := strings.ToLower(s)
 	if k, ok := shortNames[l]; ok {
 		return k, nil
 	}
 	for _, k := range config.Kinds {
-		if l == strings.ToLower(string(k)) || l == plural(k) {
-			return k, nil
+		name := strings.ToLower(k.ManifestKind())
+		for _, form := range []string{name, plural(k)} {
+			if g := k.Group(); g != "" {
+				if l == form+"."+g {
+					return k, nil
+				}
+				if k == config.KindKubernetesGateway {
+					continue // shares its bare name with Istio's Gateway
+				}
+			}
+			if l == form {
+				return k, nil
+			}
 		}
 	}
 	return "", fmt.Errorf("unknown kind %q; supported kinds: %s", s, kindNames())
@@ -84,10 +97,11 @@ func kindNames() string {
 	return strings.Join(names, ", ")
 }
 
-// plural is a kind's resource name, as kubectl and the Kubernetes API spell it.
+// plural is a kind's resource name, as kubectl and the Kubernetes API spell it
+// (without the group).
 func plural(k config.Kind) string {
-	l := strings.ToLower(string(k))
-	if strings.HasSuffix(l, "y") {
+	l := strings.ToLower(k.ManifestKind())
+	if strings.HasSuffix(l, "y") && !strings.HasSuffix(l, "ay") { // entries, policies; gateways
 		return l[:len(l)-1] + "ies"
 	}
 	return l + "s"

@@ -15,6 +15,7 @@ import (
 	security "istio.io/api/security/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -30,6 +31,7 @@ var (
 	coreVersions       = []string{"v1"}
 	networkingVersions = []string{"networking.istio.io/v1", "networking.istio.io/v1beta1", "networking.istio.io/v1alpha3"}
 	securityVersions   = []string{"security.istio.io/v1", "security.istio.io/v1beta1"}
+	gatewayAPIVersions = []string{GatewayAPIGroup + "/v1", GatewayAPIGroup + "/v1beta1"}
 )
 
 var kindInfos = map[Kind]kindInfo{
@@ -44,6 +46,7 @@ var kindInfos = map[Kind]kindInfo{
 	KindPeerAuthentication: {securityVersions, func() any { return &security.PeerAuthentication{} }},
 
 	KindAuthorizationPolicy: {securityVersions, func() any { return &security.AuthorizationPolicy{} }},
+	KindKubernetesGateway:   {gatewayAPIVersions, func() any { return &gatewayv1.GatewaySpec{} }},
 }
 
 // rawDocument is the envelope of one object. Status is accepted and dropped so
@@ -134,7 +137,7 @@ func decodeDocument(js []byte, ref docRef, allowList bool) ([]*Resource, error) 
 // decodeObject turns an envelope into a Resource. On error it still returns
 // the partially decoded Resource when its identity is known, for the message.
 func decodeObject(doc *rawDocument, strict []error) (*Resource, error) {
-	kind := Kind(doc.Kind)
+	kind := KindOf(doc.APIVersion, doc.Kind)
 	info, ok := kindInfos[kind]
 	if !ok {
 		return nil, fmt.Errorf("kind %q (apiVersion %q) is not supported; supported kinds: %s", doc.Kind, doc.APIVersion, kindList())

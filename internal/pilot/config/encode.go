@@ -25,7 +25,7 @@ func Encode(r *Resource) ([]byte, error) {
 		return nil, fmt.Errorf("encoding %s spec: %w", r.Key(), err)
 	}
 	apiVersion, _ := json.Marshal(r.APIVersion)
-	kind, _ := json.Marshal(string(r.Kind))
+	kind, _ := json.Marshal(r.Kind.ManifestKind())
 	var b bytes.Buffer
 	b.Grow(len(meta) + len(spec) + 64)
 	b.WriteString(`{"apiVersion":`)

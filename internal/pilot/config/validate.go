@@ -45,6 +45,8 @@ func Validate(r *Resource) error {
 		ok = validatePeerAuthentication(r, &errs)
 	case KindAuthorizationPolicy:
 		ok = validateAuthorizationPolicy(r, &errs)
+	case KindKubernetesGateway:
+		ok = validateWaypointGateway(r, &errs)
 	default:
 		errs.add("kind", "%q is not supported", r.Kind)
 	}

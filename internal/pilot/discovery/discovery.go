@@ -104,9 +104,23 @@ type Server struct {
 // connState is what the push filter remembers of a connection.
 type connState struct {
 	prevScope *scope.SidecarScope // the scope of the last push it got
-	// ambientDigest identifies the workload discovery a node proxy was last
-	// pushed (snapshot.AmbientDigest); node proxies only.
-	ambientDigest string
+	// digest identifies what a node proxy or waypoint was last pushed
+	// (contentDigest); "" for other proxies.
+	digest string
+}
+
+// contentDigest identifies what a proxy that is pushed by content is sent
+// from snap: node proxies (the whole mesh's WDS) and waypoints (their
+// Gateway's services, routes and endpoints). Other proxies are pushed by
+// their Sidecar scope's dependencies and get "".
+func contentDigest(snap *snapshot.Snapshot, p *model.Proxy) (string, error) {
+	switch p.Type {
+	case model.Ztunnel:
+		return snap.AmbientDigest()
+	case model.Waypoint:
+		return snap.WaypointDigest(p)
+	}
+	return "", nil
 }
 
 // New opens the store and the CA and assembles the pipeline; Run starts it.
@@ -368,12 +382,14 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 	prev := st.prevScope
 	st.prevScope = cur
 	push := needsPush(prev, cur, req)
-	if conn.Proxy().Type == model.Ztunnel {
-		// Node proxies get the whole mesh, not a Sidecar scope: they need a
-		// push when what they would receive changed, whatever the reason.
-		d, err := snap.AmbientDigest()
-		push = err != nil || d != st.ambientDigest
-		st.ambientDigest = d
+	if t := conn.Proxy().Type; t == model.Ztunnel || t == model.Waypoint {
+		// Node proxies get the whole mesh and waypoints their Gateway's
+		// services, not a Sidecar scope: they need a push when what they
+		// would receive changed, whatever the reason (and waypoints on
+		// certificate rotation, as every proxy with SDS).
+		d, err := contentDigest(snap, conn.Proxy())
+		push = err != nil || d != st.digest || (t == model.Waypoint && req.Reason[model.ReasonSecret] > 0)
+		st.digest = d
 	}
 	s.connsMu.Unlock()
 	if !push {

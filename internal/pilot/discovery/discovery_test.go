@@ -74,6 +74,12 @@ type adsClient struct {
 
 func dial(t *testing.T, addr, ns, pod string, labels map[string]string) *adsClient {
 	t.Helper()
+	return dialNode(t, addr, "sidecar~10.0.0.7~"+pod+"."+ns+"~"+ns+".svc.cluster.local", ns, pod, labels)
+}
+
+// dialNode opens a SotW stream as the node id, with Istio's node metadata.
+func dialNode(t *testing.T, addr, id, ns, serviceAccount string, labels map[string]string) *adsClient {
+	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -87,9 +93,9 @@ func dial(t *testing.T, addr, ns, pod string, labels map[string]string) *adsClie
 	for k, v := range labels {
 		lv[k] = v
 	}
-	meta, _ := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lv, "SERVICE_ACCOUNT": pod})
+	meta, _ := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lv, "SERVICE_ACCOUNT": serviceAccount})
 	c := &adsClient{t: t, stream: stream, responses: make(chan *discoveryv3.DiscoveryResponse, 16), node: &corev3.Node{
-		Id: "sidecar~10.0.0.7~" + pod + "." + ns + "~" + ns + ".svc.cluster.local", Metadata: meta,
+		Id: id, Metadata: meta,
 	}}
 	testOver := make(chan struct{})
 	t.Cleanup(func() { close(testOver) }) // before the connection closes

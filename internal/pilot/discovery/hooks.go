@@ -4,6 +4,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 	"github.com/meshperf/meshperf/internal/pilot/snapshot"
 	"github.com/meshperf/meshperf/internal/pilot/xds"
@@ -39,9 +40,14 @@ func (h hooks) OnConnect(c *xds.Connection) error {
 	}
 	switch c.Proxy().Type {
 	case model.Waypoint:
-		// A waypoint's Envoy config (HBONE termination and origination) is
-		// not generated yet; sending it a sidecar's would be wrong.
-		return status.Error(codes.Unimplemented, "waypoint proxies are not served yet: meshperf pilot generates no waypoint configuration")
+		// A waypoint's config is its Gateway's: without the label naming it,
+		// it could only be sent a config that serves nothing, for ever.
+		if c.Proxy().Labels[config.GatewayNameLabel] == "" {
+			return status.Errorf(codes.InvalidArgument, "waypoint proxy %s has no label %s naming its Gateway", c.Proxy().ID, config.GatewayNameLabel)
+		}
+		// Its pod is declared as a WorkloadEntry (it is no service's
+		// endpoint), so it is not registered from its connection.
+		return nil
 	case model.Ztunnel:
 		// A node proxy serves the pods of its node; it is no workload itself.
 		return nil
@@ -51,9 +57,16 @@ func (h hooks) OnConnect(c *xds.Connection) error {
 }
 
 func (h hooks) OnDisconnect(c *xds.Connection) {
-	if c.Proxy().Type != model.Ztunnel {
+	if registered(c.Proxy()) {
 		h.s.reg.ProxyDisconnected(c.Proxy())
 	}
+}
+
+// registered says whether a proxy's connection registers it as a workload:
+// sidecars' and gateways' do; node proxies are none, and waypoints are
+// declared.
+func registered(p *model.Proxy) bool {
+	return p.Type != model.Ztunnel && p.Type != model.Waypoint
 }
 
 func (h hooks) ConnectionAdded(c *xds.Connection) {
@@ -62,9 +75,7 @@ func (h hooks) ConnectionAdded(c *xds.Connection) {
 	// pushes compare against the scope it had then.
 	snap := h.s.current.Load()
 	st := &connState{prevScope: snap.Scopes.For(c.Proxy())}
-	if c.Proxy().Type == model.Ztunnel {
-		st.ambientDigest, _ = snap.AmbientDigest() // on error "": the next push goes
-	}
+	st.digest, _ = contentDigest(snap, c.Proxy()) // on error "": the next push goes
 	h.s.conns[c] = st
 	h.s.connsMu.Unlock()
 }

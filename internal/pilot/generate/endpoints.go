@@ -13,18 +13,25 @@ import (
 // Endpoints with a sidecar carry Istio's tlsMode metadata, which auto mTLS
 // matches on.
 func LoadAssignment(cluster string, endpoints []*model.Endpoint, subsetLabels map[string]string) *endpointv3.ClusterLoadAssignment {
-	var lbs []*endpointv3.LbEndpoint
-	for _, ep := range endpoints {
-		if !hasLabels(ep.Labels, subsetLabels) {
-			continue
-		}
+	return loadAssignment(cluster, endpoints, subsetLabels, func(ep *model.Endpoint) *endpointv3.LbEndpoint {
 		var meta *corev3.Metadata
 		if ep.TLSMode == tlsModeIstio {
 			meta = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
 				transportSocketMatchFilter: {Fields: map[string]*structpb.Value{tlsModeKey: structpb.NewStringValue(tlsModeIstio)}},
 			}}
 		}
-		lbs = append(lbs, lbEndpoint(ep.Address, ep.Port, meta))
+		return lbEndpoint(ep.Address, ep.Port, meta)
+	})
+}
+
+// loadAssignment makes a cluster's endpoints, those with the subset's
+// labels, each as lbEndpoint says.
+func loadAssignment(cluster string, endpoints []*model.Endpoint, subsetLabels map[string]string, lbEndpoint func(*model.Endpoint) *endpointv3.LbEndpoint) *endpointv3.ClusterLoadAssignment {
+	var lbs []*endpointv3.LbEndpoint
+	for _, ep := range endpoints {
+		if hasLabels(ep.Labels, subsetLabels) {
+			lbs = append(lbs, lbEndpoint(ep))
+		}
 	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
 	if len(lbs) > 0 {

@@ -265,15 +265,24 @@ func hcmChain(hcm *hcmv3.HttpConnectionManager) (*listenerv3.FilterChain, error)
 	if err != nil {
 		return nil, err
 	}
-	router, err := anypb.New(&routerv3.Router{})
+	router, err := routerHTTPFilter()
 	if err != nil {
 		return nil, err
 	}
 	hcm.HttpFilters = []*hcmv3.HttpFilter{
 		{Name: FaultFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: fault}},
-		{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}},
+		router,
 	}
 	return networkFilterChain(hcmFilter, hcm)
+}
+
+// routerHTTPFilter is the router, an HTTP connection manager's last filter.
+func routerHTTPFilter() (*hcmv3.HttpFilter, error) {
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	return &hcmv3.HttpFilter{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}, nil
 }
 
 func tcpProxyChain(name, cluster string) (*listenerv3.FilterChain, error) {

@@ -8,6 +8,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
@@ -24,6 +25,7 @@ const (
 	upstreamHTTP1      upstreamProtocol = iota // Envoy's default, no options sent
 	upstreamHTTP2                              // explicit HTTP/2
 	upstreamDownstream                         // the version the client spoke
+	upstreamHBONE                              // HTTP/2 with HBONE's flow-control windows
 )
 
 // protocolFor is Istio's choice for a service port's clusters, outbound and
@@ -51,13 +53,16 @@ const passthroughIdleTimeout = 5 * time.Minute
 func setUpstreamProtocol(c *clusterv3.Cluster, up upstreamProtocol) error {
 	var o *upstreamhttpv3.HttpProtocolOptions
 	switch up {
-	case upstreamHTTP2:
+	case upstreamHTTP2, upstreamHBONE:
+		h2 := &corev3.Http2ProtocolOptions{}
+		if up == upstreamHBONE {
+			h2.InitialStreamWindowSize = wrapperspb.UInt32(hboneStreamWindow)
+			h2.InitialConnectionWindowSize = wrapperspb.UInt32(hboneConnectionWindow)
+		}
 		o = &upstreamhttpv3.HttpProtocolOptions{
 			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 				ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
-					ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-						Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
-					},
+					ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2},
 				},
 			},
 		}

@@ -46,6 +46,9 @@ type Service struct {
 	// SubjectAltNames are the identities a ServiceEntry's workloads may
 	// present (its subjectAltNames).
 	SubjectAltNames []string
+	// Labels are the Service's or ServiceEntry's own (metadata.labels),
+	// which bind it to a waypoint.
+	Labels map[string]string
 }
 
 // Port returns the service's port with that number.

@@ -28,6 +28,7 @@ func fromKubeService(r *config.Resource, spec *corev1.ServiceSpec, domainSuffix 
 		Hostname:  r.Meta.Name + "." + r.Meta.Namespace + ".svc." + domainSuffix,
 		Namespace: r.Meta.Namespace,
 		Selector:  spec.Selector,
+		Labels:    r.Meta.Labels,
 	}
 	if ip := spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
 		s.Addresses = []string{ip}
@@ -108,6 +109,7 @@ func fromServiceEntry(r *config.Resource, spec *networking.ServiceEntry) []*mode
 			Addresses:    spec.GetAddresses(),
 
 			SubjectAltNames: spec.GetSubjectAltNames(),
+			Labels:          r.Meta.Labels,
 		})
 	}
 	return out

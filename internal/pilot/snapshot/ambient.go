@@ -80,8 +80,8 @@ func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 			policies = append(policies, root+"/"+generate.StaticStrictPolicyName)
 		}
 		wl := generate.AmbientWorkload(generate.WorkloadInput{
-			Workload: w, TrustDomain: s.Mesh.GetTrustDomain(), Ambient: s.enrolled(w),
-			Policies: policies,
+			Workload: w, TrustDomain: s.Mesh.GetTrustDomain(), Ambient: s.enrolled(w) || s.isWaypointPod(w),
+			Policies: policies, Waypoint: s.workloadWaypoint(w),
 		})
 		r, err := encode(wl.Uid, &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: wl}})
 		if err != nil {
@@ -90,7 +90,7 @@ func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 		out.addresses = append(out.addresses, r)
 	}
 	for _, svc := range s.Registry.Services {
-		ws := generate.AmbientService(svc, nil)
+		ws := generate.AmbientService(svc, s.serviceWaypoint(svc))
 		name := generate.ServiceResourceName(svc.Namespace, svc.Hostname)
 		r, err := encode(name, &workloadapi.Address{Type: &workloadapi.Address_Service{Service: ws}})
 		if err != nil {

@@ -93,3 +93,11 @@ func TestAmbientDigestFollowsContent(t *testing.T) {
 		t.Errorf("more services, same digest %s (%v)", dc, err)
 	}
 }
+
+// Waypoint bindings in WDS: services bound by their namespace, their own
+// label (also across namespaces), or opted out; a workload bound to a
+// waypoint that serves workloads; the waypoint's own pod reached over HBONE
+// with no waypoint of its own.
+func TestGoldenAmbientWaypointBindings(t *testing.T) {
+	goldenAmbient(t, "ambient-waypoint-node-proxy", buildFrom(t, "waypoint.yaml"))
+}

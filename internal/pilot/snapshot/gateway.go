@@ -46,20 +46,11 @@ func (s *Snapshot) generateGateway(p *model.Proxy, sc *scope.SidecarScope, typeU
 // gatewayFor generates (once per snapshot) a gateway scope's clusters,
 // listeners and routes.
 func (s *Snapshot) gatewayFor(sc *scope.SidecarScope) (*outboundConfig, error) {
-	key := gatewayKeyPrefix + sc.ID()
-	s.mu.Lock()
-	out, ok := s.outbound[key]
-	if !ok {
-		out = &outboundConfig{}
-		s.outbound[key] = out
+	out, err := s.cachedConfig(gatewayKeyPrefix+sc.ID(), func(out *outboundConfig) error { return s.buildGateway(sc, out) })
+	if err != nil {
+		return nil, fmt.Errorf("gateway config for the proxies of %s: %w", sc.ID(), err)
 	}
-	s.mu.Unlock()
-	out.once.Do(func() {
-		if out.err = s.buildGateway(sc, out); out.err != nil {
-			out.err = fmt.Errorf("gateway config for the proxies of %s: %w", sc.ID(), out.err)
-		}
-	})
-	return out, out.err
+	return out, nil
 }
 
 func (s *Snapshot) buildGateway(sc *scope.SidecarScope, out *outboundConfig) error {
@@ -86,21 +77,13 @@ func (s *Snapshot) buildGateway(sc *scope.SidecarScope, out *outboundConfig) err
 			in.Gateways = append(in.Gateways, generate.Gateway{Name: r.Meta.Name, Namespace: r.Meta.Namespace, Spec: gw})
 		}
 	}
-	for _, r := range sc.VirtualServices() {
-		if vs, ok := r.Spec.(*networking.VirtualService); ok {
-			in.VirtualServices = append(in.VirtualServices, generate.BoundVirtualService{Namespace: r.Meta.Namespace, Spec: vs})
-		}
-	}
+	in.VirtualServices = boundVirtualServices(sc)
 	res, err := generate.BuildGateway(in)
 	if err != nil {
 		return err
 	}
-	for _, l := range res.Listeners {
-		r, err := encode(l.Name, l)
-		if err != nil {
-			return err
-		}
-		out.listeners = append(out.listeners, r)
+	if out.listeners, err = encodeNamed(res.Listeners); err != nil {
+		return err
 	}
 	out.routes = map[string]Resource{}
 	for _, rc := range res.Routes {

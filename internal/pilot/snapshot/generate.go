@@ -36,8 +36,11 @@ func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]R
 		return nil, fmt.Errorf("type %s is served to node proxies (ztunnel) only, not to %s proxies", typeURL, p.Type)
 	}
 	sc := s.Scopes.For(p)
-	if p.Type == model.Router {
+	switch p.Type {
+	case model.Router:
 		return s.generateGateway(p, sc, typeURL, names)
+	case model.Waypoint:
+		return s.generateWaypoint(p, sc, typeURL, names)
 	}
 	switch typeURL {
 	case ClusterType:
@@ -95,15 +98,81 @@ func pick(all map[string]Resource, names []string) []Resource {
 // outboundFor generates (once per snapshot) a scope's outbound clusters,
 // listeners and routes.
 func (s *Snapshot) outboundFor(sc *scope.SidecarScope) (*outboundConfig, error) {
+	return s.cachedConfig(sc.ID(), func(out *outboundConfig) error { return s.buildOutbound(sc, out) })
+}
+
+// cachedConfig returns the config cached under key, building it on first
+// use; every proxy that shares it gets the same encoded bytes.
+func (s *Snapshot) cachedConfig(key string, build func(*outboundConfig) error) (*outboundConfig, error) {
 	s.mu.Lock()
-	out, ok := s.outbound[sc.ID()]
+	out, ok := s.outbound[key]
 	if !ok {
 		out = &outboundConfig{}
-		s.outbound[sc.ID()] = out
+		s.outbound[key] = out
 	}
 	s.mu.Unlock()
-	out.once.Do(func() { out.err = s.buildOutbound(sc, out) })
+	out.once.Do(func() { out.err = build(out) })
 	return out, out.err
+}
+
+// cachedEndpoints returns the load assignment cached under key, generating
+// it on first use.
+func (s *Snapshot) cachedEndpoints(key string, generate func() (Resource, error)) (Resource, error) {
+	s.mu.Lock()
+	r, cached := s.endpoints[key]
+	s.mu.Unlock()
+	if cached {
+		return r, nil
+	}
+	r, err := generate()
+	if err != nil {
+		return Resource{}, err
+	}
+	s.mu.Lock()
+	s.endpoints[key] = r
+	s.mu.Unlock()
+	return r, nil
+}
+
+// subsetLabels are the labels of a DestinationRule subset; nil for no
+// subset.
+func subsetLabels(dr *networking.DestinationRule, subset string) map[string]string {
+	if subset == "" {
+		return nil
+	}
+	for _, ss := range dr.GetSubsets() {
+		if ss.GetName() == subset {
+			return ss.GetLabels()
+		}
+	}
+	return nil
+}
+
+// boundVirtualServices are the scope's VirtualServices with their namespaces.
+func boundVirtualServices(sc *scope.SidecarScope) []generate.BoundVirtualService {
+	var out []generate.BoundVirtualService
+	for _, r := range sc.VirtualServices() {
+		if vs, ok := r.Spec.(*networking.VirtualService); ok {
+			out = append(out, generate.BoundVirtualService{Namespace: r.Meta.Namespace, Spec: vs})
+		}
+	}
+	return out
+}
+
+// encodeNamed encodes messages each under its own name.
+func encodeNamed[M interface {
+	proto.Message
+	GetName() string
+}](ms []M) ([]Resource, error) {
+	out := make([]Resource, 0, len(ms))
+	for _, m := range ms {
+		r, err := encode(m.GetName(), m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) error {
@@ -131,12 +200,7 @@ func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) er
 		}
 		out.listeners = append(out.listeners, r)
 	}
-	var vss []generate.BoundVirtualService
-	for _, r := range sc.VirtualServices() {
-		if vs, ok := r.Spec.(*networking.VirtualService); ok {
-			vss = append(vss, generate.BoundVirtualService{Namespace: r.Meta.Namespace, Spec: vs})
-		}
-	}
+	vss := boundVirtualServices(sc)
 	out.routes = map[string]Resource{}
 	for port, services := range httpServicesByPort(out.services) {
 		rc, err := generate.OutboundRouteConfig(generate.RouteInput{
@@ -231,32 +295,17 @@ func (s *Snapshot) loadAssignments(sc *scope.SidecarScope, names []string) ([]Re
 		if imported == nil {
 			continue
 		}
-		key := name + "@" + imported.Namespace
-		s.mu.Lock()
-		r, cached := s.endpoints[key]
-		s.mu.Unlock()
-		if !cached {
-			var labels map[string]string
-			if subset != "" {
-				for _, ss := range drs(host).GetSubsets() {
-					if ss.GetName() == subset {
-						labels = ss.GetLabels()
-					}
-				}
-			}
+		r, err := s.cachedEndpoints(name+"@"+imported.Namespace, func() (Resource, error) {
 			var eps []*model.Endpoint
 			for _, svc := range s.Registry.ServicesByHostname(host) {
 				if svc.Namespace == imported.Namespace {
 					eps = s.Registry.Endpoints(svc, port)
 				}
 			}
-			var err error
-			if r, err = encode(name, generate.LoadAssignment(name, eps, labels)); err != nil {
-				return nil, err
-			}
-			s.mu.Lock()
-			s.endpoints[key] = r
-			s.mu.Unlock()
+			return encode(name, generate.LoadAssignment(name, eps, subsetLabels(drs(host), subset)))
+		})
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, r)
 	}

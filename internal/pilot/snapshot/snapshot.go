@@ -52,6 +52,7 @@ type Snapshot struct {
 
 	peerAuthentications   []*config.Resource
 	authorizationPolicies []*config.Resource
+	waypoints             map[waypointKey]*waypoint // the waypoint Gateways
 
 	mu        sync.Mutex
 	outbound  map[string]*outboundConfig // by scope ID
@@ -86,14 +87,18 @@ func Build(in Input) *Snapshot {
 		outbound:     map[string]*outboundConfig{},
 		endpoints:    map[string]Resource{},
 	}
+	var gateways []*config.Resource
 	for _, r := range in.Resources {
 		switch r.Kind {
 		case config.KindPeerAuthentication:
 			s.peerAuthentications = append(s.peerAuthentications, r)
 		case config.KindAuthorizationPolicy:
 			s.authorizationPolicies = append(s.authorizationPolicies, r)
+		case config.KindKubernetesGateway:
+			gateways = append(gateways, r)
 		}
 	}
+	s.waypoints = waypointsOf(gateways)
 	return s
 }
 
