@@ -68,7 +68,7 @@ func TestParseListErrors(t *testing.T) {
 		{func() error { _, err := ParseIntList("-qps", "1k"); return err }, `flag -qps: item 1 ("1k"): not a whole number`},
 		{func() error { _, err := ParseIntList("-qps", " "); return err }, "flag -qps: empty list"},
 		{func() error { _, err := ParseModes("-modes", "no-mesh,sidecarless"); return err },
-			`flag -modes: item 2 ("sidecarless"): not one of no-mesh, server-sidecar, client-sidecar, both-sidecars, ambient, ambient-waypoint`},
+			`flag -modes: item 2 ("sidecarless"): not one of no-mesh, server-sidecar, client-sidecar, both-sidecars, ambient, ambient-waypoint, ambient-ztunnel, ambient-waypoint-ztunnel`},
 		{func() error { _, err := ParseProtocol("-protocol", "udp"); return err }, `flag -protocol: "udp" is not one of http, h2, grpc, tcp`},
 	}
 	for _, c := range cases {
