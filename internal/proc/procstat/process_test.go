@@ -109,11 +109,13 @@ func TestSamplerBusyIdleAndGone(t *testing.T) {
 		byName[u.Name] = u
 	}
 	b, i := byName["burner"], byName["idle"]
-	if b.Err != nil || b.Samples < 2 || b.VCPU <= 0.3 {
-		t.Errorf("burner: %+v; want vCPU > 0.3", b)
+	// The burner gets a full core only on an idle machine; on a busy one
+	// (CI, builds beside it) it gets a share, still far above the idle one.
+	if b.Err != nil || b.Samples < 2 || b.VCPU <= 0.1 {
+		t.Errorf("burner: %+v; want vCPU > 0.1", b)
 	}
-	if i.Err != nil || i.VCPU >= 0.2 {
-		t.Errorf("idle: %+v; want vCPU < 0.2", i)
+	if i.Err != nil || i.VCPU >= 0.05 || i.VCPU*5 >= b.VCPU {
+		t.Errorf("idle: %+v; want vCPU < 0.05 and under a fifth of the burner's %.3f", i, b.VCPU)
 	}
 	if b.MeanRSS == 0 || b.MaxRSS < b.MeanRSS || b.MaxHWM < b.MaxRSS || !b.PSSKnown || b.MaxPSS == 0 {
 		t.Errorf("burner memory figures inconsistent: %+v", b)
@@ -129,7 +131,7 @@ func TestSamplerBusyIdleAndGone(t *testing.T) {
 			got = u
 		}
 	}
-	if !got.Gone || got.GoneAt.Before(end) || got.VCPU <= 0.3 {
+	if !got.Gone || got.GoneAt.Before(end) || got.VCPU <= 0.1 {
 		t.Errorf("after exit, burner = %+v; want gone after %v with its vCPU kept", got, end)
 	}
 	if _, err := Read(burner.Process.Pid); !errors.Is(err, ErrGone) {
