@@ -1,5 +1,6 @@
 //! Writes the seed corpora under `corpus/`: request heads for
-//! `http1_request_head`, and encoded xDS resources for `xds_conversion` (every
+//! `http1_request_head`, CONNECT authorities, `forwarded` values and SPIFFE
+//! ids for `hbone_headers`, and encoded xDS resources for `xds_conversion` (every
 //! resource of the control plane's goldens, turned into protobuf bytes with
 //! the Envoy protos that envoy-types ships, plus SDS secrets made from the
 //! proxy's test certificates). `--show` also prints what the proxy answers
@@ -20,6 +21,7 @@ fn main() -> Result<(), Error> {
     let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let http = http_seeds();
     write_all(&here.join("corpus/http1_request_head"), &http)?;
+    write_all(&here.join("corpus/hbone_headers"), &hbone_seeds())?;
     write_all(&here.join("corpus/xds_conversion"), &xds_seeds(&here)?)?;
     // `--show [FILE...]`: the answers to the HTTP seeds, or to these inputs.
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -87,6 +89,24 @@ fn http_seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 /// Prints the status line of each answer, to check the harness routes as meant.
+/// What HBONE clients send (ztunnel's forms) and near misses.
+fn hbone_seeds() -> Vec<(String, Vec<u8>)> {
+    [
+        ("authority-v4", "10.0.0.7:8080"),
+        ("authority-v6", "[fd00::7]:8080"),
+        ("authority-hostname", "catalog.shop.svc.cluster.local:80"),
+        ("forwarded-v4", "for=\"10.0.0.3:41234\""),
+        ("forwarded-v6", "for=\"[fd00::3]:41234\""),
+        ("forwarded-list", "for=10.0.0.3;proto=http;by=10.0.0.1, for=\"_hidden\""),
+        ("forwarded-unknown", "for=unknown"),
+        ("identity", "spiffe://cluster.local/ns/shop/sa/cart"),
+        ("identity-extra", "spiffe://cluster.local/ns/shop/sa/cart/x"),
+    ]
+    .into_iter()
+    .map(|(name, text)| (name.to_string(), text.as_bytes().to_vec()))
+    .collect()
+}
+
 fn show(seeds: &[(String, Vec<u8>)]) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
     let harness = HttpHarness::new();

@@ -547,7 +547,7 @@ async fn a_malformed_request_is_400() {
 }
 
 /// `meshperf pilot`'s CA (CreateCertificate on --secureGRPCAddr): asks it
-/// for a certificate as a node proxy would.
+/// for certificates as a node proxy would, and carries HBONE with them.
 #[tokio::test]
 #[ignore = "needs MESHPERF_BIN (go build -o /tmp/meshperf ./cmd/meshperf) with the CA API"]
 async fn meshperf_pilot_signs_workload_certificates() {
@@ -587,4 +587,16 @@ async fn meshperf_pilot_signs_workload_certificates() {
     let cert = secrets.fetch(&id("cart")).await.unwrap();
     assert_eq!(cert.identity(), &id("cart"));
     assert!(cert.not_after() > std::time::SystemTime::now() + Duration::from_secs(1800));
+
+    // Its certificates carry HBONE both ways.
+    let secrets = Arc::new(secrets);
+    let server = start_server(Arc::clone(&secrets), id("catalog"), TestHandler::default()).await;
+    let pool = Pool::new(secrets, HboneConfig::default());
+    let mut stream = pool.connect(connect_request("cart", "catalog", server.addr, tcp_echo().await)).await.unwrap();
+    stream.write_all(b"signed by pilot").await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut echoed = Vec::new();
+    stream.read_to_end(&mut echoed).await.unwrap();
+    assert_eq!(echoed, b"signed by pilot");
+    assert_eq!(server.handler.seen.lock().unwrap()[0].peer_identity, id("cart"));
 }
