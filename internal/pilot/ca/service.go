@@ -8,13 +8,14 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	pb "istio.io/api/security/v1alpha1"
 )
 
-// ImpersonatedIdentityKey is the gRPC metadata key with which a node proxy
-// asks for the identity of a pod it serves rather than its own.
+// ImpersonatedIdentityKey is the key in a request's metadata (the request's
+// own Struct, not gRPC headers: where ztunnel puts it and istiod reads it)
+// with which a node proxy asks for the identity of a pod it serves rather
+// than its own.
 const ImpersonatedIdentityKey = "ImpersonatedIdentity"
 
 // CertificateService is istiod's certificate API,
@@ -46,7 +47,7 @@ func (s *CertificateService) Register(g grpc.ServiceRegistrar) {
 // when the metadata names one, else for the CSR's SPIFFE URI SAN, and returns
 // [leaf, root] (ztunnel takes the last certificate as the root).
 func (s *CertificateService) CreateCertificate(ctx context.Context, req *pb.IstioCertificateRequest) (*pb.IstioCertificateResponse, error) {
-	signed, err := s.create(ctx, req)
+	signed, err := s.create(req)
 	if err != nil {
 		code := codes.Internal
 		if errors.Is(err, ErrInvalidRequest) {
@@ -59,15 +60,14 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *pb.Isti
 	return &pb.IstioCertificateResponse{CertChain: []string{string(signed.CertPEM), string(s.ca.rootPEM)}}, nil
 }
 
-func (s *CertificateService) create(ctx context.Context, req *pb.IstioCertificateRequest) (*Signed, error) {
+func (s *CertificateService) create(req *pb.IstioCertificateRequest) (*Signed, error) {
 	csr, err := ParseCSR([]byte(req.GetCsr()))
 	if err != nil {
 		return nil, err
 	}
 	var spiffeID string
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(ImpersonatedIdentityKey); len(v) > 0 {
-		spiffeID = v[0]
+	if v, ok := req.GetMetadata().GetFields()[ImpersonatedIdentityKey]; ok {
+		spiffeID = v.GetStringValue()
 	} else {
 		if len(csr.URIs) != 1 {
 			return nil, invalid("the CSR has %d URI SANs and no %s metadata names the identity: want one SPIFFE ID", len(csr.URIs), ImpersonatedIdentityKey)

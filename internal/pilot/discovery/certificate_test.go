@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
@@ -68,8 +68,8 @@ func TestCreateCertificateOverTLS(t *testing.T) {
 	}
 
 	key, csr := newCSR(t, "spiffe://cluster.local/ns/istio-system/sa/ztunnel")
-	asPod := metadata.AppendToOutgoingContext(ctx, ca.ImpersonatedIdentityKey, "spiffe://cluster.local/ns/shop/sa/cart")
-	resp, err := client.CreateCertificate(asPod, &pb.IstioCertificateRequest{Csr: csr, ValidityDuration: 3600})
+	resp, err := client.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: csr, ValidityDuration: 3600,
+		Metadata: impersonate("spiffe://cluster.local/ns/shop/sa/cart")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +113,11 @@ func TestCreateCertificateOverTLS(t *testing.T) {
 		{"tampered", ctx, &pb.IstioCertificateRequest{Csr: tampered}, "the CSR"},
 		{"no SAN, no impersonation", ctx, &pb.IstioCertificateRequest{Csr: noSAN}, "the CSR has 0 URI SANs and no ImpersonatedIdentity metadata names the identity"},
 		{"foreign trust domain",
-			metadata.AppendToOutgoingContext(ctx, ca.ImpersonatedIdentityKey, "spiffe://other.example/ns/shop/sa/cart"),
-			&pb.IstioCertificateRequest{Csr: csr}, `identity "spiffe://other.example/ns/shop/sa/cart" is in trust domain "other.example", not this CA's "cluster.local"`},
+			ctx,
+			&pb.IstioCertificateRequest{Csr: csr, Metadata: impersonate("spiffe://other.example/ns/shop/sa/cart")}, `identity "spiffe://other.example/ns/shop/sa/cart" is in trust domain "other.example", not this CA's "cluster.local"`},
 		{"malformed identity",
-			metadata.AppendToOutgoingContext(ctx, ca.ImpersonatedIdentityKey, "spiffe://cluster.local/shop/cart"),
-			&pb.IstioCertificateRequest{Csr: csr}, `identity "spiffe://cluster.local/shop/cart" is not of the form spiffe://cluster.local/ns/NAMESPACE/sa/SERVICE_ACCOUNT`},
+			ctx,
+			&pb.IstioCertificateRequest{Csr: csr, Metadata: impersonate("spiffe://cluster.local/shop/cart")}, `identity "spiffe://cluster.local/shop/cart" is not of the form spiffe://cluster.local/ns/NAMESPACE/sa/SERVICE_ACCOUNT`},
 		{"too long", ctx, &pb.IstioCertificateRequest{Csr: csr, ValidityDuration: 91 * 24 * 3600}, "requested lifetime 7862400s is more than the maximum 2160h0m0s (MAX_WORKLOAD_CERT_TTL)"},
 	} {
 		_, err := client.CreateCertificate(c.ctx, c.req)
@@ -128,4 +128,10 @@ func TestCreateCertificateOverTLS(t *testing.T) {
 			t.Errorf("%s: message spans lines: %q", c.name, msg)
 		}
 	}
+}
+
+// impersonate is a request's metadata naming the identity a node proxy asks
+// for on a pod's behalf, as ztunnel sends it.
+func impersonate(id string) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{ca.ImpersonatedIdentityKey: structpb.NewStringValue(id)}}
 }
