@@ -137,7 +137,7 @@ pub(crate) fn server_config_with(
 /// Presents the one workload certificate on both sides; sharing the parsed
 /// key means a rotation parses it once, not once per config.
 #[derive(Debug)]
-struct WorkloadCert(Arc<CertifiedKey>);
+pub(crate) struct WorkloadCert(pub(crate) Arc<CertifiedKey>);
 
 impl ResolvesClientCert for WorkloadCert {
     fn resolve(&self, _root_hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {

@@ -21,7 +21,8 @@ use rustls::{ClientConfig, ServerConfig};
 
 use super::TlsError;
 use super::build::{AppProtocol, certified_key, client_config_with, server_config_with};
-use super::identity::{PeerIdentities, spiffe_id, trust_domain};
+use super::identity::{PeerIdentities, spiffe_id};
+use crate::identity::trust_domain;
 use crate::state::{
     CertificateSecret, Cluster, DownstreamTls, Secret, Snapshot, TlsMode, UpstreamTls, UpstreamTransport,
     ValidationSecret,

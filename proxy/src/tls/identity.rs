@@ -1,4 +1,5 @@
-//! SPIFFE identities in certificates: reading them (for telemetry's
+//! SPIFFE identities in certificates (the ids themselves are
+//! [`crate::identity`]'s): reading them (for telemetry's
 //! `source_principal`/`destination_principal`) and deciding which peers a
 //! client accepts.
 
@@ -8,20 +9,12 @@ use rustls::pki_types::CertificateDer;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-const SPIFFE_SCHEME: &str = "spiffe://";
+use crate::identity::{is_spiffe, trust_domain};
 
 /// The SPIFFE ID of a certificate: its first `spiffe://` URI SAN. None for a
 /// certificate that does not parse or has none.
 pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
-    subject_alt_names(cert)?.into_iter().find(|n| n.starts_with(SPIFFE_SCHEME))
-}
-
-/// The trust domain of a SPIFFE ID (`cluster.local` in
-/// `spiffe://cluster.local/ns/a/sa/b`).
-pub fn trust_domain(spiffe_id: &str) -> Option<&str> {
-    let rest = spiffe_id.strip_prefix(SPIFFE_SCHEME)?;
-    let domain = rest.split('/').next()?;
-    (!domain.is_empty()).then_some(domain)
+    subject_alt_names(cert)?.into_iter().find(|n| is_spiffe(n))
 }
 
 /// The URI and DNS subject alternative names of a certificate.
@@ -67,6 +60,10 @@ pub enum PeerIdentities {
     /// plane names no identities, since the root alone may be shared by
     /// several trust domains.
     TrustDomain(String),
+    /// Any SPIFFE ID: for HBONE, whose configs are shared by every peer of a
+    /// certificate, and whose caller checks the exact identity after the
+    /// handshake.
+    AnySpiffe,
 }
 
 impl PeerIdentities {
@@ -76,8 +73,9 @@ impl PeerIdentities {
         let ok = match self {
             PeerIdentities::AnyOf(want) => presented.iter().any(|p| want.contains(p)),
             PeerIdentities::TrustDomain(td) => {
-                presented.iter().filter(|p| p.starts_with(SPIFFE_SCHEME)).any(|p| trust_domain(p) == Some(td.as_str()))
+                presented.iter().filter(|p| is_spiffe(p)).any(|p| trust_domain(p) == Some(td.as_str()))
             }
+            PeerIdentities::AnySpiffe => presented.iter().any(|p| is_spiffe(p)),
         };
         if ok { Ok(()) } else { Err(IdentityMismatch { presented, wanted: self.clone() }) }
     }
@@ -97,6 +95,7 @@ impl fmt::Display for IdentityMismatch {
             PeerIdentities::TrustDomain(td) => {
                 write!(f, "peer identity {:?} is not in trust domain {td:?}", self.presented)
             }
+            PeerIdentities::AnySpiffe => write!(f, "peer identity {:?} has no SPIFFE ID", self.presented),
         }
     }
 }
@@ -113,14 +112,6 @@ impl std::error::Error for IdentityMismatch {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn trust_domains() {
-        assert_eq!(trust_domain("spiffe://cluster.local/ns/a/sa/b"), Some("cluster.local"));
-        assert_eq!(trust_domain("spiffe://cluster.local"), Some("cluster.local"));
-        assert_eq!(trust_domain("spiffe:///ns/a"), None);
-        assert_eq!(trust_domain("https://cluster.local/ns/a"), None);
-    }
 
     #[test]
     fn garbage_certificate_has_no_identity() {

@@ -13,17 +13,27 @@
 //! secrets, so new handshakes use the new certificate while established
 //! connections keep the config they were made with (rotation drops nothing).
 //! [`detect`] tells a TLS ClientHello from plain text for PERMISSIVE ports.
+//!
+//! The node proxy's additions: HBONE's configs ([`hbone_client_config`],
+//! [`hbone_server_config`]: TLS 1.3, AES-GCM, ALPN `h2`, no SNI, built once
+//! per workload certificate) and the TLS channel to the control plane's
+//! secure port ([`control_plane_channel`]) for the CA and workload discovery.
 
 mod build;
 mod configs;
+mod control;
 mod detect;
+mod hbone;
 mod identity;
 mod verify;
 
+pub(crate) use build::certified_key;
 pub use build::{AppProtocol, MESH_ALPN, client_config, server_config};
 pub use configs::{TlsConfigStore, TlsConfigs, server_name, upstream_tls};
+pub use control::control_plane_channel;
 pub use detect::{DETECT_TIMEOUT, Detected, detect};
-pub use identity::{PeerIdentities, identity_of, peer_identity, server_identity, spiffe_id, trust_domain};
+pub use hbone::{HBONE_ALPN, hbone_client_config, hbone_server_config};
+pub use identity::{PeerIdentities, identity_of, peer_identity, server_identity, spiffe_id};
 pub use verify::SpiffeServerVerifier;
 
 /// Why a TLS config could not be built. Each names what is missing or wrong;
@@ -48,4 +58,8 @@ pub enum TlsError {
     Config(#[source] rustls::Error),
     #[error("cannot build the client certificate verifier: {0}")]
     Verifier(#[source] rustls::server::VerifierBuilderError),
+    #[error("cannot read the control plane's root certificate {path}: {reason}")]
+    RootCa { path: String, reason: String },
+    #[error("bad control plane address {address:?}: {reason}")]
+    ControlPlaneAddress { address: String, reason: String },
 }

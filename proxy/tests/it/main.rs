@@ -12,6 +12,7 @@ mod support;
 mod admin;
 mod drain;
 mod grpc;
+mod hbone;
 mod http;
 mod idle;
 mod mesh_e2e;
