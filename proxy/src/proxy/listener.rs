@@ -284,7 +284,7 @@ fn select(
     transport: TransportProtocol,
 ) -> Result<(String, Serve, Option<DownstreamTls>), ProxyError> {
     fn chain_of(l: &Listener, dst: SocketAddr, t: TransportProtocol) -> Option<(String, &FilterChain)> {
-        l.select_chain(dst.port(), None, t, &[]).map(|c| (l.name.clone(), c))
+        l.select_chain(dst, None, t, &[]).map(|c| (l.name.clone(), c))
     }
     let chosen = match listener.kind {
         ListenerKind::VirtualOutbound => outbound_listener(snap, dst)
@@ -296,7 +296,9 @@ fn select(
                 .find(|l| l.kind == ListenerKind::VirtualOutbound)
                 .and_then(|l| chain_of(l, dst, transport))
         }),
-        ListenerKind::VirtualInbound | ListenerKind::Bound => chain_of(listener, dst, transport),
+        ListenerKind::VirtualInbound | ListenerKind::Bound | ListenerKind::Internal => {
+            chain_of(listener, dst, transport)
+        }
     };
     let Some((name, chain)) = chosen else {
         return Err(ProxyError::NoFilterChain { listener: listener.name.clone(), port: dst.port() });

@@ -144,6 +144,9 @@ pub async fn connect_tcp(cluster: &str, addr: &UpstreamAddr, timeout: Duration) 
         match addr {
             UpstreamAddr::Socket(a) => TcpStream::connect(a).await,
             UpstreamAddr::Name(host, port) => TcpStream::connect((host.as_str(), *port)).await,
+            UpstreamAddr::Internal { listener, .. } => {
+                Err(std::io::Error::other(format!("internal listener {listener:?} is not reached over TCP")))
+            }
         }
     };
     let stream = tokio::time::timeout(timeout, connect)

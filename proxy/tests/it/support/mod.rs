@@ -14,6 +14,7 @@ pub mod model;
 pub mod process;
 pub mod running;
 pub mod upstreams;
+pub mod waypoint;
 
 use std::time::Duration;
 
