@@ -1,21 +1,44 @@
 //! The waypoint role: its configuration (the contract's resources, built in
 //! `support::waypoint`) converted into the proxy's model, and refused where
-//! it asks for what the proxy does not implement.
+//! it asks for what the proxy does not implement; and the whole path in
+//! process: a client's HBONE stream to the waypoint, L7 routing there, HBONE
+//! out to a destination node (an `hbone::Server`) and its workload, with
+//! the waypoint's reports and Istio metrics.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::cluster::v3 as cv3;
 use envoy_types::pb::envoy::config::listener::v3 as lv3;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3 as tcp;
 use envoy_types::pb::google::protobuf::Any;
+use http_body_util::Empty;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use meshperf_proxy::hbone::{
+    self, ConnectRequest, ExpectedPeer, HboneConfig, HboneStream, InboundDecision, InboundHandler, InboundRequest,
+    PlainSockets, Pool, Refusal, Server,
+};
+use meshperf_proxy::identity::{DEFAULT_CERTIFICATE_TTL, Identity};
+use meshperf_proxy::proxy::Reporter;
+use meshperf_proxy::state::Snapshot;
 use meshperf_proxy::state::{
     Cluster, ClusterEndpoints, ClusterTarget, DiscoveryType, EndpointAddress, Handler, Listener, ListenerKind,
     PathMatch, RouteAction, RouteSource, TransportProtocol, Tunnel, UpstreamProtocol, UpstreamTransport,
 };
+use meshperf_proxy::telemetry::{AccessLogOptions, Observer, Peer, Telemetry};
 use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
+use crate::support::ca::{RunningCa, start_ca};
 use crate::support::envoy::any;
 use crate::support::waypoint::{self as wp, ServicePort};
+use crate::support::{Reply, WAIT, running, tcp_echo, upstream};
 
 const REVIEWS: ServicePort =
     ServicePort { host: "reviews.shop.svc.cluster.local", vip: "10.96.0.10", port: 9080, http: true };
@@ -139,4 +162,192 @@ fn what_the_proxy_does_not_implement_is_refused_naming_the_field() {
     });
     let err = Listener::from_any(&addressed).unwrap_err().to_string();
     assert!(err.contains("an internal listener has no address"), "{err}");
+}
+
+/// What the upstream node proxy (an `hbone::Server` in the test) saw.
+#[derive(Default)]
+struct UpstreamNode {
+    /// Each CONNECT: the waypoint's identity and the authority.
+    streams: Mutex<Vec<(Identity, SocketAddr)>>,
+}
+
+impl InboundHandler for UpstreamNode {
+    fn handle(&self, request: &InboundRequest) -> Pin<Box<dyn Future<Output = InboundDecision> + Send + '_>> {
+        self.streams.lock().unwrap().push((request.peer_identity.clone(), request.authority));
+        let authority = request.authority;
+        Box::pin(async move {
+            match TcpStream::connect(authority).await {
+                Ok(s) => InboundDecision::Forward(Box::new(s)),
+                Err(_) => InboundDecision::Refuse(Refusal::UpstreamUnavailable),
+            }
+        })
+    }
+}
+
+/// An HBONE listener on 127.0.0.1:0 (a destination's node proxy) handing
+/// each stream to its authority; returns its address and its count of
+/// accepted connections.
+async fn upstream_node(ca: &RunningCa, node: Arc<UpstreamNode>) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = Arc::new(Server::new(ca.secrets(), id("reviews"), HboneConfig::default()));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let (server, node) = (server.clone(), node.clone());
+            tokio::spawn(async move { server.serve(tcp, node).await });
+        }
+    });
+    (addr, accepted)
+}
+
+fn id(sa: &str) -> Identity {
+    Identity::new("cluster.local", "shop", sa)
+}
+
+/// The contract's resources for `reviews` (subsets v1 and v2 at `v1`, `v2`;
+/// end-user jason to v2, everyone else to v1) and `db` (TCP, to `db_at`),
+/// HBONE out to `hbone_port`, and SDS secrets: the waypoint's state.
+fn waypoint_snapshot(ca: &RunningCa, v1: SocketAddr, v2: SocketAddr, db_at: SocketAddr, hbone_port: u16) -> Snapshot {
+    let reviews_routes = vec![
+        wp::header_route("end-user", "jason", &REVIEWS.cluster("v2")),
+        wp::route_to(Default::default(), &REVIEWS.cluster("v1")),
+    ];
+    let mut snap = Snapshot::default();
+    for l in [
+        wp::connect_terminate(dst("0.0.0.0:15008")),
+        wp::main_internal(&[(REVIEWS, reviews_routes), (DB, vec![])]),
+        wp::connect_originate(),
+    ] {
+        let l = Listener::from_any(&l).unwrap();
+        snap.listeners.insert(l.name.clone(), Arc::new(l));
+    }
+    let services = [
+        (REVIEWS.cluster("v1"), vec![v1]),
+        (REVIEWS.cluster("v2"), vec![v2]),
+        (REVIEWS.cluster(""), vec![v1, v2]),
+        (DB.cluster(""), vec![db_at]),
+    ];
+    for (name, workloads) in services {
+        let c = Cluster::from_any(&wp::service_cluster(&name)).unwrap();
+        snap.clusters.insert(name.clone(), Arc::new(c));
+        let e = ClusterEndpoints::from_any(&wp::service_endpoints(&name, &workloads)).unwrap();
+        snap.endpoints.insert(name, Arc::new(e));
+    }
+    for c in [wp::main_internal_cluster(), wp::connect_originate_cluster(hbone_port)] {
+        let c = Cluster::from_any(&c).unwrap();
+        snap.clusters.insert(c.name.clone(), Arc::new(c));
+    }
+    snap.secrets = ca.sds_secrets(&id("waypoint"));
+    snap
+}
+
+/// One HBONE stream from `cart` to the waypoint with `authority`, as a
+/// client's node proxy opens it.
+async fn hbone_to_waypoint(
+    pool: &Pool,
+    waypoint: SocketAddr,
+    authority: SocketAddr,
+) -> Result<HboneStream, hbone::Error> {
+    pool.connect(ConnectRequest {
+        source: id("cart"),
+        destination_identity: ExpectedPeer::Exactly(id("waypoint")),
+        peer: waypoint,
+        authority,
+        source_address: "10.1.0.3:40000".parse().unwrap(),
+        socket: Arc::new(PlainSockets),
+        source_pod: Arc::from("Kubernetes//Pod/shop/cart-1"),
+    })
+    .await
+}
+
+async fn get_through(stream: HboneStream, headers: &[(&str, &str)]) -> Reply {
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::get("/ratings").header("host", "reviews.shop.svc.cluster.local:9080");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = tokio::time::timeout(WAIT, sender.send_request(req.body(Empty::<Bytes>::new()).unwrap()))
+        .await
+        .expect("a response in time")
+        .expect("a response");
+    Reply::read(resp).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
+    let ca = start_ca("waypoint-e2e", DEFAULT_CERTIFICATE_TTL, &[]).await;
+    let (v1, _) = upstream("v1").await;
+    let (v2, _) = upstream("v2").await;
+    let db = tcp_echo().await;
+    let node = Arc::new(UpstreamNode::default());
+    let (node_addr, node_connections) = upstream_node(&ca, node.clone()).await;
+    let telemetry = Arc::new(Telemetry::new(AccessLogOptions::default()).unwrap());
+    let observer = Observer::new(telemetry.clone(), Peer::local(&running::config()));
+    let proxy = running::start_observed(
+        waypoint_snapshot(&ca, v1, v2, db, node_addr.port()),
+        vec![running::named("connect_terminate", 15008)],
+        Some(Arc::new(observer)),
+    )
+    .await;
+    let waypoint = proxy.addrs[0];
+    let client = Pool::new(ca.secrets(), HboneConfig::default());
+    let vip = dst("10.96.0.10:9080");
+
+    // HTTP: routed by the VirtualService's header match, each to its subset.
+    let jason = get_through(hbone_to_waypoint(&client, waypoint, vip).await.unwrap(), &[("end-user", "jason")]).await;
+    assert_eq!((jason.status, jason.upstream.as_str(), jason.seen_path.as_str()), (200, "v2", "/ratings"));
+    let anyone = get_through(hbone_to_waypoint(&client, waypoint, vip).await.unwrap(), &[]).await;
+    assert_eq!((anyone.status, anyone.upstream.as_str()), (200, "v1"));
+
+    // Out: HBONE to the workload's node with the workload's address as
+    // authority, the waypoint's SDS identity presented; both requests on
+    // one pooled HBONE connection.
+    let streams = node.streams.lock().unwrap().clone();
+    assert_eq!(streams, vec![(id("waypoint"), v2), (id("waypoint"), v1)]);
+    assert_eq!(node_connections.load(Ordering::SeqCst), 1, "HBONE connections are pooled");
+
+    let report = proxy.recorder.request_with(|r| r.cluster.as_deref() == Some(&REVIEWS.cluster("v2"))).await;
+    assert_eq!(report.reporter, Reporter::Waypoint);
+    assert_eq!(report.listener, "main_internal");
+    assert_eq!(report.original_dst, vip);
+    assert_eq!(report.downstream_peer, dst("10.1.0.3:40000"), "the client, from forwarded: for=");
+    assert_eq!(report.peer_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/cart"));
+    assert_eq!(report.upstream_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/reviews"));
+    let mut metrics = String::new();
+    telemetry.encode(&mut metrics);
+    let waypoint_requests: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("istio_requests_total{") && l.contains("reporter=\"waypoint\""))
+        .collect();
+    assert_eq!(waypoint_requests.len(), 1, "one series for both requests:\n{metrics}");
+    let series = waypoint_requests[0];
+    for label in [
+        "source_principal=\"spiffe://cluster.local/ns/shop/sa/cart\"",
+        "destination_principal=\"spiffe://cluster.local/ns/shop/sa/reviews\"",
+        "destination_service=\"reviews.shop.svc.cluster.local\"",
+        "response_code=\"200\"",
+        "connection_security_policy=\"mutual_tls\"",
+    ] {
+        assert!(series.contains(label), "{label} in {series}");
+    }
+    assert!(series.ends_with(" 2"), "{series}");
+
+    // TCP: the db chain's tcp_proxy, through the same tunnel.
+    let mut stream = hbone_to_waypoint(&client, waypoint, dst("10.96.0.11:5432")).await.unwrap();
+    stream.write_all(b"select 1").await.unwrap();
+    let mut echoed = [0u8; 8];
+    tokio::time::timeout(WAIT, stream.read_exact(&mut echoed)).await.unwrap().unwrap();
+    assert_eq!(&echoed, b"select 1");
+    drop(stream);
+    let tcp = proxy.recorder.tcp_reports(1).await;
+    assert_eq!((tcp[0].reporter, tcp[0].cluster.as_str()), (Reporter::Waypoint, DB.cluster("").as_str()));
+    assert_eq!(tcp[0].upstream_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/reviews"));
+
+    // A destination the waypoint serves no chain for: 503 before the stream.
+    let err = hbone_to_waypoint(&client, waypoint, dst("10.96.0.99:80")).await.err().expect("refused");
+    assert!(matches!(err, hbone::Error::Status { status: 503, .. }), "{err}");
 }

@@ -7,6 +7,7 @@
 //! are re-exported here.
 
 pub mod ads;
+pub mod ca;
 pub mod certs;
 pub mod clients;
 pub mod envoy;

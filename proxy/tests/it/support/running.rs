@@ -96,14 +96,42 @@ impl Running {
 
 /// Runs the proxy with `snapshot`, one explicit binding per target, on 127.0.0.1:0.
 pub async fn start(snapshot: Snapshot, targets: Vec<ListenerTarget>) -> Running {
-    let state = Arc::new(State::new());
-    state.publish(snapshot);
-    serve(state, targets).await
+    start_observed(snapshot, targets, None).await
 }
 
-async fn serve(state: Arc<State>, targets: Vec<ListenerTarget>) -> Running {
+/// As [`start`], the reports going to `observer` too (the real telemetry, say).
+pub async fn start_observed(
+    snapshot: Snapshot,
+    targets: Vec<ListenerTarget>,
+    observer: Option<Arc<dyn RequestObserver>>,
+) -> Running {
+    let state = Arc::new(State::new());
+    state.publish(snapshot);
+    serve(state, targets, observer).await
+}
+
+/// Reports to the recorder and, when given, to another observer.
+struct Both(Arc<Recorder>, Option<Arc<dyn RequestObserver>>);
+
+impl RequestObserver for Both {
+    fn on_request(&self, info: RequestInfo) {
+        if let Some(o) = &self.1 {
+            o.on_request(info.clone());
+        }
+        self.0.on_request(info);
+    }
+    fn on_tcp_close(&self, info: TcpInfo) {
+        if let Some(o) = &self.1 {
+            o.on_tcp_close(info.clone());
+        }
+        self.0.on_tcp_close(info);
+    }
+}
+
+async fn serve(state: Arc<State>, targets: Vec<ListenerTarget>, observer: Option<Arc<dyn RequestObserver>>) -> Running {
     let recorder = Arc::new(Recorder::default());
-    let proxy = Proxy::new(Arc::new(config()), state.clone(), Some(recorder.clone()));
+    let both = Arc::new(Both(recorder.clone(), observer));
+    let proxy = Proxy::new(Arc::new(config()), state.clone(), Some(both));
     let mut bound = Vec::new();
     for t in targets {
         bound.push(BoundListener::new(TcpListener::bind("127.0.0.1:0").await.unwrap(), t));
@@ -167,7 +195,7 @@ pub async fn start_with_xds(resources: Resources) -> XdsProxy {
     sync(&mut stream, resources).await;
     client.ready().await;
 
-    let proxy = serve(client.state.clone(), vec![named("0.0.0.0_80", 80)]).await;
+    let proxy = serve(client.state.clone(), vec![named("0.0.0.0_80", 80)], None).await;
     let (quit, _) = watch::channel(false);
     let admin = Admin {
         config: Arc::new(config()),
