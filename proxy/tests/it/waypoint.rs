@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::support::ca::{RunningCa, start_ca};
 use crate::support::envoy::any;
 use crate::support::waypoint::{self as wp, ServicePort};
-use crate::support::{Reply, WAIT, running, tcp_echo, upstream};
+use crate::support::{Reply, WAIT, eventually, running, tcp_echo, upstream};
 
 const REVIEWS: ServicePort =
     ServicePort { host: "reviews.shop.svc.cluster.local", vip: "10.96.0.10", port: 9080, http: true };
@@ -304,11 +304,15 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
     assert_eq!((anyone.status, anyone.upstream.as_str()), (200, "v1"));
 
     // Out: HBONE to the workload's node with the workload's address as
-    // authority, the waypoint's SDS identity presented; both requests on
-    // one pooled HBONE connection.
+    // authority, the waypoint's SDS identity presented; one stream per
+    // upstream HTTP connection, all on one pooled HBONE connection.
     let streams = node.streams.lock().unwrap().clone();
     assert_eq!(streams, vec![(id("waypoint"), v2), (id("waypoint"), v1)]);
     assert_eq!(node_connections.load(Ordering::SeqCst), 1, "HBONE connections are pooled");
+    // A later request to v1 reuses the idle upstream connection: its stream.
+    let again = get_through(hbone_to_waypoint(&client, waypoint, vip).await.unwrap(), &[]).await;
+    assert_eq!((again.status, again.upstream.as_str()), (200, "v1"));
+    assert_eq!(node.streams.lock().unwrap().len(), 2, "the HTTP pool reused its HBONE stream");
 
     let report = proxy.recorder.request_with(|r| r.cluster.as_deref() == Some(&REVIEWS.cluster("v2"))).await;
     assert_eq!(report.reporter, Reporter::Waypoint);
@@ -317,13 +321,16 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
     assert_eq!(report.downstream_peer, dst("10.1.0.3:40000"), "the client, from forwarded: for=");
     assert_eq!(report.peer_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/cart"));
     assert_eq!(report.upstream_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/reviews"));
+    // The telemetry hears of a request before the recorder does (`Both`).
+    eventually("three reports", WAIT, async || (proxy.recorder.requests.lock().unwrap().len() == 3).then_some(()))
+        .await;
     let mut metrics = String::new();
     telemetry.encode(&mut metrics);
     let waypoint_requests: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("istio_requests_total{") && l.contains("reporter=\"waypoint\""))
         .collect();
-    assert_eq!(waypoint_requests.len(), 1, "one series for both requests:\n{metrics}");
+    assert_eq!(waypoint_requests.len(), 1, "one series for the three requests:\n{metrics}");
     let series = waypoint_requests[0];
     for label in [
         "source_principal=\"spiffe://cluster.local/ns/shop/sa/cart\"",
@@ -334,7 +341,7 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
     ] {
         assert!(series.contains(label), "{label} in {series}");
     }
-    assert!(series.ends_with(" 2"), "{series}");
+    assert!(series.ends_with(" 3"), "{series}");
 
     // TCP: the db chain's tcp_proxy, through the same tunnel.
     let mut stream = hbone_to_waypoint(&client, waypoint, dst("10.96.0.11:5432")).await.unwrap();
