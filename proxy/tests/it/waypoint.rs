@@ -1,9 +1,10 @@
 //! The waypoint role: its configuration (the contract's resources, built in
 //! `support::waypoint`) converted into the proxy's model, and refused where
 //! it asks for what the proxy does not implement; and the whole path in
-//! process: a client's HBONE stream to the waypoint, L7 routing there, HBONE
-//! out to a destination node (an `hbone::Server`) and its workload, with
-//! the waypoint's reports and Istio metrics.
+//! process, configured over a real ADS stream: a client's HBONE stream to
+//! the waypoint, L7 routing there, HBONE out to a destination node (an
+//! `hbone::Server`) and its workload, with the waypoint's reports and
+//! Istio metrics.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,22 +20,24 @@ use envoy_types::pb::google::protobuf::Any;
 use http_body_util::Empty;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
+use meshperf_proxy::config::NodeIdentity;
 use meshperf_proxy::hbone::{
     self, ConnectRequest, ExpectedPeer, HboneConfig, HboneStream, InboundDecision, InboundHandler, InboundRequest,
     PlainSockets, Pool, Refusal, Server,
 };
 use meshperf_proxy::identity::{DEFAULT_CERTIFICATE_TTL, Identity};
 use meshperf_proxy::proxy::Reporter;
-use meshperf_proxy::state::Snapshot;
 use meshperf_proxy::state::{
     Cluster, ClusterEndpoints, ClusterTarget, DiscoveryType, EndpointAddress, Handler, Listener, ListenerKind,
     PathMatch, RouteAction, RouteSource, TransportProtocol, Tunnel, UpstreamProtocol, UpstreamTransport,
 };
 use meshperf_proxy::telemetry::{AccessLogOptions, Observer, Peer, Telemetry};
+use meshperf_proxy::xds::ResourceType;
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::support::ads::Resources;
 use crate::support::ca::{RunningCa, start_ca};
 use crate::support::envoy::any;
 use crate::support::waypoint::{self as wp, ServicePort};
@@ -209,39 +212,43 @@ fn id(sa: &str) -> Identity {
 
 /// The contract's resources for `reviews` (subsets v1 and v2 at `v1`, `v2`;
 /// end-user jason to v2, everyone else to v1) and `db` (TCP, to `db_at`),
-/// HBONE out to `hbone_port`, and SDS secrets: the waypoint's state.
-fn waypoint_snapshot(ca: &RunningCa, v1: SocketAddr, v2: SocketAddr, db_at: SocketAddr, hbone_port: u16) -> Snapshot {
+/// HBONE out to `hbone_port`, and SDS's secrets for the waypoint.
+fn waypoint_resources(ca: &RunningCa, v1: SocketAddr, v2: SocketAddr, db_at: SocketAddr, hbone_port: u16) -> Resources {
     let reviews_routes = vec![
         wp::header_route("end-user", "jason", &REVIEWS.cluster("v2")),
         wp::route_to(Default::default(), &REVIEWS.cluster("v1")),
     ];
-    let mut snap = Snapshot::default();
-    for l in [
-        wp::connect_terminate(dst("0.0.0.0:15008")),
-        wp::main_internal(&[(REVIEWS, reviews_routes), (DB, vec![])]),
-        wp::connect_originate(),
-    ] {
-        let l = Listener::from_any(&l).unwrap();
-        snap.listeners.insert(l.name.clone(), Arc::new(l));
-    }
+    let listeners = vec![
+        ("connect_terminate".to_string(), wp::connect_terminate(dst("0.0.0.0:15008"))),
+        ("main_internal".to_string(), wp::main_internal(&[(REVIEWS, reviews_routes), (DB, vec![])])),
+        ("connect_originate".to_string(), wp::connect_originate()),
+    ];
     let services = [
         (REVIEWS.cluster("v1"), vec![v1]),
         (REVIEWS.cluster("v2"), vec![v2]),
         (REVIEWS.cluster(""), vec![v1, v2]),
         (DB.cluster(""), vec![db_at]),
     ];
-    for (name, workloads) in services {
-        let c = Cluster::from_any(&wp::service_cluster(&name)).unwrap();
-        snap.clusters.insert(name.clone(), Arc::new(c));
-        let e = ClusterEndpoints::from_any(&wp::service_endpoints(&name, &workloads)).unwrap();
-        snap.endpoints.insert(name, Arc::new(e));
-    }
-    for c in [wp::main_internal_cluster(), wp::connect_originate_cluster(hbone_port)] {
-        let c = Cluster::from_any(&c).unwrap();
-        snap.clusters.insert(c.name.clone(), Arc::new(c));
-    }
-    snap.secrets = ca.sds_secrets(&id("waypoint"));
-    snap
+    let mut clusters = vec![
+        ("main_internal".to_string(), wp::main_internal_cluster()),
+        ("connect_originate".to_string(), wp::connect_originate_cluster(hbone_port)),
+    ];
+    clusters.extend(services.iter().map(|(name, _)| (name.clone(), wp::service_cluster(name))));
+    let endpoints = services.iter().map(|(name, at)| (name.clone(), wp::service_endpoints(name, at))).collect();
+    Resources::from([
+        (ResourceType::Listener, listeners),
+        (ResourceType::Cluster, clusters),
+        (ResourceType::Endpoint, endpoints),
+        (ResourceType::Secret, ca.sds_resources(&id("waypoint"))),
+    ])
+}
+
+/// A waypoint pod's identity, as the proxy sends it to the control plane.
+fn waypoint_node() -> NodeIdentity {
+    let mut node =
+        running::node("waypoint", "shop", "waypoint", &[("gateway.networking.k8s.io/gateway-name", "waypoint")]);
+    node.id = "waypoint~127.0.0.1~waypoint-1.shop~shop.svc.cluster.local".into();
+    node
 }
 
 /// One HBONE stream from `cart` to the waypoint with `authority`, as a
@@ -287,12 +294,15 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
     let (node_addr, node_connections) = upstream_node(&ca, node.clone()).await;
     let telemetry = Arc::new(Telemetry::new(AccessLogOptions::default()).unwrap());
     let observer = Observer::new(telemetry.clone(), Peer::local(&running::config()));
-    let proxy = running::start_observed(
-        waypoint_snapshot(&ca, v1, v2, db, node_addr.port()),
+    // The contract over a real ADS stream: accepted (no NACK) and complete.
+    let xds = running::start_with_xds_as(
+        waypoint_resources(&ca, v1, v2, db, node_addr.port()),
+        waypoint_node(),
         vec![running::named("connect_terminate", 15008)],
         Some(Arc::new(observer)),
     )
     .await;
+    let proxy = &xds.proxy;
     let waypoint = proxy.addrs[0];
     let client = Pool::new(ca.secrets(), HboneConfig::default());
     let vip = dst("10.96.0.10:9080");

@@ -2,27 +2,26 @@
 //! server, signing with rcgen): for the node proxy's `SecretManager`, and
 //! for SDS secrets of the same mesh (a waypoint's `default` and `ROOTCA`).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
+use envoy_types::pb::google::protobuf::Any;
 use meshperf_proxy::identity::{CaClientConfig, Identity, SecretManager};
 use meshperf_proxy::proto::ca::istio_certificate_service_server::{
     IstioCertificateService, IstioCertificateServiceServer,
 };
 use meshperf_proxy::proto::ca::{IstioCertificateRequest, IstioCertificateResponse};
-use meshperf_proxy::state::{CertificateSecret, Secret, ValidationSecret};
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, Issuer,
     KeyPair, SanType,
 };
-use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity as TlsIdentity, ServerTlsConfig};
 
+use super::envoy::any;
 use super::process::TestDir;
 
 /// The name in the CA's serving certificate (pilot's, too).
@@ -151,25 +150,35 @@ pub async fn start_ca(name: &str, ttl: Duration, refused: &[&str]) -> RunningCa 
 
 impl RunningCa {
     /// SDS's `default` (a certificate for `identity` signed by this CA, and
-    /// its key) and `ROOTCA` (this CA's root), as a control plane serves a
-    /// waypoint.
-    pub fn sds_secrets(&self, identity: &Identity) -> BTreeMap<String, Arc<Secret>> {
+    /// its key) and `ROOTCA` (this CA's root), as a control plane sends them
+    /// to a waypoint.
+    pub fn sds_resources(&self, identity: &Identity) -> Vec<(String, Any)> {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names = vec![SanType::URI(identity.to_string().try_into().unwrap())];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         let leaf = params.signed_by(&key, &self.ca.issuer).unwrap();
-        let root = CertificateDer::from_pem_slice(self.ca.root_pem.as_bytes()).unwrap();
-        let mut roots = RootCertStore::empty();
-        roots.add(root.clone()).unwrap();
-        let certificate = CertificateSecret {
-            chain: vec![leaf.der().clone()],
-            key: Arc::new(PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap()),
+        let inline = |pem: String| {
+            Some(core::DataSource {
+                specifier: Some(core::data_source::Specifier::InlineString(pem)),
+                ..Default::default()
+            })
         };
-        let validation = ValidationSecret { roots: Arc::new(roots), certificates: vec![root] };
-        BTreeMap::from([
-            ("default".to_string(), Arc::new(Secret::Certificate(certificate))),
-            ("ROOTCA".to_string(), Arc::new(Secret::Validation(validation))),
-        ])
+        let default = tls::Secret {
+            name: "default".into(),
+            r#type: Some(tls::secret::Type::TlsCertificate(tls::TlsCertificate {
+                certificate_chain: inline(leaf.pem()),
+                private_key: inline(key.serialize_pem()),
+                ..Default::default()
+            })),
+        };
+        let root = tls::Secret {
+            name: "ROOTCA".into(),
+            r#type: Some(tls::secret::Type::ValidationContext(tls::CertificateValidationContext {
+                trusted_ca: inline(self.ca.root_pem.clone()),
+                ..Default::default()
+            })),
+        };
+        vec![("default".into(), any(&default)), ("ROOTCA".into(), any(&root))]
     }
 }

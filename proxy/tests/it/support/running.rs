@@ -96,18 +96,9 @@ impl Running {
 
 /// Runs the proxy with `snapshot`, one explicit binding per target, on 127.0.0.1:0.
 pub async fn start(snapshot: Snapshot, targets: Vec<ListenerTarget>) -> Running {
-    start_observed(snapshot, targets, None).await
-}
-
-/// As [`start`], the reports going to `observer` too (the real telemetry, say).
-pub async fn start_observed(
-    snapshot: Snapshot,
-    targets: Vec<ListenerTarget>,
-    observer: Option<Arc<dyn RequestObserver>>,
-) -> Running {
     let state = Arc::new(State::new());
     state.publish(snapshot);
-    serve(state, targets, observer).await
+    serve(state, targets, None).await
 }
 
 /// Reports to the recorder and, when given, to another observer.
@@ -175,7 +166,8 @@ impl RunningClient {
 
 /// The proxy fed by a scripted control plane, with its admin endpoint.
 pub struct XdsProxy {
-    /// Serving listener `0.0.0.0_80` (destination port 80) on `addrs[0]`.
+    /// Serving its targets (`0.0.0.0_80`, destination port 80, for
+    /// [`start_with_xds`]) on `addrs`, in order.
     pub proxy: Running,
     /// The ADS stream after the first sync: the test sends what comes next.
     pub stream: DeltaStream,
@@ -189,13 +181,24 @@ pub struct XdsProxy {
 /// sends (`resources` first), the admin endpoint, and, once the client is
 /// ready, the proxy serving listener `0.0.0.0_80`.
 pub async fn start_with_xds(resources: Resources) -> XdsProxy {
+    start_with_xds_as(resources, node("web", "shop", "web", &[]), vec![named("0.0.0.0_80", 80)], None).await
+}
+
+/// As [`start_with_xds`], for the proxy `node`, serving `targets`, reporting
+/// to `observer` too.
+pub async fn start_with_xds_as(
+    resources: Resources,
+    node: NodeIdentity,
+    targets: Vec<ListenerTarget>,
+    observer: Option<Arc<dyn RequestObserver>>,
+) -> XdsProxy {
     let mut server = AdsServer::start().await;
-    let mut client = RunningClient::start(server.addr, node("web", "shop", "web", &[]), true);
+    let mut client = RunningClient::start(server.addr, node, true);
     let mut stream = server.next_delta().await;
     sync(&mut stream, resources).await;
     client.ready().await;
 
-    let proxy = serve(client.state.clone(), vec![named("0.0.0.0_80", 80)], None).await;
+    let proxy = serve(client.state.clone(), targets, observer).await;
     let (quit, _) = watch::channel(false);
     let admin = Admin {
         config: Arc::new(config()),
