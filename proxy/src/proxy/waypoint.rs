@@ -130,7 +130,8 @@ impl Waypoint {
 }
 
 /// Terminates HBONE on an accepted connection of a CONNECT chain whose
-/// routes are `routes`, until the client closes it.
+/// routes are `routes`, until the client closes it, or, once the drain
+/// starts, until its open streams have ended (GOAWAY first).
 pub(super) async fn terminate(
     shared: Arc<Shared>,
     routes: Arc<RouteConfig>,
@@ -141,7 +142,7 @@ pub(super) async fn terminate(
     let own = waypoint.certs.current()?;
     let server = Server::new(waypoint.certs.clone(), own.identity().clone(), waypoint.config.clone());
     let handler = Arc::new(Terminate { shared: shared.clone(), routes, drain: drain.clone() });
-    Ok(server.serve(stream, handler).await?)
+    Ok(server.serve_until(stream, handler, drain.draining()).await?)
 }
 
 /// Where each CONNECT stream of one HBONE connection goes.

@@ -284,9 +284,23 @@ async fn get_through(stream: HboneStream, headers: &[(&str, &str)]) -> Reply {
     Reply::read(resp).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
-    let ca = start_ca("waypoint-e2e", DEFAULT_CERTIFICATE_TTL, &[]).await;
+/// A waypoint configured over ADS, the workloads behind it (`reviews` v1
+/// and v2 over HTTP, `db` over TCP) reached through their node (an
+/// `hbone::Server`), the waypoint's Istio metrics, and a client's HBONE pool.
+struct WaypointMesh {
+    ca: RunningCa,
+    xds: running::XdsProxy,
+    waypoint: SocketAddr,
+    node: Arc<UpstreamNode>,
+    node_connections: Arc<AtomicUsize>,
+    telemetry: Arc<Telemetry>,
+    client: Pool,
+    v1: SocketAddr,
+    v2: SocketAddr,
+}
+
+async fn waypoint_mesh(name: &str) -> WaypointMesh {
+    let ca = start_ca(name, DEFAULT_CERTIFICATE_TTL, &[]).await;
     let (v1, _) = upstream("v1").await;
     let (v2, _) = upstream("v2").await;
     let db = tcp_echo().await;
@@ -302,9 +316,16 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
         Some(Arc::new(observer)),
     )
     .await;
-    let proxy = &xds.proxy;
-    let waypoint = proxy.addrs[0];
+    let waypoint = xds.proxy.addrs[0];
     let client = Pool::new(ca.secrets(), HboneConfig::default());
+    WaypointMesh { ca, xds, waypoint, node, node_connections, telemetry, client, v1, v2 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
+    let WaypointMesh { ca: _ca, xds, waypoint, node, node_connections, telemetry, client, v1, v2 } =
+        waypoint_mesh("waypoint-e2e").await;
+    let proxy = &xds.proxy;
     let vip = dst("10.96.0.10:9080");
 
     // HTTP: routed by the VirtualService's header match, each to its subset.
@@ -367,4 +388,18 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
     // A destination the waypoint serves no chain for: 503 before the stream.
     let err = hbone_to_waypoint(&client, waypoint, dst("10.96.0.99:80")).await.err().expect("refused");
     assert!(matches!(err, hbone::Error::Status { status: 503, .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_ends_hbone_connections_with_goaway_not_at_the_deadline() {
+    let WaypointMesh { ca: _ca, mut xds, waypoint, client, .. } = waypoint_mesh("waypoint-drain").await;
+    let reply = get_through(hbone_to_waypoint(&client, waypoint, dst("10.96.0.10:9080")).await.unwrap(), &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(client.connection_count(), 1, "the client's HBONE connection stays open, idle");
+
+    let period = std::time::Duration::from_secs(30);
+    let report = tokio::time::timeout(WAIT, xds.proxy.start_drain(period)).await.expect("drained in time").unwrap();
+    assert_eq!((report.open_at_start, report.closed_at_deadline), (1, 0), "{report:?}");
+    eventually("the client sees the connection end", WAIT, async || (client.connection_count() == 0).then_some(()))
+        .await;
 }
