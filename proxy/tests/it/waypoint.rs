@@ -37,11 +37,12 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::ads::Resources;
+use crate::support::ads::{self, AdsServer, Resources};
 use crate::support::ca::{RunningCa, start_ca};
 use crate::support::envoy::any;
+use crate::support::process::{TestDir, free_loopback_port, start_proxy, wait_ready};
 use crate::support::waypoint::{self as wp, ServicePort};
-use crate::support::{Reply, WAIT, eventually, running, tcp_echo, upstream};
+use crate::support::{Reply, WAIT, eventually, http, running, tcp_echo, upstream};
 
 const REVIEWS: ServicePort =
     ServicePort { host: "reviews.shop.svc.cluster.local", vip: "10.96.0.10", port: 9080, http: true };
@@ -402,4 +403,48 @@ async fn the_drain_ends_hbone_connections_with_goaway_not_at_the_deadline() {
     assert_eq!((report.open_at_start, report.closed_at_deadline), (1, 0), "{report:?}");
     eventually("the client sees the connection end", WAIT, async || (client.connection_count() == 0).then_some(()))
         .await;
+}
+
+/// The real binary as a waypoint: `--proxy-type waypoint`, its config over
+/// ADS, its two workers each with its own HBONE pool, and the metrics on
+/// its admin endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_as_a_waypoint() {
+    let ca = start_ca("waypoint-binary-ca", DEFAULT_CERTIFICATE_TTL, &[]).await;
+    let (v1, _) = upstream("v1").await;
+    let (v2, _) = upstream("v2").await;
+    let node = Arc::new(UpstreamNode::default());
+    let (node_addr, _) = upstream_node(&ca, node.clone()).await;
+    let server = AdsServer::start().await;
+    let (hbone_addr, admin) = (free_loopback_port(), free_loopback_port());
+    let listen = format!("{hbone_addr}=connect_terminate");
+    let dir = TestDir::new("waypoint-binary");
+    let flags = ["--proxy-type", "waypoint", "--service-account", "waypoint", "--listen", &listen];
+    let _process = start_proxy(server.addr, admin, "waypoint-1", &flags, &dir.join("proxy.log"));
+    let _ads = ads::serve(server, waypoint_resources(&ca, v1, v2, tcp_echo().await, node_addr.port())).await;
+    wait_ready(admin, "the waypoint", WAIT).await;
+
+    // Two clients, so two HBONE connections, which the proxy spreads over its workers.
+    let vip = dst("10.96.0.10:9080");
+    for client in [Pool::new(ca.secrets(), HboneConfig::default()), Pool::new(ca.secrets(), HboneConfig::default())] {
+        let jason =
+            get_through(hbone_to_waypoint(&client, hbone_addr, vip).await.unwrap(), &[("end-user", "jason")]).await;
+        assert_eq!((jason.status, jason.upstream.as_str()), (200, "v2"));
+        let anyone = get_through(hbone_to_waypoint(&client, hbone_addr, vip).await.unwrap(), &[]).await;
+        assert_eq!((anyone.status, anyone.upstream.as_str()), (200, "v1"));
+    }
+    assert!(node.streams.lock().unwrap().iter().all(|(peer, _)| *peer == id("waypoint")));
+
+    let series = eventually("the waypoint's request metric", WAIT, async || {
+        let (_, metrics) = http(admin, "GET", "/stats/prometheus").await;
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("istio_requests_total{") && l.contains("reporter=\"waypoint\"") && l.ends_with(" 4")
+            })
+            .map(str::to_string)
+    })
+    .await;
+    assert!(series.contains("source_principal=\"spiffe://cluster.local/ns/shop/sa/cart\""), "{series}");
+    assert!(series.contains("destination_principal=\"spiffe://cluster.local/ns/shop/sa/reviews\""), "{series}");
 }
