@@ -162,19 +162,15 @@ impl Server {
     }
 
     /// Serves one accepted connection until the client closes it or stops
-    /// answering PINGs; each stream runs in a task of its own.
-    pub async fn serve(&self, tcp: TcpStream, handler: Arc<dyn InboundHandler>) -> Result<(), Error> {
-        self.serve_until(tcp, handler, std::future::pending()).await
-    }
-
-    /// As [`Server::serve`], and once `shutdown` completes, a graceful end
-    /// (the proxy's drain): GOAWAY, so the client opens no new stream here,
-    /// the streams already open run to their end, then the connection closes.
-    pub async fn serve_until(
+    /// answering PINGs; each stream runs in a task of its own. Once
+    /// `draining` resolves, the connection sends GOAWAY (as ztunnel does when
+    /// it drains): the client opens no new stream on it, the open ones run
+    /// to their end, and then the connection ends.
+    pub async fn serve(
         &self,
         tcp: TcpStream,
         handler: Arc<dyn InboundHandler>,
-        shutdown: impl Future<Output = ()>,
+        draining: impl Future<Output = ()>,
     ) -> Result<(), Error> {
         let peer = tcp.peer_addr().map_err(|source| Error::Connect { peer: self.unknown_peer(), source })?;
         let local = tcp.local_addr().map_err(|source| Error::Connect { peer, source })?;
@@ -206,14 +202,15 @@ impl Server {
             .map_err(h2_err)?;
         let ping_pong = connection.ping_pong().expect("taken once, right after the handshake");
         let keepalive = keepalive(ping_pong, self.config.keepalive_interval, self.config.keepalive_timeout);
-        tokio::pin!(keepalive, shutdown);
-        let mut shutting_down = false;
+        tokio::pin!(keepalive);
+        let mut draining = std::pin::pin!(draining);
+        let mut going_away = false;
         loop {
             let accepted = tokio::select! {
                 a = connection.accept() => a,
                 () = &mut keepalive => return Ok(()),
-                () = &mut shutdown, if !shutting_down => {
-                    shutting_down = true;
+                () = &mut draining, if !going_away => {
+                    going_away = true;
                     connection.graceful_shutdown();
                     continue;
                 }

@@ -142,7 +142,7 @@ pub(super) async fn terminate(
     let own = waypoint.certs.current()?;
     let server = Server::new(waypoint.certs.clone(), own.identity().clone(), waypoint.config.clone());
     let handler = Arc::new(Terminate { shared: shared.clone(), routes, drain: drain.clone() });
-    Ok(server.serve_until(stream, handler, drain.draining()).await?)
+    Ok(server.serve(stream, handler, drain.draining()).await?)
 }
 
 /// Where each CONNECT stream of one HBONE connection goes.

@@ -173,7 +173,7 @@ async fn start_server(secrets: Arc<SecretManager>, identity: Identity, handler: 
             let (server, handler, errors, ended) =
                 (Arc::clone(&server), Arc::clone(&h), Arc::clone(&e), Arc::clone(&o));
             tokio::spawn(async move {
-                match server.serve(tcp, handler).await {
+                match server.serve(tcp, handler, std::future::pending()).await {
                     Ok(()) => ended.fetch_add(1, Ordering::SeqCst),
                     Err(err) => {
                         errors.lock().unwrap().push(err.to_string());

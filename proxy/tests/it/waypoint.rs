@@ -201,7 +201,7 @@ async fn upstream_node(ca: &RunningCa, node: Arc<UpstreamNode>) -> (SocketAddr, 
         while let Ok((tcp, _)) = listener.accept().await {
             counted.fetch_add(1, Ordering::SeqCst);
             let (server, node) = (server.clone(), node.clone());
-            tokio::spawn(async move { server.serve(tcp, node).await });
+            tokio::spawn(async move { server.serve(tcp, node, std::future::pending()).await });
         }
     });
     (addr, accepted)
