@@ -1,6 +1,6 @@
 //! HBONE and workload certificates on loopback: the node proxy's
-//! `SecretManager` against a CA served in process over TLS
-//! (`support::ca`), and `hbone::Pool` -> `hbone::Server`
+//! `SecretManager` against a CA served in process over TLS (the generated
+//! tonic server, signing with rcgen), and `hbone::Pool` -> `hbone::Server`
 //! -> a TCP echo upstream. The last test asks the real `meshperf pilot`
 //! (`MESHPERF_BIN`) for certificates.
 
@@ -19,15 +19,9 @@ use rustls::pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::ca::{CA_HOSTNAME, RunningCa, start_ca};
+use crate::support::ca::{CA_HOSTNAME, RunningCa, id, start_ca};
 use crate::support::process::{TestDir, meshperf_bin, spawn};
 use crate::support::{WAIT, closed_port, eventually, tcp_echo};
-
-const TRUST_DOMAIN: &str = "cluster.local";
-
-fn id(sa: &str) -> Identity {
-    Identity::new(TRUST_DOMAIN, "shop", sa)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_fetches_share_one_csr_and_the_chain_is_leaf_and_root() {
@@ -53,7 +47,7 @@ async fn concurrent_first_fetches_share_one_csr_and_the_chain_is_leaf_and_root()
     let cert = &certs[0];
     assert_eq!(cert.identity(), &id("cart"));
     assert_eq!(cert.chain().len(), 1, "the leaf; the last certificate is the root");
-    let root_der = rustls::pki_types::CertificateDer::from_pem_slice(ca.ca.root_pem.as_bytes()).unwrap();
+    let root_der = rustls::pki_types::CertificateDer::from_pem_slice(ca.root_pem().as_bytes()).unwrap();
     assert_eq!(cert.root(), &root_der);
     assert_eq!(
         meshperf_proxy::tls::spiffe_id(&cert.chain()[0]).as_deref(),

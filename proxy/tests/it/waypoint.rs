@@ -38,7 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::ads::{self, AdsServer, Resources};
-use crate::support::ca::{RunningCa, start_ca};
+use crate::support::ca::{RunningCa, id, start_ca};
 use crate::support::envoy::any;
 use crate::support::process::{TestDir, free_loopback_port, start_proxy, wait_ready};
 use crate::support::waypoint::{self as wp, ServicePort};
@@ -205,10 +205,6 @@ async fn upstream_node(ca: &RunningCa, node: Arc<UpstreamNode>) -> (SocketAddr, 
         }
     });
     (addr, accepted)
-}
-
-fn id(sa: &str) -> Identity {
-    Identity::new("cluster.local", "shop", sa)
 }
 
 /// The contract's resources for `reviews` (subsets v1 and v2 at `v1`, `v2`;

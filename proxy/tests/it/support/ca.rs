@@ -1,6 +1,7 @@
-//! A CA like istiod's, served in process over TLS (the generated tonic
-//! server, signing with rcgen): for the node proxy's `SecretManager`, and
-//! for SDS secrets of the same mesh (a waypoint's `default` and `ROOTCA`).
+//! A certificate authority like istiod's, served in process over TLS (the
+//! generated tonic server, signing with rcgen): what the node proxy's
+//! `SecretManager` asks for workload certificates in the tests, and SDS
+//! secrets of the same mesh (a waypoint's `default` and `ROOTCA`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,8 +25,14 @@ use tonic::transport::{Identity as TlsIdentity, ServerTlsConfig};
 use super::envoy::any;
 use super::process::TestDir;
 
+pub const TRUST_DOMAIN: &str = "cluster.local";
 /// The name in the CA's serving certificate (pilot's, too).
 pub const CA_HOSTNAME: &str = "istiod.istio-system.svc";
+
+/// A workload identity in namespace `shop`.
+pub fn id(sa: &str) -> Identity {
+    Identity::new(TRUST_DOMAIN, "shop", sa)
+}
 
 /// What the CA was asked.
 #[derive(Debug, Clone)]
@@ -39,7 +46,7 @@ pub struct CaRequest {
 /// CSR's URI SAN) for the asked TTL; answers `[leaf, root]`.
 pub struct TestCa {
     issuer: Issuer<'static, KeyPair>,
-    pub root_pem: String,
+    root_pem: String,
     requests: Mutex<Vec<CaRequest>>,
     /// Identities refused with PERMISSION_DENIED.
     refused: Vec<String>,
@@ -94,7 +101,7 @@ impl IstioCertificateService for CaService {
 
 /// A running test CA and the config that reaches it.
 pub struct RunningCa {
-    pub ca: Arc<TestCa>,
+    ca: Arc<TestCa>,
     pub config: CaClientConfig,
     _dir: TestDir,
 }
@@ -102,6 +109,10 @@ pub struct RunningCa {
 impl RunningCa {
     pub fn requests(&self) -> Vec<CaRequest> {
         self.ca.requests.lock().unwrap().clone()
+    }
+
+    pub fn root_pem(&self) -> &str {
+        &self.ca.root_pem
     }
 
     pub fn secrets(&self) -> Arc<SecretManager> {
