@@ -408,3 +408,28 @@ impl AsyncWrite for HboneStream {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_peers_accept_their_identity_or_any_of_their_trust_domain() {
+        let catalog = Identity::new("cluster.local", "shop", "catalog");
+        let exactly = ExpectedPeer::from(catalog.clone());
+        assert!(exactly.accepts("spiffe://cluster.local/ns/shop/sa/catalog"));
+        assert!(!exactly.accepts("spiffe://cluster.local/ns/shop/sa/cart"));
+
+        let trust_domain = ExpectedPeer::AnyInTrustDomain("cluster.local".into());
+        assert!(trust_domain.accepts("spiffe://cluster.local/ns/shop/sa/cart"));
+        assert!(trust_domain.accepts("spiffe://cluster.local/ns/other/sa/db"));
+        for foreign in [
+            "spiffe://example.org/ns/shop/sa/cart",
+            "spiffe://cluster.local.evil/ns/shop/sa/cart",
+            "spiffe://cluster.local/not/a/workload",
+            "https://cluster.local/ns/shop/sa/cart",
+        ] {
+            assert!(!trust_domain.accepts(foreign), "{foreign}");
+        }
+    }
+}
