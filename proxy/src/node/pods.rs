@@ -124,7 +124,7 @@ impl Pods {
             move |tcp| {
                 let (server, handler) = (server.clone(), handler.clone());
                 async move {
-                    if let Err(e) = server.serve(tcp, handler).await {
+                    if let Err(e) = server.serve(tcp, handler, std::future::pending()).await {
                         tracing::debug!(error = %e, "HBONE connection ended");
                     }
                 }

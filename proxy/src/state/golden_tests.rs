@@ -56,6 +56,7 @@ fn pool() -> &'static DescriptorPool {
             "envoy/extensions/transport_sockets/tls/v3/tls.proto",
             "envoy/extensions/transport_sockets/tls/v3/secret.proto",
             "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
+            "envoy/extensions/transport_sockets/internal_upstream/v3/internal_upstream.proto",
             "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
         ];
         let mut c = protox::Compiler::new(includes).expect("protox includes");
@@ -147,7 +148,9 @@ fn shop_cart_proxy_golden_converts() {
 
     let vo = &s.listeners["virtualOutbound"];
     assert_eq!((vo.kind, vo.address.port()), (ListenerKind::VirtualOutbound, 15001));
-    let fallback = vo.select_chain(12345, None, TransportProtocol::RawBuffer, &[]).expect("catch-all");
+    let fallback = vo
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 12345)), None, TransportProtocol::RawBuffer, &[])
+        .expect("catch-all");
     let Handler::Tcp(t) = &fallback.handler else { panic!("catch-all is not TCP") };
     assert_eq!(t.target.names().collect::<Vec<_>>(), ["PassthroughCluster"]);
 
@@ -157,7 +160,9 @@ fn shop_cart_proxy_golden_converts() {
 
     let vi = &s.listeners["virtualInbound"];
     assert_eq!(vi.kind, ListenerKind::VirtualInbound);
-    let mtls = vi.select_chain(8080, None, TransportProtocol::Tls, &["h2"]).expect("8080 tls chain");
+    let mtls = vi
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 8080)), None, TransportProtocol::Tls, &["h2"])
+        .expect("8080 tls chain");
     let dtls = mtls.tls.as_ref().expect("8080 terminates TLS");
     assert!(dtls.require_client_certificate);
     assert_eq!(dtls.certificate_secret, "default");
@@ -166,8 +171,11 @@ fn shop_cart_proxy_golden_converts() {
     assert_eq!(rc.cluster_names().collect::<Vec<_>>(), ["inbound|8080||"]);
     // STRICT: plain text to 8080 matches no chain and, as in Envoy, does not
     // fall back to the catch-all of a less specific port: it is closed.
-    assert!(vi.select_chain(8080, None, TransportProtocol::RawBuffer, &[]).is_none());
-    let other = vi.select_chain(9999, None, TransportProtocol::RawBuffer, &[]).unwrap();
+    assert!(
+        vi.select_chain(SocketAddr::from(([10, 0, 0, 9], 8080)), None, TransportProtocol::RawBuffer, &[]).is_none()
+    );
+    let other =
+        vi.select_chain(SocketAddr::from(([10, 0, 0, 9], 9999)), None, TransportProtocol::RawBuffer, &[]).unwrap();
     assert_eq!(other.name, "virtualInbound-catchall");
     assert_eq!(vi.secret_names().collect::<Vec<_>>(), ["default", "ROOTCA"]);
 
@@ -189,7 +197,9 @@ fn shop_cart_proxy_golden_converts() {
 fn locked_down_golden_converts_and_blackholes_unknown_destinations() {
     let s = convert_all(&golden("shop-cart-proxy-locked-down.json"));
     let vo = &s.listeners["virtualOutbound"];
-    let chain = vo.select_chain(12345, None, TransportProtocol::RawBuffer, &[]).expect("catch-all");
+    let chain = vo
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 12345)), None, TransportProtocol::RawBuffer, &[])
+        .expect("catch-all");
     let Handler::Tcp(t) = &chain.handler else { panic!("catch-all is not TCP") };
     assert_eq!(t.target.names().collect::<Vec<_>>(), ["BlackHoleCluster"]);
     // REGISTRY_ONLY: unknown hosts get a direct 502 instead of the passthrough.
@@ -223,4 +233,73 @@ fn mutated_goldens_never_panic() {
             _ => Secret::from_any(&any).map(drop),
         };
     }
+}
+
+/// Pilot's waypoint (the waypoint xDS contract): everything converts, and
+/// the parts the data path relies on land in the model.
+#[test]
+fn waypoint_golden_converts() {
+    let s = convert_all(&golden("waypoint.golden.json"));
+    let kinds: Vec<(&str, ListenerKind)> = s.listeners.values().map(|l| (l.name.as_str(), l.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("connect_originate", ListenerKind::Internal),
+            ("connect_terminate", ListenerKind::Bound),
+            ("main_internal", ListenerKind::Internal)
+        ]
+    );
+
+    let terminate = &s.listeners["connect_terminate"];
+    assert_eq!(terminate.address.port(), 15008);
+    let chain = &terminate.filter_chains[0];
+    assert!(chain.tls.as_ref().is_some_and(|t| t.require_client_certificate));
+    let Handler::Http(h) = &chain.handler else { panic!("connect_terminate is not HTTP") };
+    let RouteSource::Inline(rc) = &h.routes else { panic!("connect_terminate's routes are not inline") };
+    let route = &rc.virtual_hosts[0].routes[0];
+    assert!(h.connect && matches!(route.matcher.path, PathMatch::Connect));
+    assert!(matches!(&route.action, RouteAction::Forward(f) if f.terminate_connect
+        && matches!(&f.target, ClusterTarget::Cluster(c) if c == "main_internal")));
+
+    // Each service chain is chosen by its own VIP and port, and only by them.
+    let main = &s.listeners["main_internal"];
+    let pick = |d: &str| {
+        main.select_chain(d.parse().unwrap(), None, TransportProtocol::RawBuffer, &[]).map(|c| c.name.as_str())
+    };
+    assert_eq!(pick("10.96.0.30:9080"), Some("inbound-vip|9080|http|reviews.shop.svc.cluster.local"));
+    assert_eq!(pick("10.96.0.31:9000"), Some("inbound-vip|9000|tcp|ratings.shop.svc.cluster.local"));
+    assert_eq!(pick("10.96.1.5:80"), Some("inbound-vip|80|http|stock.other.svc.cluster.local"));
+    assert_eq!(pick("10.96.0.30:9000"), None);
+    let reviews = main.filter_chains.iter().find(|c| c.name.contains("reviews")).unwrap();
+    let Handler::Http(HttpHandler { routes: RouteSource::Inline(rc), .. }) = &reviews.handler else {
+        panic!("reviews is not HTTP with inline routes")
+    };
+    let RouteAction::Forward(weighted) = &rc.virtual_hosts[0].routes[1].action else { panic!("not forwarded") };
+    assert!(matches!(&weighted.target, ClusterTarget::Weighted(w) if w.len() == 2), "the VirtualService's split");
+
+    let Handler::Tcp(originate) = &s.listeners["connect_originate"].filter_chains[0].handler else {
+        panic!("connect_originate is not tcp_proxy")
+    };
+    assert_eq!(originate.tunnel, Some(Tunnel::DownstreamLocalAddress));
+    let tunnel = &s.clusters["connect_originate"];
+    assert_eq!((tunnel.discovery, tunnel.original_dst_port), (DiscoveryType::OriginalDst, Some(15008)));
+    assert!(matches!(&tunnel.transport, UpstreamTransport::Tls(t) if t.subject_alt_names.is_empty()));
+
+    // Service clusters: plain inside internal_upstream, endpoints through the tunnel.
+    let v2 = "outbound|9080|v2|reviews.shop.svc.cluster.local";
+    assert!(matches!(s.clusters[v2].transport, UpstreamTransport::Plain));
+    let dest: std::net::SocketAddr = "10.1.0.22:8080".parse().unwrap();
+    assert_eq!(
+        s.endpoints[v2].endpoints[0].address,
+        EndpointAddress::Internal {
+            listener: "connect_originate".into(),
+            endpoint_id: dest.to_string(),
+            destination: Some(dest)
+        }
+    );
+    let main_cluster = &s.clusters["main_internal"];
+    let la = main_cluster.load_assignment.as_ref().expect("static endpoint");
+    assert!(
+        matches!(&la.endpoints[0].address, EndpointAddress::Internal { listener, .. } if listener == "main_internal")
+    );
 }
