@@ -121,8 +121,16 @@ impl Server {
     }
 
     /// Serves one accepted connection until the client closes it or stops
-    /// answering PINGs; each stream runs in a task of its own.
-    pub async fn serve(&self, tcp: TcpStream, handler: Arc<dyn InboundHandler>) -> Result<(), Error> {
+    /// answering PINGs; each stream runs in a task of its own. Once
+    /// `draining` resolves, the connection sends GOAWAY (as ztunnel does when
+    /// it drains): the client opens no new stream on it, the open ones run
+    /// to their end, and then the connection ends.
+    pub async fn serve(
+        &self,
+        tcp: TcpStream,
+        handler: Arc<dyn InboundHandler>,
+        draining: impl Future<Output = ()>,
+    ) -> Result<(), Error> {
         let peer = tcp.peer_addr().map_err(|source| Error::Connect { peer: self.unknown_peer(), source })?;
         let local = tcp.local_addr().map_err(|source| Error::Connect { peer, source })?;
         let cert = self.secrets.fetch(&self.identity).await?;
@@ -154,10 +162,17 @@ impl Server {
         let ping_pong = connection.ping_pong().expect("taken once, right after the handshake");
         let keepalive = keepalive(ping_pong, self.config.keepalive_interval, self.config.keepalive_timeout);
         tokio::pin!(keepalive);
+        let mut draining = std::pin::pin!(draining);
+        let mut going_away = false;
         loop {
             let accepted = tokio::select! {
                 a = connection.accept() => a,
                 () = &mut keepalive => return Ok(()),
+                () = &mut draining, if !going_away => {
+                    going_away = true;
+                    connection.graceful_shutdown();
+                    continue;
+                }
             };
             let (request, respond) = match accepted {
                 None => return Ok(()),

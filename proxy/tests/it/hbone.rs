@@ -14,152 +14,14 @@ use meshperf_proxy::hbone::{
     Server, StreamOutcome,
 };
 use meshperf_proxy::identity::{self, CaClientConfig, Identity, SecretManager};
-use meshperf_proxy::proto::ca::istio_certificate_service_server::{
-    IstioCertificateService, IstioCertificateServiceServer,
-};
-use meshperf_proxy::proto::ca::{IstioCertificateRequest, IstioCertificateResponse};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, SanType,
-};
 use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Identity as TlsIdentity, ServerTlsConfig};
 
+use crate::support::ca::{CA_HOSTNAME, RunningCa, id, start_ca};
 use crate::support::process::{TestDir, meshperf_bin, spawn};
 use crate::support::{WAIT, closed_port, eventually, tcp_echo};
-
-const TRUST_DOMAIN: &str = "cluster.local";
-/// The name in the CA's serving certificate (pilot's, too).
-const CA_HOSTNAME: &str = "istiod.istio-system.svc";
-
-fn id(sa: &str) -> Identity {
-    Identity::new(TRUST_DOMAIN, "shop", sa)
-}
-
-/// What the CA was asked.
-#[derive(Debug, Clone)]
-struct CaRequest {
-    impersonated: Option<String>,
-    csr_sans: Vec<String>,
-    ttl: i64,
-}
-
-/// A CA like istiod's: signs the CSR for the impersonated identity (else the
-/// CSR's URI SAN) for the asked TTL; answers `[leaf, root]`.
-struct TestCa {
-    issuer: Issuer<'static, KeyPair>,
-    root_pem: String,
-    requests: Mutex<Vec<CaRequest>>,
-    /// Identities refused with PERMISSION_DENIED.
-    refused: Vec<String>,
-}
-
-/// The tonic service of a [`TestCa`] the test keeps a handle on.
-struct CaService(Arc<TestCa>);
-
-#[tonic::async_trait]
-impl IstioCertificateService for CaService {
-    async fn create_certificate(
-        &self,
-        request: tonic::Request<IstioCertificateRequest>,
-    ) -> Result<tonic::Response<IstioCertificateResponse>, tonic::Status> {
-        let request = request.into_inner();
-        let csr = CertificateSigningRequestParams::from_pem(&request.csr)
-            .map_err(|e| tonic::Status::invalid_argument(format!("CSR: {e}")))?;
-        let csr_sans: Vec<String> = csr
-            .params
-            .subject_alt_names
-            .iter()
-            .filter_map(|s| match s {
-                SanType::URI(u) => Some(u.as_str().to_string()),
-                _ => None,
-            })
-            .collect();
-        let impersonated =
-            request.metadata.as_ref().and_then(|m| m.fields.get("ImpersonatedIdentity")).and_then(|v| match &v.kind {
-                Some(prost_types::value::Kind::StringValue(s)) => Some(s.clone()),
-                _ => None,
-            });
-        self.0.requests.lock().unwrap().push(CaRequest {
-            impersonated: impersonated.clone(),
-            csr_sans: csr_sans.clone(),
-            ttl: request.validity_duration,
-        });
-        let identity = impersonated.or_else(|| csr_sans.first().cloned()).unwrap_or_default();
-        if self.0.refused.contains(&identity) {
-            return Err(tonic::Status::permission_denied(format!("{identity} may not be impersonated")));
-        }
-        let mut leaf = csr;
-        let now = time::OffsetDateTime::now_utc();
-        leaf.params.not_before = now - time::Duration::seconds(1);
-        leaf.params.not_after = now + time::Duration::seconds(request.validity_duration.max(1));
-        leaf.params.subject_alt_names = vec![SanType::URI(identity.try_into().unwrap())];
-        leaf.params.extended_key_usages =
-            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-        let signed = leaf.signed_by(&self.0.issuer).map_err(|e| tonic::Status::internal(e.to_string()))?;
-        Ok(tonic::Response::new(IstioCertificateResponse { cert_chain: vec![signed.pem(), self.0.root_pem.clone()] }))
-    }
-}
-
-/// A running test CA and the config that reaches it.
-struct RunningCa {
-    ca: Arc<TestCa>,
-    config: CaClientConfig,
-    _dir: TestDir,
-}
-
-impl RunningCa {
-    fn requests(&self) -> Vec<CaRequest> {
-        self.ca.requests.lock().unwrap().clone()
-    }
-
-    fn secrets(&self) -> Arc<SecretManager> {
-        Arc::new(SecretManager::new(self.config.clone()).unwrap())
-    }
-}
-
-async fn start_ca(name: &str, ttl: Duration, refused: &[&str]) -> RunningCa {
-    let root_key = KeyPair::generate().unwrap();
-    let mut root = CertificateParams::new(Vec::<String>::new()).unwrap();
-    root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let root_pem = root.self_signed(&root_key).unwrap().pem();
-    let issuer = Issuer::new(root, root_key);
-    // The CA's own serving certificate, signed by the same root (as istiod's).
-    let serving_key = KeyPair::generate().unwrap();
-    let serving =
-        CertificateParams::new(vec![CA_HOSTNAME.to_string()]).unwrap().signed_by(&serving_key, &issuer).unwrap();
-
-    let dir = TestDir::new(name);
-    std::fs::write(dir.join("root-cert.pem"), &root_pem).unwrap();
-    let ca = Arc::new(TestCa {
-        issuer,
-        root_pem,
-        requests: Mutex::default(),
-        refused: refused.iter().map(|s| s.to_string()).collect(),
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let tls = ServerTlsConfig::new().identity(TlsIdentity::from_pem(serving.pem(), serving_key.serialize_pem()));
-    let service = IstioCertificateServiceServer::new(CaService(Arc::clone(&ca)));
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .tls_config(tls)
-            .unwrap()
-            .add_service(service)
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    let config = CaClientConfig {
-        address: format!("https://{addr}"),
-        root_ca: dir.join("root-cert.pem"),
-        alt_hostname: Some(CA_HOSTNAME.to_string()),
-        ttl,
-    };
-    RunningCa { ca, config, _dir: dir }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_fetches_share_one_csr_and_the_chain_is_leaf_and_root() {
@@ -185,7 +47,7 @@ async fn concurrent_first_fetches_share_one_csr_and_the_chain_is_leaf_and_root()
     let cert = &certs[0];
     assert_eq!(cert.identity(), &id("cart"));
     assert_eq!(cert.chain().len(), 1, "the leaf; the last certificate is the root");
-    let root_der = rustls::pki_types::CertificateDer::from_pem_slice(ca.ca.root_pem.as_bytes()).unwrap();
+    let root_der = rustls::pki_types::CertificateDer::from_pem_slice(ca.root_pem().as_bytes()).unwrap();
     assert_eq!(cert.root(), &root_der);
     assert_eq!(
         meshperf_proxy::tls::spiffe_id(&cert.chain()[0]).as_deref(),
@@ -305,7 +167,7 @@ async fn start_server(secrets: Arc<SecretManager>, identity: Identity, handler: 
             let (server, handler, errors, ended) =
                 (Arc::clone(&server), Arc::clone(&h), Arc::clone(&e), Arc::clone(&o));
             tokio::spawn(async move {
-                match server.serve(tcp, handler).await {
+                match server.serve(tcp, handler, std::future::pending()).await {
                     Ok(()) => ended.fetch_add(1, Ordering::SeqCst),
                     Err(err) => {
                         errors.lock().unwrap().push(err.to_string());

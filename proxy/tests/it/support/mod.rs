@@ -2,11 +2,12 @@
 //! `ads` (a scripted control plane), `envoy` (Envoy resources as the control
 //! plane sends them), `model` (the proxy's own config model, built by hand),
 //! `upstreams` (real servers on 127.0.0.1:0), `clients`, `certs` (the
-//! committed test certificates), `running` (the proxy in process, with or
+//! committed test certificates), `ca` (a CA like istiod's, in process), `running` (the proxy in process, with or
 //! without xDS and admin) and `process` (real binaries). The most used items
 //! are re-exported here.
 
 pub mod ads;
+pub mod ca;
 pub mod certs;
 pub mod clients;
 pub mod envoy;
