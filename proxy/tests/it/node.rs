@@ -1,7 +1,7 @@
 //! The node proxy in process (`node::pods::Pods`, as its ZDS session drives
 //! it), with the test's own network namespace handed over as the pod's (so
 //! its listeners are on loopback) and a CA in process: the drain on SIGTERM
-//! and on a pod's removal. Entering a namespace and marking sockets needs
+//! and on a pod's removal, and the TCP metrics with ztunnel's labels. Entering a namespace and marking sockets needs
 //! root; without it the tests say so and do nothing.
 
 use std::os::fd::OwnedFd;
@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use meshperf_proxy::hbone::{ConnectRequest, HboneConfig, HboneStream, PlainSockets, Pool};
 use meshperf_proxy::identity::{self, SecretManager};
-use meshperf_proxy::node::WorkloadState;
 use meshperf_proxy::node::inpod::{Netns, PodRegistry};
 use meshperf_proxy::node::pods::{InPodPorts, Pod, PodDraining, Pods};
+use meshperf_proxy::node::state::{Port, Service, Tunnel, Workload};
 use meshperf_proxy::node::traffic::NodeContext;
+use meshperf_proxy::node::{WorkloadSnapshot, WorkloadState};
 use meshperf_proxy::proto::zds;
 use meshperf_proxy::proxy::drain::{self, Drain, DrainWatch};
 use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Telemetry};
@@ -32,6 +33,8 @@ struct Node {
     pods: Arc<Pods>,
     drain: Option<Drain>,
     drain_watch: DrainWatch,
+    state: Arc<WorkloadState>,
+    telemetry: Arc<Telemetry>,
     client: Pool,
     echo: std::net::SocketAddr,
 }
@@ -55,12 +58,13 @@ async fn node(name: &str, period: Duration) -> Option<Node> {
     let telemetry = Arc::new(
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 16 }).unwrap(),
     );
+    let state = Arc::new(WorkloadState::new());
     let ctx = Arc::new(NodeContext {
-        state: Arc::new(WorkloadState::new()),
+        state: state.clone(),
         pool: Pool::new(secrets.clone(), HboneConfig::default()),
         secrets,
         hbone: HboneConfig::default(),
-        telemetry,
+        telemetry: telemetry.clone(),
         trust_domain: TRUST_DOMAIN.into(),
     });
     let (drain, drain_watch) = drain::channel();
@@ -73,6 +77,8 @@ async fn node(name: &str, period: Duration) -> Option<Node> {
         pods,
         drain: Some(drain),
         drain_watch,
+        state,
+        telemetry,
         echo: tcp_echo().await,
     })
 }
@@ -89,13 +95,18 @@ impl Node {
 
     /// A CONNECT stream from `cart` to the echo server through web-1's 15008.
     async fn connect(&self) -> Result<HboneStream, meshperf_proxy::hbone::Error> {
+        self.connect_from("127.0.0.1:40000".parse().unwrap()).await
+    }
+
+    /// The same, saying the connection comes from `source` (`forwarded`).
+    async fn connect_from(&self, source: std::net::SocketAddr) -> Result<HboneStream, meshperf_proxy::hbone::Error> {
         self.client
             .connect(ConnectRequest {
                 source: id("cart"),
                 destination_identity: id("web"),
                 peer: self.hbone(),
                 authority: self.echo,
-                source_address: "127.0.0.1:40000".parse().unwrap(),
+                source_address: source,
                 socket: Arc::new(PlainSockets),
                 source_pod: Arc::from("Kubernetes//Pod/shop/cart-1"),
             })
@@ -156,4 +167,126 @@ async fn a_removed_pod_drains_its_connections_then_closes_them() {
     assert!(closed(&mut stream).await, "closed when the pod's drain period ended");
     assert!(!n.drain_watch.is_draining(), "the node itself is not draining");
     eventually("no connection left", WAIT, async || (n.drain_watch.open_connections() == 0).then_some(())).await;
+}
+
+fn workload(name: &str, ip: [u8; 4], sa: &str, canonical: &str, services: &[(&str, u16)]) -> Workload {
+    Workload {
+        uid: format!("Kubernetes//Pod/shop/{name}"),
+        name: name.into(),
+        namespace: "shop".into(),
+        addresses: vec![ip.into()],
+        trust_domain: TRUST_DOMAIN.into(),
+        service_account: sa.into(),
+        tunnel: Tunnel::Hbone,
+        waypoint: None,
+        node: "node-a".into(),
+        canonical_name: canonical.into(),
+        canonical_revision: "v2".into(),
+        workload_name: canonical.into(),
+        cluster_id: "Kubernetes".into(),
+        services: services
+            .iter()
+            .map(|(key, port)| (key.to_string(), vec![Port { service_port: 80, target_port: *port }]))
+            .collect(),
+        authorization_policies: vec![],
+        healthy: true,
+    }
+}
+
+/// The lines of the exposition that start with `metric{` and hold `needle`.
+fn series(t: &Telemetry, metric: &str, needle: &str) -> Vec<String> {
+    let mut out = String::new();
+    t.encode(&mut out);
+    out.lines().filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(needle)).map(String::from).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_metrics_carry_ztunnel_labels_from_workload_discovery() {
+    let Some(n) = node("node-metrics", Duration::from_secs(1)).await else { return };
+    let mut snap = WorkloadSnapshot::default();
+    snap.insert_workload(workload(
+        "web-1",
+        [127, 0, 0, 1],
+        "web",
+        "web",
+        &[("shop/web.shop.svc.cluster.local", n.echo.port())],
+    ));
+    snap.insert_workload(workload("cart-1", [127, 0, 0, 2], "cart", "cart", &[]));
+    snap.insert_service(Service {
+        name: "web".into(),
+        namespace: "shop".into(),
+        hostname: "web.shop.svc.cluster.local".into(),
+        vips: vec![[10, 96, 0, 1].into()],
+        ports: vec![Port { service_port: 80, target_port: n.echo.port() }],
+        waypoint: None,
+    });
+    snap.reindex();
+    n.state.publish(snap);
+
+    let mut stream = n.connect_from("127.0.0.2:40000".parse().unwrap()).await.expect("a stream through web-1");
+    assert!(echoes(&mut stream, b"hello").await);
+    stream.shutdown().await.unwrap();
+    assert!(closed(&mut stream).await);
+    drop(stream);
+
+    let labels = "reporter=\"destination\",source_workload=\"cart\",source_canonical_service=\"cart\",\
+source_canonical_revision=\"v2\",source_workload_namespace=\"shop\",\
+source_principal=\"spiffe://cluster.local/ns/shop/sa/cart\",source_app=\"cart\",source_version=\"v2\",\
+source_cluster=\"Kubernetes\",destination_service=\"web.shop.svc.cluster.local\",\
+destination_service_namespace=\"shop\",destination_service_name=\"web\",destination_workload=\"web\",\
+destination_canonical_service=\"web\",destination_canonical_revision=\"v2\",destination_workload_namespace=\"shop\",\
+destination_principal=\"spiffe://cluster.local/ns/shop/sa/web\",destination_app=\"web\",destination_version=\"v2\",\
+destination_cluster=\"Kubernetes\",request_protocol=\"tcp\",response_flags=\"-\",\
+connection_security_policy=\"mutual_tls\",source_region=\"unknown\",source_zone=\"unknown\",\
+destination_region=\"unknown\",destination_zone=\"unknown\"";
+    let closed_line = format!("istio_tcp_connections_closed_total{{{labels}}} 1");
+    eventually("the connection counted as closed", WAIT, async || {
+        series(&n.telemetry, "istio_tcp_connections_closed_total", "").contains(&closed_line).then_some(())
+    })
+    .await;
+    assert_eq!(
+        series(&n.telemetry, "istio_tcp_connections_opened_total", ""),
+        [format!("istio_tcp_connections_opened_total{{{labels}}} 1")]
+    );
+    assert_eq!(
+        series(&n.telemetry, "istio_tcp_received_bytes_total", ""),
+        [format!("istio_tcp_received_bytes_total{{{labels}}} 5")]
+    );
+    assert_eq!(
+        series(&n.telemetry, "istio_tcp_sent_bytes_total", ""),
+        [format!("istio_tcp_sent_bytes_total{{{labels}}} 5")]
+    );
+    assert!(series(&n.telemetry, "istio_tcp_connections_failed_total", "").is_empty());
+
+    // An app that does not answer: 503 to the client; opened, then closed
+    // and failed with ztunnel's CONNECT flag.
+    let (gone, socket) = crate::support::closed_port();
+    let mut web = (*n.state.snapshot()).clone();
+    let uid = "Kubernetes//Pod/shop/web-1";
+    let mut w = (*web.workloads[uid]).clone();
+    w.services.clear();
+    web.insert_workload(w);
+    web.reindex();
+    n.state.publish(web);
+    let err = n
+        .client
+        .connect(ConnectRequest {
+            source: id("cart"),
+            destination_identity: id("web"),
+            peer: n.hbone(),
+            authority: gone,
+            source_address: "127.0.0.2:40001".parse().unwrap(),
+            socket: Arc::new(PlainSockets),
+            source_pod: Arc::from("Kubernetes//Pod/shop/cart-1"),
+        })
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("503"), "{err}");
+    drop(socket);
+    let failed = series(&n.telemetry, "istio_tcp_connections_failed_total", "response_flags=\"CONNECT\"");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("destination_service=\"unknown\"") && failed[0].ends_with(" 1"), "{failed:?}");
+    let closed_connect = series(&n.telemetry, "istio_tcp_connections_closed_total", "response_flags=\"CONNECT\"");
+    assert_eq!(closed_connect.len(), 1, "{closed_connect:?}");
 }
