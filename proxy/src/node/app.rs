@@ -2,6 +2,9 @@
 //! current-thread control runtime, the pods' listeners and traffic on a
 //! multi-threaded runtime of ZTUNNEL_WORKER_THREADS threads (pods come and
 //! go, so their listeners are tasks any worker may run, as in ztunnel).
+//! On SIGTERM, SIGINT or /quitquitquit it drains as the sidecar does
+//! (`--drain-duration`): every pod's listeners close, open connections run
+//! on until they end or the period is over; then it exits.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +13,7 @@ use anyhow::Context;
 use tokio::sync::watch;
 
 use super::inpod::{self, PodRegistry};
-use super::pods::{InPodPorts, Pods};
+use super::pods::{InPodPorts, PodDraining, Pods};
 use super::traffic::NodeContext;
 use super::{WorkloadState, WorkloadStore};
 use crate::admin::{Admin, AdminServer};
@@ -71,9 +74,10 @@ pub fn run(
         telemetry: telemetry.clone(),
         trust_domain: node.trust_domain.clone(),
     });
-    let (pods, synced) = Pods::new(ctx, InPodPorts::default());
+    let (drain, drain_watch) = drain::channel();
+    let draining = PodDraining { node: drain_watch.clone(), period: config.drain_duration };
+    let (pods, synced) = Pods::new(ctx, InPodPorts::default(), draining);
     let (ready_tx, ready_rx) = watch::channel(false);
-    let (_drain, drain_watch) = drain::channel();
     let admin = Admin {
         config: config.clone(),
         state: Arc::new(State::new()),
@@ -102,6 +106,9 @@ pub fn run(
         tokio::spawn(readiness(received, synced, ready_tx));
         let xds = tokio::spawn(xds.run(stopped));
         let _ = quit.subscribe().wait_for(|q| *q).await;
+        // Workload discovery, the CNI's socket and the admin endpoints carry
+        // on through the drain (readiness says it is draining).
+        drain.drain(config.drain_duration).await;
         stop.send_replace(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), xds).await;
         anyhow::Ok(())

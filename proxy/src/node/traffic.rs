@@ -17,7 +17,10 @@ use crate::hbone::{
 };
 use crate::identity::{Identity, SecretManager};
 use crate::proxy::original_dst::original_dst;
-use crate::telemetry::{Peer, Reporter, ResponseFlags, SecurityPolicy, ServiceName, TcpRecord, Telemetry};
+use crate::telemetry::{
+    ConnectionFlag, Peer, Reporter, ResponseFlags, SecurityPolicy, ServiceName, TcpRecord, Telemetry, WorkloadLabels,
+    ZtunnelLabels,
+};
 
 /// What every pod's listeners share.
 pub struct NodeContext {
@@ -104,19 +107,73 @@ fn waypoint_address(snap: &WorkloadSnapshot, wp: &Waypoint) -> Result<SocketAddr
     }
 }
 
-fn peer_of(w: Option<&Workload>, identity: Option<&Identity>) -> Peer {
-    match (w, identity) {
-        (Some(w), _) => {
-            let name = if w.workload_name.is_empty() { &w.name } else { &w.workload_name };
-            Peer::new(name, &w.namespace, &w.identity().to_string())
-        }
-        (None, Some(id)) => Peer::from_principal(&id.to_string()),
-        (None, None) => Peer::unknown(),
+/// A workload as ztunnel labels it: its `workload_name`, namespace and
+/// `principal`, which is the identity the connection proved (the source's
+/// certificate) or, for a destination, the workload's own; unknown otherwise.
+fn peer_of(w: Option<&Workload>, principal: Option<&Identity>) -> Peer {
+    let principal = principal.map(Identity::to_string).unwrap_or_default();
+    match w {
+        Some(w) => Peer::new(&w.workload_name, &w.namespace, &principal),
+        None => Peer::new("", "", &principal),
     }
+}
+
+fn workload_labels(w: Option<&Workload>) -> Arc<WorkloadLabels> {
+    Arc::new(w.map_or_else(WorkloadLabels::unknown, |w| {
+        WorkloadLabels::new(&w.canonical_name, &w.canonical_revision, &w.cluster_id)
+    }))
 }
 
 fn service_name(s: Option<&Service>) -> ServiceName {
     s.map_or_else(ServiceName::unknown, |s| ServiceName::from_host(&s.hostname))
+}
+
+/// One connection's record, labelled as ztunnel labels it.
+struct Labels<'a> {
+    reporter: Reporter,
+    source: Option<&'a Workload>,
+    source_principal: Option<&'a Identity>,
+    destination: Option<&'a Workload>,
+    service: Option<&'a Service>,
+    security: SecurityPolicy,
+}
+
+impl Labels<'_> {
+    fn record(self) -> TcpRecord {
+        let destination_principal = self.destination.map(Workload::identity);
+        TcpRecord {
+            reporter: self.reporter,
+            source: peer_of(self.source, self.source_principal),
+            destination: peer_of(self.destination, destination_principal.as_ref()),
+            destination_service: service_name(self.service),
+            response_flags: ResponseFlags::NONE,
+            security: self.security,
+            ztunnel: Some(ZtunnelLabels {
+                source: workload_labels(self.source),
+                destination: workload_labels(self.destination),
+                flag: ConnectionFlag::None,
+            }),
+        }
+    }
+}
+
+/// ztunnel's flag for an HBONE connect that failed.
+fn hbone_flag(e: &hbone::Error) -> ConnectionFlag {
+    match e {
+        hbone::Error::Tls { .. } => ConnectionFlag::TlsFailure,
+        hbone::Error::Http2 { .. } => ConnectionFlag::Http2HandshakeFailure,
+        _ => ConnectionFlag::ConnectFailure,
+    }
+}
+
+/// The service an inbound connection to `port` reached: the first of the
+/// workload's services with that target port (ztunnel's guess).
+fn inbound_service(snap: &WorkloadSnapshot, w: Option<&Workload>, port: u16) -> Option<Arc<Service>> {
+    let w = w?;
+    let (key, _) = w.services.iter().find(|(_, ports)| {
+        ports.iter().any(|p| if p.target_port == 0 { p.service_port == port } else { p.target_port == port })
+    })?;
+    snap.services.get(key).cloned()
 }
 
 /// 15001: a connection from the pod's app.
@@ -135,14 +192,16 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
         }
     };
     let hbone = matches!(dest.route, Route::Hbone { .. });
-    let mut record = TcpRecord {
+    // Over HBONE the pod's certificate proves who it is; in plain TCP nothing does.
+    let record = Labels {
         reporter: Reporter::Source,
-        source: peer_of(source.as_deref(), Some(&pod.identity)),
-        destination: peer_of(dest.workload.as_deref(), None),
-        destination_service: service_name(dest.service.as_deref()),
-        response_flags: ResponseFlags::NONE,
+        source: source.as_deref(),
+        source_principal: hbone.then_some(&pod.identity),
+        destination: dest.workload.as_deref(),
+        service: dest.service.as_deref(),
         security: if hbone { SecurityPolicy::MutualTls } else { SecurityPolicy::Unknown },
-    };
+    }
+    .record();
     match dest.route {
         Route::Hbone { peer, authority, identity } => {
             let req = ConnectRequest {
@@ -158,8 +217,7 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
                 Ok(mut upstream) => copy(&ctx.telemetry, &record, &mut app, &mut upstream).await,
                 Err(e) => {
                     tracing::debug!(%dst, %peer, error = %e, "outbound: HBONE connect failed");
-                    record.response_flags = ResponseFlags::UPSTREAM_CONNECTION_FAILURE;
-                    failed(&ctx.telemetry, &record);
+                    failed(&ctx.telemetry, &record, hbone_flag(&e));
                 }
             }
         }
@@ -167,8 +225,7 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
             Ok(mut upstream) => copy(&ctx.telemetry, &record, &mut app, &mut upstream).await,
             Err(e) => {
                 tracing::debug!(%target, error = %e, "outbound: connect failed");
-                record.response_flags = ResponseFlags::UPSTREAM_CONNECTION_FAILURE;
-                failed(&ctx.telemetry, &record);
+                failed(&ctx.telemetry, &record, ConnectionFlag::ConnectFailure);
             }
         },
     }
@@ -199,9 +256,19 @@ where
     telemetry.tcp_closed(record, sent, received);
 }
 
-fn failed(telemetry: &Telemetry, record: &TcpRecord) {
+/// A connection that failed after it was counted as opened (as ztunnel
+/// counts it: opened, then closed and failed with the reason's flag).
+fn failed(telemetry: &Telemetry, record: &TcpRecord, flag: ConnectionFlag) {
     telemetry.tcp_opened(record);
-    telemetry.tcp_closed(record, 0, 0);
+    closed_with(telemetry, record, flag);
+}
+
+fn closed_with(telemetry: &Telemetry, record: &TcpRecord, flag: ConnectionFlag) {
+    let mut closed = record.clone();
+    if let Some(z) = &mut closed.ztunnel {
+        z.flag = flag;
+    }
+    telemetry.tcp_closed(&closed, 0, 0);
 }
 
 /// The pod's own workload from discovery, and whether `ip` is one of its addresses.
@@ -224,21 +291,27 @@ pub async fn inbound_plaintext(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut client:
     let w = pod_workload(&ctx, &pod);
     let conn = Connection { source_identity: None, source: src, destination: dst };
     let snap = ctx.state.snapshot();
-    let record = TcpRecord {
+    let service = inbound_service(&snap, w.as_deref(), dst.port());
+    // Counted before policy is checked, as ztunnel does; no identity in plain text.
+    let record = Labels {
         reporter: Reporter::Destination,
-        source: snap.workload_by_address(src.ip()).map_or_else(Peer::unknown, |s| peer_of(Some(s), None)),
-        destination: peer_of(w.as_deref(), Some(&pod.identity)),
-        destination_service: ServiceName::unknown(),
-        response_flags: ResponseFlags::NONE,
-        security: SecurityPolicy::None,
-    };
+        source: snap.workload_by_address(src.ip()).map(|s| &**s),
+        source_principal: None,
+        destination: w.as_deref(),
+        service: service.as_deref(),
+        security: SecurityPolicy::Unknown,
+    }
+    .record();
     if let Err(denied) = authorize(&ctx, w.as_deref(), &conn) {
         tracing::debug!(%src, %dst, %denied, "plaintext inbound refused");
-        return;
+        return failed(&ctx.telemetry, &record, ConnectionFlag::Denied);
     }
     match connect_in(&pod, dst).await {
         Ok(mut app) => copy(&ctx.telemetry, &record, &mut client, &mut app).await,
-        Err(e) => tracing::debug!(%dst, error = %e, "plaintext inbound: the app did not answer"),
+        Err(e) => {
+            tracing::debug!(%dst, error = %e, "plaintext inbound: the app did not answer");
+            failed(&ctx.telemetry, &record, ConnectionFlag::ConnectFailure);
+        }
     }
 }
 
@@ -259,16 +332,16 @@ impl PodInbound {
         let source =
             source_ip.and_then(|ip| snap.workload_by_address(ip)).filter(|w| w.identity() == req.peer_identity);
         let w = snap.workloads.get(&*self.pod.uid).cloned();
-        let service =
-            snap.services.values().find(|s| w.as_ref().is_some_and(|w| w.services.contains_key(&s.key()))).cloned();
-        TcpRecord {
+        let service = inbound_service(&snap, w.as_deref(), req.authority.port());
+        Labels {
             reporter: Reporter::Destination,
-            source: peer_of(source.map(|w| &**w), Some(&req.peer_identity)),
-            destination: peer_of(w.as_deref(), Some(&self.pod.identity)),
-            destination_service: service_name(service.as_deref()),
-            response_flags: ResponseFlags::NONE,
+            source: source.map(|w| &**w),
+            source_principal: Some(&req.peer_identity),
+            destination: w.as_deref(),
+            service: service.as_deref(),
             security: SecurityPolicy::MutualTls,
         }
+        .record()
     }
 
     async fn decide(&self, req: &InboundRequest) -> InboundDecision {
@@ -283,17 +356,22 @@ impl PodInbound {
         }
         let source = req.forwarded_for.unwrap_or(req.peer_address);
         let conn = Connection { source_identity: Some(&req.peer_identity), source, destination: req.authority };
+        // Counted as opened before policy is checked, as ztunnel does.
+        let record = self.record(req);
+        let telemetry = &self.ctx.telemetry;
         if let Err(denied) = authorize(&self.ctx, w.as_deref(), &conn) {
             tracing::debug!(peer = %req.peer_identity, authority = %req.authority, %denied, "HBONE: denied");
+            failed(telemetry, &record, ConnectionFlag::Denied);
             return InboundDecision::Refuse(Refusal::Denied);
         }
         match connect_in(&self.pod, req.authority).await {
             Ok(app) => {
-                self.ctx.telemetry.tcp_opened(&self.record(req));
+                telemetry.tcp_opened(&record);
                 InboundDecision::Forward(Box::new(app))
             }
             Err(e) => {
                 tracing::debug!(authority = %req.authority, error = %e, "HBONE: the app did not answer");
+                failed(telemetry, &record, ConnectionFlag::ConnectFailure);
                 InboundDecision::Refuse(Refusal::UpstreamUnavailable)
             }
         }

@@ -283,3 +283,67 @@ impl ServiceName {
         }
     }
 }
+
+/// What ztunnel labels a workload with beyond [`Peer`]: its canonical
+/// service and revision (reported again as `app` and `version`) and its
+/// cluster. Built once per workload and shared by its connections.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadLabels {
+    pub canonical_service: Arc<str>,
+    pub canonical_revision: Arc<str>,
+    pub cluster: Arc<str>,
+}
+
+impl WorkloadLabels {
+    /// Empty values become `unknown`.
+    pub fn new(canonical_service: &str, canonical_revision: &str, cluster: &str) -> WorkloadLabels {
+        WorkloadLabels {
+            canonical_service: or_unknown(canonical_service),
+            canonical_revision: or_unknown(canonical_revision),
+            cluster: or_unknown(cluster),
+        }
+    }
+
+    pub fn unknown() -> WorkloadLabels {
+        WorkloadLabels { canonical_service: unknown(), canonical_revision: unknown(), cluster: unknown() }
+    }
+}
+
+/// ztunnel's `response_flags`: why a connection failed, not Envoy's flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConnectionFlag {
+    #[default]
+    None,
+    /// Refused by authorization policy.
+    Denied,
+    /// The upstream (or the next hop) could not be connected to.
+    ConnectFailure,
+    TlsFailure,
+    Http2HandshakeFailure,
+}
+
+impl ConnectionFlag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionFlag::None => "-",
+            ConnectionFlag::Denied => "DENY",
+            ConnectionFlag::ConnectFailure => "CONNECT",
+            ConnectionFlag::TlsFailure => "TLS_FAILURE",
+            ConnectionFlag::Http2HandshakeFailure => "H2_HANDSHAKE_FAILURE",
+        }
+    }
+
+    /// ztunnel counts these in `istio_tcp_connections_failed_total` too.
+    pub fn is_failure(self) -> bool {
+        self != ConnectionFlag::None
+    }
+}
+
+/// A node proxy's connection labels beyond the sidecar's, as ztunnel
+/// reports them (its label set and order replace Envoy's when present).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ZtunnelLabels {
+    pub source: Arc<WorkloadLabels>,
+    pub destination: Arc<WorkloadLabels>,
+    pub flag: ConnectionFlag,
+}

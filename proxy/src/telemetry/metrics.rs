@@ -11,7 +11,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabel, EncodeLabelSet, LabelSetEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
-use super::labels::{Peer, Protocol, Reporter, ResponseFlags, SecurityPolicy, ServiceName, label};
+use super::labels::{Peer, Protocol, Reporter, ResponseFlags, SecurityPolicy, ServiceName, ZtunnelLabels, label};
 use super::shards::{Histogram, HistogramSnapshot, ShardedSeries};
 
 /// One finished HTTP or gRPC request, reported once its response is sent.
@@ -45,6 +45,9 @@ pub struct TcpRecord {
     pub destination_service: ServiceName,
     pub response_flags: ResponseFlags,
     pub security: SecurityPolicy,
+    /// A node proxy's connection: ztunnel's label set (its flags instead of
+    /// `response_flags`); None for a sidecar's, labelled as Envoy does.
+    pub ztunnel: Option<ZtunnelLabels>,
 }
 
 /// The label set of a request series: a [`RequestRecord`] without its
@@ -123,6 +126,8 @@ pub(crate) struct TcpSeries {
     closed: AtomicU64,
     sent: AtomicU64,
     received: AtomicU64,
+    /// Closed with a ztunnel failure flag (`istio_tcp_connections_failed`).
+    failed: AtomicU64,
 }
 
 /// Series of Istio's standard metrics, registered with a prometheus-client
@@ -185,8 +190,12 @@ impl IstioMetrics {
     /// The connection ended; `sent` and `received` are the bytes not yet
     /// reported with [`IstioMetrics::tcp_bytes`].
     pub fn tcp_closed(&self, c: &TcpRecord, sent: u64, received: u64) {
+        let failed = c.ztunnel.as_ref().is_some_and(|z| z.flag.is_failure());
         self.tcp(c, |s| {
             s.closed.fetch_add(1, Ordering::Relaxed);
+            if failed {
+                s.failed.fetch_add(1, Ordering::Relaxed);
+            }
             s.sent.fetch_add(sent, Ordering::Relaxed);
             s.received.fetch_add(received, Ordering::Relaxed);
         });
@@ -244,12 +253,55 @@ impl EncodeLabelSet for RequestKey {
 
 impl EncodeLabelSet for TcpRecord {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+        if let Some(z) = &self.ztunnel {
+            return encode_ztunnel_labels(self, z, encoder);
+        }
         let flags = self.response_flags.to_string();
         let peers =
             peer_labels(self.reporter, &self.source, &self.destination, &self.destination_service, Protocol::Tcp);
         encode_labels(&peers, encoder)?;
         encode_labels(&[("response_flags", &flags), ("connection_security_policy", self.security.as_str())], encoder)
     }
+}
+
+/// ztunnel's label set and order (its `CommonTrafficLabels`): `app` and
+/// `version` repeat the canonical service and revision; the locality
+/// labels follow, unknown (workload discovery's locality is not kept).
+fn encode_ztunnel_labels(c: &TcpRecord, z: &ZtunnelLabels, encoder: &mut LabelSetEncoder) -> Result<(), fmt::Error> {
+    let (src, dst, svc) = (&c.source, &c.destination, &c.destination_service);
+    let (s, d) = (&*z.source, &*z.destination);
+    encode_labels(
+        &[
+            ("reporter", c.reporter.as_str()),
+            ("source_workload", &src.workload),
+            ("source_canonical_service", &s.canonical_service),
+            ("source_canonical_revision", &s.canonical_revision),
+            ("source_workload_namespace", &src.namespace),
+            ("source_principal", &src.principal),
+            ("source_app", &s.canonical_service),
+            ("source_version", &s.canonical_revision),
+            ("source_cluster", &s.cluster),
+            ("destination_service", &svc.host),
+            ("destination_service_namespace", &svc.namespace),
+            ("destination_service_name", &svc.name),
+            ("destination_workload", &dst.workload),
+            ("destination_canonical_service", &d.canonical_service),
+            ("destination_canonical_revision", &d.canonical_revision),
+            ("destination_workload_namespace", &dst.namespace),
+            ("destination_principal", &dst.principal),
+            ("destination_app", &d.canonical_service),
+            ("destination_version", &d.canonical_revision),
+            ("destination_cluster", &d.cluster),
+            ("request_protocol", Protocol::Tcp.as_str()),
+            ("response_flags", z.flag.as_str()),
+            ("connection_security_policy", c.security.as_str()),
+            ("source_region", ""),
+            ("source_zone", ""),
+            ("destination_region", ""),
+            ("destination_zone", ""),
+        ],
+        encoder,
+    )
 }
 
 impl Collector for IstioMetrics {
@@ -288,7 +340,7 @@ impl Collector for IstioMetrics {
             }
         }
         let tcp = self.tcp.collect(
-            |s| [&s.sent, &s.received, &s.opened, &s.closed].map(|c| c.load(Ordering::Relaxed)),
+            |s| [&s.sent, &s.received, &s.opened, &s.closed, &s.failed].map(|c| c.load(Ordering::Relaxed)),
             |a, b| {
                 for (x, y) in a.iter_mut().zip(b) {
                     *x += y;
@@ -304,10 +356,14 @@ impl Collector for IstioMetrics {
                 ),
                 ("istio_tcp_connections_opened", "TCP connections opened."),
                 ("istio_tcp_connections_closed", "TCP connections closed."),
+                ("istio_tcp_connections_failed", "TCP connections that failed to establish (ztunnel's)."),
             ];
-            for (i, (name, help)) in counters.into_iter().enumerate() {
+            // Only ztunnel has the failed family: a sidecar's output stays Envoy's.
+            let families = if tcp.iter().any(|(k, _)| k.ztunnel.is_some()) { 5 } else { 4 };
+            for (i, (name, help)) in counters.into_iter().enumerate().take(families) {
                 let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-                for (k, v) in &tcp {
+                // ztunnel makes a failed series only when a connection fails.
+                for (k, v) in tcp.iter().filter(|(_, v)| i < 4 || v[i] > 0) {
                     m.encode_family(k)?.encode_counter::<NoLabelSet, _, u64>(&v[i], None)?;
                 }
             }

@@ -37,7 +37,10 @@ use prometheus_client::registry::Registry;
 
 pub use access_log::{AccessLog, AccessLogEntry, AccessLogOptions, AccessLogSink, format_rfc3339_millis};
 pub use labels::spiffe_id;
-pub use labels::{DEFAULT_TRUST_DOMAIN, Peer, Protocol, Reporter, ResponseFlags, SecurityPolicy, ServiceName, UNKNOWN};
+pub use labels::{
+    ConnectionFlag, DEFAULT_TRUST_DOMAIN, Peer, Protocol, Reporter, ResponseFlags, SecurityPolicy, ServiceName,
+    UNKNOWN, WorkloadLabels, ZtunnelLabels,
+};
 pub use metrics::{IstioMetrics, RequestRecord, TcpRecord};
 pub use observer::Observer;
 pub use shards::BUCKETS;

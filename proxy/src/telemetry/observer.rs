@@ -152,6 +152,7 @@ impl RequestObserver for Observer {
             destination_service: self.service(Some(&info.cluster), info.destination_service.as_deref()),
             response_flags: flags(&info.response_flags),
             security: security(info.security_policy, reporter),
+            ztunnel: None,
         };
         // Opened and closed are counted together at the close, with all bytes:
         // the data path reports once per connection.

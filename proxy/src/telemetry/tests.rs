@@ -36,6 +36,7 @@ fn tcp() -> TcpRecord {
         destination_service: ServiceName::from_host("db.data.svc.cluster.local"),
         response_flags: ResponseFlags::NONE,
         security: SecurityPolicy::MutualTls,
+        ztunnel: None,
     }
 }
 

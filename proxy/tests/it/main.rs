@@ -17,6 +17,7 @@ mod http;
 mod idle;
 mod mesh_e2e;
 mod mtls;
+mod node;
 mod pilot;
 mod resilience;
 mod tcp;
