@@ -3,6 +3,7 @@ package lab
 import (
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -63,6 +64,36 @@ func TestNodeProxyCommand(t *testing.T) {
 		path, args, bin, err := l.nodeProxyCommand(c.n, c.mode)
 		if err != nil || path != c.path || bin != c.bin || args[0] != c.args0 {
 			t.Errorf("%s in %s with ztunnel %q on %q: %s %v (%s), %v", c.n.name, c.mode, c.cfg.ZtunnelBin, c.cfg.ZtunnelNode, path, args, bin, err)
+		}
+	}
+}
+
+// The client's node proxy is ready for a run when it knows the server
+// workload and, in the waypoint modes, the server Service with its
+// waypoint, read from either proxy's dump: meshperf-proxy's (services by
+// key) and ztunnel's (a list).
+func TestClientNodeProxyLacks(t *testing.T) {
+	const uid = `"Kubernetes//Pod/lab/server"`
+	ours := `{"workloads": {"workloads": {` + uid + `: {}}, "services": {"lab/server.lab.svc.cluster.local":
+	  {"hostname": "server.lab.svc.cluster.local", "vips": ["10.96.0.10"], "waypoint": {"address": "10.233.0.7:15008"}}}}}`
+	ztunnels := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local",
+	  "waypoint": {"destination": "/10.233.0.7", "hboneMtlsPort": 15008}}]}`
+	unbound := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local"}]}`
+	for _, c := range []struct {
+		name, dump string
+		mode       scenario.Mode
+		lack       string
+	}{
+		{"L4", unbound, scenario.Ambient, ""},
+		{"L4 without the server", `{"workloads": []}`, scenario.Ambient, "does not know the server workload Kubernetes//Pod/lab/server"},
+		{"waypoint, ours", ours, scenario.AmbientWaypoint, ""},
+		{"waypoint, ztunnel's", ztunnels, scenario.AmbientWaypointZtunnel, ""},
+		{"waypoint not bound yet", unbound, scenario.AmbientWaypoint, "does not bind the service server.lab.svc.cluster.local to a waypoint"},
+		{"waypoint, not JSON", "{" + uid, scenario.AmbientWaypoint, "not JSON"},
+	} {
+		lack := clientNodeProxyLacks([]byte(c.dump), ServerPod, c.mode)
+		if c.lack == "" && lack != "" || c.lack != "" && !strings.Contains(lack, c.lack) {
+			t.Errorf("%s: %q, want %q", c.name, lack, c.lack)
 		}
 	}
 }
