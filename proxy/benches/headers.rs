@@ -71,6 +71,7 @@ fn forward(prefix_rewrite: Option<&str>, host_rewrite: Option<&str>) -> Forward 
         retry: None,
         prefix_rewrite: prefix_rewrite.map(String::from),
         host_rewrite: host_rewrite.map(String::from),
+        terminate_connect: false,
     }
 }
 

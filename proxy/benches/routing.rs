@@ -21,6 +21,7 @@ fn route(path: PathMatch, headers: Vec<HeaderMatch>, cluster: &str) -> Route {
             retry: None,
             prefix_rewrite: None,
             host_rewrite: None,
+            terminate_connect: false,
         }),
         fault: None,
     }

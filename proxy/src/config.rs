@@ -124,10 +124,15 @@ pub enum ProxyType {
     Router,
     /// The ambient node proxy (ztunnel's role).
     Ztunnel,
+    /// An ambient waypoint: HBONE in on 15008, L7, HBONE out (see proxy/README.md).
+    Waypoint,
 }
 
 /// ztunnel's default ZDS socket path.
 pub const DEFAULT_INPOD_UDS: &str = "/var/run/ztunnel/ztunnel.sock";
+
+/// Where a waypoint takes HBONE, and the listener Istio names for it.
+const WAYPOINT_HBONE: &str = "0.0.0.0:15008=connect_terminate";
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -224,12 +229,13 @@ impl Cli {
         }
         let node_proxy = match self.proxy_type {
             ProxyType::Ztunnel => Some(self.node_proxy_config()?),
-            ProxyType::Sidecar | ProxyType::Router => None,
+            ProxyType::Sidecar | ProxyType::Router | ProxyType::Waypoint => None,
         };
         let kind = match self.proxy_type {
             ProxyType::Sidecar => "sidecar",
             ProxyType::Router => "router",
             ProxyType::Ztunnel => "ztunnel",
+            ProxyType::Waypoint => "waypoint",
         };
         let id = match self.node_id {
             Some(id) if id.split('~').count() != 4 => {
@@ -260,7 +266,16 @@ impl Cli {
                 }
             }
         }
-        if self.capture_mode == CaptureMode::Iptables && !self.listen.is_empty() {
+        // A waypoint captures nothing: it binds HBONE's port for its
+        // connect_terminate listener (or what --listen says instead).
+        let (capture_mode, listen) = match self.proxy_type {
+            ProxyType::Waypoint if self.listen.is_empty() => {
+                (CaptureMode::None, vec![parse_binding(WAYPOINT_HBONE).expect("a valid binding")])
+            }
+            ProxyType::Waypoint => (CaptureMode::None, self.listen),
+            _ => (self.capture_mode, self.listen),
+        };
+        if capture_mode == CaptureMode::Iptables && !listen.is_empty() {
             return Err("--listen is for --capture-mode none; with iptables the proxy binds 15001/15006".into());
         }
         let workload_name = self.workload_name.unwrap_or_else(|| self.pod_name.clone());
@@ -278,8 +293,8 @@ impl Cli {
             delta: self.delta && !self.sotw,
             admin_address: self.admin_address,
             concurrency: self.concurrency,
-            capture_mode: self.capture_mode,
-            listen: self.listen,
+            capture_mode,
+            listen,
             drain_duration: self.drain_duration,
             log_level: self.log_level,
             node_proxy,
@@ -499,6 +514,16 @@ mod tests {
             let err = ztunnel(&args, &[]).expect_err(&format!("{args:?} accepted"));
             assert!(err.contains(want), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_waypoint_binds_hbone_for_connect_terminate() {
+        let c = parse(&["--proxy-type=waypoint", "--pod-name=wp-1", "--pod-namespace=shop"]).unwrap();
+        assert_eq!(c.node.id, "waypoint~127.0.0.1~wp-1.shop~shop.svc.cluster.local");
+        assert_eq!(c.capture_mode, CaptureMode::None);
+        assert_eq!((c.listen[0].local.port(), c.listen[0].listener.as_str()), (15008, "connect_terminate"));
+        let c = parse(&["--proxy-type=waypoint", "--listen=127.0.0.1:25008=connect_terminate"]).unwrap();
+        assert_eq!(c.listen[0].local.port(), 25008);
     }
 
     #[test]

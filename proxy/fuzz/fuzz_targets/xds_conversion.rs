@@ -38,9 +38,13 @@ fn check_listener(data: &[u8]) {
     if let Ok(l) = Listener::from_any(&any("envoy.config.listener.v3.Listener", data)) {
         let _ = (l.route_names().count(), l.secret_names().count());
         for port in [0, 80, 8080, 15006] {
-            for t in [TransportProtocol::RawBuffer, TransportProtocol::Tls] {
-                let _ = l.select_chain(port, Some("outbound_.80_._.app.ns.svc.cluster.local"), t, &["istio-http/1.1"]);
-                let _ = l.select_chain(port, None, t, &[]);
+            for ip in [std::net::Ipv4Addr::new(10, 96, 0, 10).into(), std::net::Ipv6Addr::LOCALHOST.into()] {
+                let dest = std::net::SocketAddr::new(ip, port);
+                for t in [TransportProtocol::RawBuffer, TransportProtocol::Tls] {
+                    let sni = Some("outbound_.80_._.app.ns.svc.cluster.local");
+                    let _ = l.select_chain(dest, sni, t, &["istio-http/1.1"]);
+                    let _ = l.select_chain(dest, None, t, &[]);
+                }
             }
         }
         dump(&l);

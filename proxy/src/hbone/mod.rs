@@ -32,10 +32,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 pub use headers::{forwarded_for, parse_authority, parse_forwarded_for};
-pub use pool::{ConnectRequest, HboneStream, PlainSockets, Pool, SocketFactory};
-pub use server::{InboundDecision, InboundHandler, InboundRequest, Refusal, Server, StreamOutcome, Upstream};
+pub use pool::{ConnectRequest, ExpectedPeer, HboneStream, PlainSockets, Pool, SocketFactory};
+pub use server::{
+    InboundDecision, InboundHandler, InboundRequest, Refusal, Server, ServerStream, StreamOutcome, StreamService,
+    Upstream,
+};
 
-use crate::identity::{self, Identity};
+use crate::identity;
 
 /// The port node proxies and waypoints accept HBONE on.
 pub const HBONE_PORT: u16 = 15008;
@@ -88,7 +91,7 @@ pub enum Error {
     #[error("{peer} presented {presented:?}, not a workload identity of trust domain {trust_domain}")]
     ForeignPeer { peer: SocketAddr, trust_domain: String, presented: Option<String> },
     #[error("{peer} presented {presented:?}, not {expected}")]
-    PeerIdentity { peer: SocketAddr, expected: Identity, presented: Option<String> },
+    PeerIdentity { peer: SocketAddr, expected: ExpectedPeer, presented: Option<String> },
     #[error("HTTP/2 with {peer} failed: {source}")]
     Http2 { peer: SocketAddr, source: h2::Error },
     #[error("{peer} answered CONNECT {authority} with status {status}")]

@@ -30,7 +30,7 @@ use tokio_rustls::TlsConnector;
 
 use super::stream::{H2Stream, keepalive};
 use super::{Error, HboneConfig, forwarded_for};
-use crate::identity::{Identity, SecretManager};
+use crate::identity::{CertificateSource, Identity};
 use crate::tls;
 
 /// Makes the TCP socket of a new HBONE connection; the node proxy's makes it
@@ -57,8 +57,9 @@ pub struct ConnectRequest {
     /// The workload the traffic comes from: its certificate is presented.
     pub source: Identity,
     /// The identity the peer's certificate must carry (the destination
-    /// workload's, or the waypoint's).
-    pub destination_identity: Identity,
+    /// workload's, or the waypoint's), or, for a waypoint, any of its trust
+    /// domain.
+    pub destination_identity: ExpectedPeer,
     /// The destination node proxy or waypoint, `IP:15008`.
     pub peer: SocketAddr,
     /// The `:authority`: the destination pod's `IP:PORT`, or the service's
@@ -73,11 +74,46 @@ pub struct ConnectRequest {
     pub source_pod: Arc<str>,
 }
 
+/// Whom the peer of an HBONE connection must be.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ExpectedPeer {
+    /// Exactly this identity: a node proxy knows the destination workload's.
+    Exactly(Identity),
+    /// Any workload identity of this trust domain (chained to the mesh root
+    /// as always): a waypoint reaches many workloads, and istiod configures
+    /// Envoy's waypoint to check no more than that (no SAN match).
+    AnyInTrustDomain(String),
+}
+
+impl From<Identity> for ExpectedPeer {
+    fn from(id: Identity) -> ExpectedPeer {
+        ExpectedPeer::Exactly(id)
+    }
+}
+
+impl ExpectedPeer {
+    fn accepts(&self, presented: &str) -> bool {
+        match self {
+            ExpectedPeer::Exactly(id) => presented == id.to_string(),
+            ExpectedPeer::AnyInTrustDomain(td) => presented.parse::<Identity>().is_ok_and(|p| &p.trust_domain == td),
+        }
+    }
+}
+
+impl std::fmt::Display for ExpectedPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpectedPeer::Exactly(id) => id.fmt(f),
+            ExpectedPeer::AnyInTrustDomain(td) => write!(f, "an identity of trust domain {td}"),
+        }
+    }
+}
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct PoolKey {
     source_pod: Arc<str>,
     source: Identity,
-    destination: Identity,
+    destination: ExpectedPeer,
     peer: SocketAddr,
 }
 
@@ -91,7 +127,7 @@ pub struct Pool {
 }
 
 struct PoolInner {
-    secrets: Arc<SecretManager>,
+    secrets: Arc<dyn CertificateSource>,
     config: HboneConfig,
     connections: Mutex<HashMap<PoolKey, Connections>>,
 }
@@ -110,6 +146,9 @@ impl PoolInner {
 
 struct PooledConnection {
     sender: h2::client::SendRequest<Bytes>,
+    /// The SPIFFE id the peer presented (checked against the request's
+    /// [`ExpectedPeer`]).
+    peer_identity: Arc<str>,
     /// Streams at most (ours, capped by the peer's SETTINGS).
     capacity: usize,
     /// Streams reserved or open; changed under the key's lock when taken,
@@ -139,7 +178,7 @@ impl Drop for Slot {
 }
 
 impl Pool {
-    pub fn new(secrets: Arc<SecretManager>, config: HboneConfig) -> Pool {
+    pub fn new(secrets: Arc<dyn CertificateSource>, config: HboneConfig) -> Pool {
         Pool { inner: Arc::new(PoolInner { secrets, config, connections: Mutex::default() }) }
     }
 
@@ -161,7 +200,7 @@ impl Pool {
         if response.status() != hyper::StatusCode::OK {
             return Err(Error::Status { peer: req.peer, authority: req.authority, status: response.status().as_u16() });
         }
-        Ok(HboneStream { stream: H2Stream::new(send, response.into_body()), _slot: slot })
+        Ok(HboneStream { stream: H2Stream::new(send, response.into_body()), slot })
     }
 
     /// Open connections in the pool, for tests and the admin view (a key
@@ -229,9 +268,10 @@ impl Pool {
             .await
             .map_err(|_| Error::Timeout { peer, timeout: config.handshake_timeout })??;
         let presented = tls::server_identity(&tls);
-        if presented.as_deref() != Some(req.destination_identity.to_string().as_str()) {
+        let Some(peer_identity) = presented.as_deref().filter(|p| req.destination_identity.accepts(p)) else {
             return Err(Error::PeerIdentity { peer, expected: req.destination_identity.clone(), presented });
-        }
+        };
+        let peer_identity = Arc::from(peer_identity);
 
         let (sender, mut connection) = h2::client::Builder::new()
             .initial_window_size(config.stream_window)
@@ -246,6 +286,7 @@ impl Pool {
         let capacity = usize::from(config.max_streams_per_connection).min(connection.max_concurrent_send_streams());
         let conn = Arc::new(PooledConnection {
             sender,
+            peer_identity,
             capacity: capacity.max(1),
             active: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -338,7 +379,14 @@ impl Driver {
 /// frees its slot on the pooled connection.
 pub struct HboneStream {
     stream: H2Stream,
-    _slot: Slot,
+    slot: Slot,
+}
+
+impl HboneStream {
+    /// The SPIFFE id the peer presented: telemetry's `destination_principal`.
+    pub fn peer_identity(&self) -> &str {
+        &self.slot.0.peer_identity
+    }
 }
 
 impl AsyncRead for HboneStream {

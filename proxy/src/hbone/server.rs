@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use super::headers::{parse_authority, parse_forwarded_for};
 use super::stream::{H2Stream, keepalive};
 use super::{Error, HboneConfig};
-use crate::identity::{Identity, SecretManager};
+use crate::identity::{CertificateSource, Identity};
 use crate::tls;
 
 /// ztunnel's (hyper's default): more than a client pools per connection.
@@ -81,7 +81,48 @@ impl Refusal {
 pub enum InboundDecision {
     /// Connected: answer 200 and copy to and from this.
     Forward(Box<dyn Upstream>),
+    /// Answer 200 and hand the stream itself to this, which serves it until
+    /// it ends: a waypoint's internal listener, which reads the stream as
+    /// its connection (no upstream socket, no copy).
+    Serve(StreamService),
     Refuse(Refusal),
+}
+
+/// What serves an accepted stream (see [`InboundDecision::Serve`]); it
+/// reports what it carried itself ([`InboundHandler::finished`] is not called).
+pub type StreamService = Box<dyn FnOnce(ServerStream) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// An accepted CONNECT stream, answered 200: the client's bytes, both ways
+/// (EOF on read is the client's END_STREAM, shutdown sends ours).
+pub struct ServerStream(H2Stream);
+
+impl AsyncRead for ServerStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ServerStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }
 
 /// How a forwarded stream ended, for the handler's metrics and logs.
@@ -100,7 +141,7 @@ pub trait InboundHandler: Send + Sync + 'static {
     /// policy allows the peer) and connects upstream, or refuses.
     fn handle(&self, request: &InboundRequest) -> Pin<Box<dyn Future<Output = InboundDecision> + Send + '_>>;
 
-    /// Called once a forwarded stream has ended, with what it carried.
+    /// Called once a forwarded stream (not a served one) has ended, with what it carried.
     fn finished(&self, request: &InboundRequest, outcome: StreamOutcome) {
         let _ = (request, outcome);
     }
@@ -108,7 +149,7 @@ pub trait InboundHandler: Send + Sync + 'static {
 
 /// Serves HBONE for one workload (the listener's): one per 15008 listener.
 pub struct Server {
-    secrets: Arc<SecretManager>,
+    secrets: Arc<dyn CertificateSource>,
     identity: Identity,
     config: HboneConfig,
 }
@@ -116,13 +157,25 @@ pub struct Server {
 impl Server {
     /// A server presenting `identity`'s certificate from `secrets` (fetched
     /// per connection, so a renewed certificate serves new connections).
-    pub fn new(secrets: Arc<SecretManager>, identity: Identity, config: HboneConfig) -> Server {
+    pub fn new(secrets: Arc<dyn CertificateSource>, identity: Identity, config: HboneConfig) -> Server {
         Server { secrets, identity, config }
     }
 
     /// Serves one accepted connection until the client closes it or stops
     /// answering PINGs; each stream runs in a task of its own.
     pub async fn serve(&self, tcp: TcpStream, handler: Arc<dyn InboundHandler>) -> Result<(), Error> {
+        self.serve_until(tcp, handler, std::future::pending()).await
+    }
+
+    /// As [`Server::serve`], and once `shutdown` completes, a graceful end
+    /// (the proxy's drain): GOAWAY, so the client opens no new stream here,
+    /// the streams already open run to their end, then the connection closes.
+    pub async fn serve_until(
+        &self,
+        tcp: TcpStream,
+        handler: Arc<dyn InboundHandler>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), Error> {
         let peer = tcp.peer_addr().map_err(|source| Error::Connect { peer: self.unknown_peer(), source })?;
         let local = tcp.local_addr().map_err(|source| Error::Connect { peer, source })?;
         let cert = self.secrets.fetch(&self.identity).await?;
@@ -153,11 +206,17 @@ impl Server {
             .map_err(h2_err)?;
         let ping_pong = connection.ping_pong().expect("taken once, right after the handshake");
         let keepalive = keepalive(ping_pong, self.config.keepalive_interval, self.config.keepalive_timeout);
-        tokio::pin!(keepalive);
+        tokio::pin!(keepalive, shutdown);
+        let mut shutting_down = false;
         loop {
             let accepted = tokio::select! {
                 a = connection.accept() => a,
                 () = &mut keepalive => return Ok(()),
+                () = &mut shutdown, if !shutting_down => {
+                    shutting_down = true;
+                    connection.graceful_shutdown();
+                    continue;
+                }
             };
             let (request, respond) = match accepted {
                 None => return Ok(()),
@@ -200,10 +259,10 @@ async fn serve_stream(
     body: h2::RecvStream,
     handler: Arc<dyn InboundHandler>,
 ) {
-    let mut upstream = match handler.handle(&request).await {
-        InboundDecision::Forward(upstream) => upstream,
-        InboundDecision::Refuse(refusal) => return refuse(respond, refusal),
-    };
+    let decision = handler.handle(&request).await;
+    if let InboundDecision::Refuse(refusal) = decision {
+        return refuse(respond, refusal);
+    }
     let ok = Response::builder().status(StatusCode::OK).body(()).expect("a bare 200 is valid");
     let send = match respond.send_response(ok, false) {
         Ok(send) => send,
@@ -213,6 +272,11 @@ async fn serve_stream(
         }
     };
     let mut stream = H2Stream::new(send, body);
+    let mut upstream = match decision {
+        InboundDecision::Forward(upstream) => upstream,
+        InboundDecision::Serve(service) => return service(ServerStream(stream)).await,
+        InboundDecision::Refuse(_) => unreachable!("answered above"),
+    };
     let outcome = match tokio::io::copy_bidirectional(&mut stream, &mut upstream).await {
         Ok((received, sent)) => StreamOutcome { received, sent, error: None },
         Err(e) => StreamOutcome { received: 0, sent: 0, error: Some(e) },

@@ -10,7 +10,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::{Error, Identity};
-use crate::state::CertificateSecret;
+use crate::state::{CertificateSecret, ValidationSecret};
 use crate::tls;
 
 /// A workload's certificate: leaf (and intermediates), its key, the mesh
@@ -45,19 +45,38 @@ impl WorkloadCertificate {
             return Err(bad(format!("{} certificate(s), want at least the leaf and the root", certs.len())));
         }
         let root = certs.pop().expect("at least two");
-        let leaf = &certs[0];
-        let presented = tls::spiffe_id(leaf).ok_or_else(|| bad("the leaf has no SPIFFE ID".into()))?;
+        let presented = tls::spiffe_id(&certs[0]).ok_or_else(|| bad("the leaf has no SPIFFE ID".into()))?;
         if presented != identity.to_string() {
             return Err(Error::WrongIdentity { requested: identity.clone(), presented });
         }
-        let (not_before, not_after) = validity(leaf).ok_or_else(|| bad("the leaf does not parse".into()))?;
-
         let mut roots = RootCertStore::empty();
         roots.add(root.clone()).map_err(|e| bad(format!("the root is unusable: {e}")))?;
-        let roots = Arc::new(roots);
+        Self::build(identity, certs, Arc::new(key), root, Arc::new(roots))
+    }
+
+    /// From SDS secrets (a waypoint's `default` and `ROOTCA`): the identity
+    /// is the leaf's SPIFFE id.
+    pub fn from_secrets(certificate: &CertificateSecret, roots: &ValidationSecret) -> Result<Self, Error> {
+        let no_cert = |why: &str| Error::NoSdsCertificate(why.to_string());
+        let leaf = certificate.chain.first().ok_or_else(|| no_cert("the chain is empty"))?;
+        let id = tls::spiffe_id(leaf).ok_or_else(|| no_cert("the leaf has no SPIFFE ID"))?;
+        let identity: Identity = id.parse()?;
+        let root = roots.certificates.first().cloned().ok_or_else(|| no_cert("ROOTCA holds no certificate"))?;
+        let key = Arc::clone(&certificate.key);
+        Self::build(&identity, certificate.chain.clone(), key, root, Arc::clone(&roots.roots))
+    }
+
+    fn build(
+        identity: &Identity,
+        certs: Vec<CertificateDer<'static>>,
+        key: Arc<PrivateKeyDer<'static>>,
+        root: CertificateDer<'static>,
+        roots: Arc<RootCertStore>,
+    ) -> Result<Self, Error> {
+        let bad = |reason: String| Error::BadCertificate { id: identity.clone(), reason };
+        let (not_before, not_after) = validity(&certs[0]).ok_or_else(|| bad("the leaf does not parse".into()))?;
         let tls_err = |e: tls::TlsError| Error::Tls { id: identity.clone(), reason: e.to_string() };
-        let key =
-            tls::certified_key(&CertificateSecret { chain: certs.clone(), key: Arc::new(key) }).map_err(tls_err)?;
+        let key = tls::certified_key(&CertificateSecret { chain: certs.clone(), key }).map_err(tls_err)?;
         let client = tls::hbone_client_config(Arc::clone(&key), Arc::clone(&roots)).map_err(tls_err)?;
         let server = tls::hbone_server_config(key, roots).map_err(tls_err)?;
         Ok(WorkloadCertificate {

@@ -18,13 +18,37 @@ mod certificate;
 mod manager;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::Arc;
 
 pub use caclient::{CaClient, CaClientConfig, DEFAULT_CERTIFICATE_TTL};
 pub use certificate::WorkloadCertificate;
 pub use manager::SecretManager;
 
 const SPIFFE_SCHEME: &str = "spiffe://";
+
+/// Where HBONE's ends get the certificate of an identity: a node proxy asks
+/// the CA for each identity it serves ([`SecretManager`]); a waypoint has the
+/// one certificate SDS gave it (`default`, with `ROOTCA`), as an Envoy
+/// waypoint does.
+pub trait CertificateSource: Send + Sync {
+    /// The current certificate of `id`.
+    fn fetch<'a>(
+        &'a self,
+        id: &'a Identity,
+    ) -> Pin<Box<dyn Future<Output = Result<Arc<WorkloadCertificate>, Error>> + Send + 'a>>;
+}
+
+impl CertificateSource for SecretManager {
+    fn fetch<'a>(
+        &'a self,
+        id: &'a Identity,
+    ) -> Pin<Box<dyn Future<Output = Result<Arc<WorkloadCertificate>, Error>> + Send + 'a>> {
+        Box::pin(SecretManager::fetch(self, id))
+    }
+}
 
 /// A workload's SPIFFE identity, Istio's form: trust domain, namespace and
 /// service account. Parse with `str::parse`, print with `Display`.
@@ -113,6 +137,8 @@ pub enum Error {
     Tls { id: Identity, reason: String },
     #[error("the certificate of {0} was forgotten while it was being fetched")]
     Forgotten(Identity),
+    #[error("no workload certificate from SDS yet: {0}")]
+    NoSdsCertificate(String),
 }
 
 #[cfg(test)]

@@ -147,7 +147,7 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
         Route::Hbone { peer, authority, identity } => {
             let req = ConnectRequest {
                 source: pod.identity.clone(),
-                destination_identity: identity,
+                destination_identity: hbone::ExpectedPeer::Exactly(identity),
                 peer,
                 authority,
                 source_address: src,

@@ -8,6 +8,10 @@
 //! must reach telemetry (`destination_principal`), which it does as a
 //! [`Connected::extra`] that hyper copies into every response's extensions.
 //!
+//! An endpoint that names an internal listener (a waypoint's) is not TCP: it
+//! is an HBONE stream opened by the worker's [`Waypoint`], which the pools
+//! then use as they use a TCP connection.
+//!
 //! The decision and the TLS config are taken from the current snapshot at
 //! connect time, so a certificate rotation applies to the next connection
 //! while pooled connections carry on with the certificate they were made with.
@@ -28,6 +32,8 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use super::lb::cluster_endpoints;
+use super::waypoint::Waypoint;
+use crate::hbone::HboneStream;
 use crate::state::{Cluster, EndpointAddress, Snapshot, State, TlsMode, UpstreamTransport};
 use crate::tls::{self, AppProtocol, TlsConfigStore};
 
@@ -46,17 +52,33 @@ pub struct MeshConnector {
     app: AppProtocol,
     state: Arc<State>,
     tls: Arc<TlsConfigStore>,
+    waypoint: Arc<Waypoint>,
 }
 
 impl MeshConnector {
-    pub fn new(
+    pub(crate) fn new(
         tcp: HttpConnector,
         cluster: &str,
         app: AppProtocol,
         state: Arc<State>,
         tls: Arc<TlsConfigStore>,
+        waypoint: Arc<Waypoint>,
     ) -> Self {
-        MeshConnector { tcp, cluster: Arc::from(cluster), app, state, tls }
+        MeshConnector { tcp, cluster: Arc::from(cluster), app, state, tls, waypoint }
+    }
+
+    /// The internal listener and destination of the cluster's endpoint that
+    /// `dst` names (by endpoint id), when it is an internal one.
+    fn internal_endpoint(&self, dst: &Uri) -> Option<(String, Option<SocketAddr>)> {
+        let id = dst.authority()?.as_str();
+        let snap = self.state.snapshot();
+        let cluster = snap.clusters.get(&*self.cluster)?;
+        cluster_endpoints(&snap, cluster).iter().find_map(|e| match &e.address {
+            EndpointAddress::Internal { listener, endpoint_id, destination } if endpoint_id == id => {
+                Some((listener.clone(), *destination))
+            }
+            _ => None,
+        })
     }
 
     /// The TLS client config and server name to use towards `endpoint`, or
@@ -103,6 +125,13 @@ impl tower_service::Service<Uri> for MeshConnector {
 
     fn call(&mut self, dst: Uri) -> Self::Future {
         let connector = self.clone();
+        if let Some((listener, destination)) = self.internal_endpoint(&dst) {
+            return Box::pin(async move {
+                let destination = destination.ok_or_else(|| format!("internal endpoint {dst} has no destination"))?;
+                let stream = connector.waypoint.originate(&listener, destination).await?;
+                Ok(MeshStream::Hbone(Box::new(TokioIo::new(stream))))
+            });
+        }
         let tcp = self.tcp.call(dst);
         Box::pin(async move {
             let stream = tcp.await?.into_inner();
@@ -116,19 +145,21 @@ impl tower_service::Service<Uri> for MeshConnector {
     }
 }
 
-/// A connection to an upstream: plain TCP or mesh mTLS.
+/// A connection to an upstream: plain TCP, mesh mTLS, or an HBONE stream.
 pub enum MeshStream {
     Plain(TokioIo<TcpStream>),
     // Boxed: a TLS session is ten times the size of a socket.
     Tls(Box<TokioIo<TlsStream<TcpStream>>>),
+    Hbone(Box<TokioIo<HboneStream>>),
 }
 
 impl MeshStream {
-    /// The server's verified identity, when the connection is mTLS.
+    /// The server's verified identity, when the connection is mTLS (or HBONE).
     pub(crate) fn peer(&self) -> Option<UpstreamPeer> {
         match self {
             MeshStream::Plain(_) => None,
             MeshStream::Tls(s) => Some(UpstreamPeer(tls::identity_of(s.inner().get_ref().1))),
+            MeshStream::Hbone(s) => Some(UpstreamPeer(Some(s.inner().peer_identity().to_string()))),
         }
     }
 }
@@ -142,6 +173,7 @@ impl Connection for MeshStream {
                 let connected = tcp.connected().extra(UpstreamPeer(tls::identity_of(session)));
                 if session.alpn_protocol() == Some(b"h2") { connected.negotiated_h2() } else { connected }
             }
+            MeshStream::Hbone(s) => Connected::new().extra(UpstreamPeer(Some(s.inner().peer_identity().to_string()))),
         }
     }
 }
@@ -151,6 +183,7 @@ impl Read for MeshStream {
         match self.get_mut() {
             MeshStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             MeshStream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+            MeshStream::Hbone(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -160,24 +193,28 @@ impl Write for MeshStream {
         match self.get_mut() {
             MeshStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             MeshStream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+            MeshStream::Hbone(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MeshStream::Plain(s) => Pin::new(s).poll_flush(cx),
             MeshStream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+            MeshStream::Hbone(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MeshStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             MeshStream::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
+            MeshStream::Hbone(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
     fn is_write_vectored(&self) -> bool {
         match self {
             MeshStream::Plain(s) => s.is_write_vectored(),
             MeshStream::Tls(s) => s.is_write_vectored(),
+            MeshStream::Hbone(s) => s.is_write_vectored(),
         }
     }
     fn poll_write_vectored(
@@ -188,6 +225,7 @@ impl Write for MeshStream {
         match self.get_mut() {
             MeshStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             MeshStream::Tls(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
+            MeshStream::Hbone(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
         }
     }
 }
@@ -215,4 +253,5 @@ pub(crate) async fn tls_tcp(
 pub(crate) enum UpstreamIo {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    Hbone(Box<HboneStream>),
 }

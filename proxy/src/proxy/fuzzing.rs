@@ -141,6 +141,7 @@ fn snapshot() -> Snapshot {
             }),
             prefix_rewrite: prefix_rewrite.map(String::from),
             host_rewrite: Some("app.internal".into()),
+            terminate_connect: false,
         })
     };
     let route = |name: &str, path, headers, action| Route {

@@ -149,9 +149,11 @@ impl HttpConn {
         let Some(observer) = self.shared.observer.clone() else { return handled.response };
         // The other side's identity: the client's from this connection's mTLS
         // inbound, the server's from the upstream connection's outbound.
-        let peer_principal = match self.reporter {
-            Reporter::Destination => self.peer_principal.clone(),
-            Reporter::Source => handled.response.extensions().get::<UpstreamPeer>().and_then(|p| p.0.clone()),
+        let upstream_peer = || handled.response.extensions().get::<UpstreamPeer>().and_then(|p| p.0.clone());
+        let (peer_principal, upstream_principal) = match self.reporter {
+            Reporter::Destination => (self.peer_principal.clone(), None),
+            Reporter::Source => (upstream_peer(), None),
+            Reporter::Waypoint => (self.peer_principal.clone(), upstream_peer()),
         };
         let info = RequestInfo {
             reporter: self.reporter,
@@ -171,6 +173,7 @@ impl HttpConn {
             response_bytes: 0,
             security_policy: self.security,
             peer_principal,
+            upstream_principal,
         };
         let (parts, body) = handled.response.into_parts();
         Response::from_parts(parts, Observed::boxed(body, observer, info, request_bytes, start))

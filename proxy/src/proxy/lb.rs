@@ -34,6 +34,13 @@ pub enum UpstreamAddr {
     Socket(SocketAddr),
     /// A DNS cluster's host name, resolved when connecting.
     Name(String, u16),
+    /// An internal listener's endpoint (see `EndpointAddress::Internal`),
+    /// named in URIs and pools by its endpoint id.
+    Internal {
+        listener: Arc<str>,
+        endpoint_id: Arc<str>,
+        destination: Option<SocketAddr>,
+    },
 }
 
 impl std::fmt::Display for UpstreamAddr {
@@ -41,15 +48,18 @@ impl std::fmt::Display for UpstreamAddr {
         match self {
             UpstreamAddr::Socket(a) => a.fmt(f),
             UpstreamAddr::Name(h, p) => write!(f, "{h}:{p}"),
+            UpstreamAddr::Internal { endpoint_id, .. } => f.write_str(endpoint_id),
         }
     }
 }
 
 impl UpstreamAddr {
+    /// The address the connection goes to: an internal endpoint's destination.
     pub fn socket(&self) -> Option<SocketAddr> {
         match self {
             UpstreamAddr::Socket(a) => Some(*a),
             UpstreamAddr::Name(..) => None,
+            UpstreamAddr::Internal { destination, .. } => *destination,
         }
     }
 }
@@ -129,6 +139,11 @@ fn address(e: &Endpoint) -> UpstreamAddr {
     match &e.address {
         EndpointAddress::Socket(a) => UpstreamAddr::Socket(*a),
         EndpointAddress::Dns { host, port } => UpstreamAddr::Name(host.clone(), *port),
+        EndpointAddress::Internal { listener, endpoint_id, destination } => UpstreamAddr::Internal {
+            listener: Arc::from(listener.as_str()),
+            endpoint_id: Arc::from(endpoint_id.as_str()),
+            destination: *destination,
+        },
     }
 }
 

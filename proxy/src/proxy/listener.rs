@@ -22,8 +22,8 @@ use super::workers::Handoff;
 use super::{ProxyError, Reporter, SecurityPolicy, Shared};
 use crate::config::{CaptureMode, Config};
 use crate::state::{
-    DownstreamTls, FilterChain, Handler, Listener, ListenerKind, RouteSource, Snapshot, TrafficDirection,
-    TransportProtocol,
+    DownstreamTls, FilterChain, Handler, HttpHandler, Listener, ListenerKind, RouteConfig, RouteSource, Snapshot,
+    TrafficDirection, TransportProtocol,
 };
 use crate::tls::{self, Detected};
 
@@ -158,19 +158,33 @@ pub(crate) fn spawn_connection<G: Send + 'static>(
 }
 
 /// What the chain selection decided, copied out of the snapshot.
-enum Serve {
-    Http { listener: String, routes: Routes, fault_filter: bool, idle_timeout: Option<Duration> },
-    Tcp { listener: String, target: crate::state::ClusterTarget, idle_timeout: Option<Duration> },
+pub(super) enum Serve {
+    Http {
+        listener: String,
+        routes: Routes,
+        fault_filter: bool,
+        idle_timeout: Option<Duration>,
+    },
+    Tcp {
+        listener: String,
+        target: crate::state::ClusterTarget,
+        idle_timeout: Option<Duration>,
+    },
+    /// A connection manager that accepts CONNECT, with inline routes: a
+    /// waypoint's HBONE termination (see `waypoint`), which does its own TLS.
+    HboneTerminate {
+        routes: Arc<RouteConfig>,
+    },
 }
 
 /// Who is on the other end of a downstream connection, once TLS (if any) is
 /// done, and which side of the workload the connection is on.
-struct Downstream {
-    reporter: Reporter,
-    peer: SocketAddr,
-    original_dst: SocketAddr,
-    security: SecurityPolicy,
-    peer_principal: Option<String>,
+pub(super) struct Downstream {
+    pub reporter: Reporter,
+    pub peer: SocketAddr,
+    pub original_dst: SocketAddr,
+    pub security: SecurityPolicy,
+    pub peer_principal: Option<String>,
 }
 
 async fn handle(
@@ -208,6 +222,10 @@ async fn handle(
         _ => Reporter::Source,
     };
     let (chain_name, serve, tls) = select(&snap, &listener, original_dst, transport)?;
+    if let Serve::HboneTerminate { routes } = serve {
+        drop(snap);
+        return super::waypoint::terminate(shared, routes, stream, drain).await;
+    }
     let server_tls = tls
         .map(|t| shared.tls.for_snapshot(&snap).server_for(&t))
         .transpose()
@@ -234,8 +252,13 @@ async fn handle(
     Ok(())
 }
 
-async fn serve_conn<IO>(shared: Arc<Shared>, serve: Serve, downstream: Downstream, io: IO, drain: &DrainWatch)
-where
+pub(super) async fn serve_conn<IO>(
+    shared: Arc<Shared>,
+    serve: Serve,
+    downstream: Downstream,
+    io: IO,
+    drain: &DrainWatch,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let Downstream { reporter, peer, original_dst, security, peer_principal } = downstream;
@@ -257,6 +280,9 @@ where
         Serve::Tcp { listener, target, idle_timeout } => {
             let conn = TcpConn { shared, reporter, listener, peer, original_dst, security, peer_principal };
             super::tcp::proxy(conn, &target, io, idle_timeout).await;
+        }
+        Serve::HboneTerminate { .. } => {
+            tracing::debug!(%peer, "HBONE reached a chain that terminates HBONE again: closed");
         }
     }
 }
@@ -284,7 +310,7 @@ fn select(
     transport: TransportProtocol,
 ) -> Result<(String, Serve, Option<DownstreamTls>), ProxyError> {
     fn chain_of(l: &Listener, dst: SocketAddr, t: TransportProtocol) -> Option<(String, &FilterChain)> {
-        l.select_chain(dst.port(), None, t, &[]).map(|c| (l.name.clone(), c))
+        l.select_chain(dst, None, t, &[]).map(|c| (l.name.clone(), c))
     }
     let chosen = match listener.kind {
         ListenerKind::VirtualOutbound => outbound_listener(snap, dst)
@@ -296,7 +322,9 @@ fn select(
                 .find(|l| l.kind == ListenerKind::VirtualOutbound)
                 .and_then(|l| chain_of(l, dst, transport))
         }),
-        ListenerKind::VirtualInbound | ListenerKind::Bound => chain_of(listener, dst, transport),
+        ListenerKind::VirtualInbound | ListenerKind::Bound | ListenerKind::Internal => {
+            chain_of(listener, dst, transport)
+        }
     };
     let Some((name, chain)) = chosen else {
         return Err(ProxyError::NoFilterChain { listener: listener.name.clone(), port: dst.port() });
@@ -304,8 +332,11 @@ fn select(
     Ok((chain.name.clone(), serve_for(name, chain), chain.tls.clone()))
 }
 
-fn serve_for(listener: String, chain: &FilterChain) -> Serve {
+pub(super) fn serve_for(listener: String, chain: &FilterChain) -> Serve {
     match &chain.handler {
+        Handler::Http(HttpHandler { connect: true, routes: RouteSource::Inline(rc), .. }) => {
+            Serve::HboneTerminate { routes: rc.clone() }
+        }
         Handler::Http(h) => Serve::Http {
             listener,
             routes: match &h.routes {

@@ -27,6 +27,7 @@ mod pool;
 pub mod route;
 mod tcp;
 mod upstream;
+mod waypoint;
 mod workers;
 
 use std::net::SocketAddr;
@@ -86,17 +87,40 @@ pub enum ProxyError {
     },
     #[error("connection to {0} timed out")]
     ConnectTimeout(String),
+    #[error("internal listener {0:?} is not a tunnel (a tcp_proxy with tunneling_config to an ORIGINAL_DST cluster)")]
+    NotATunnel(String),
+    #[error("cluster {0:?} tunnels without the SDS default/ROOTCA mesh TLS that HBONE needs")]
+    TunnelTls(String),
+    // Boxed: these are large, and every connection's result carries the enum.
+    #[error("HBONE: {0}")]
+    Hbone(Box<crate::hbone::Error>),
+    #[error("workload certificate: {0}")]
+    Certificate(Box<crate::identity::Error>),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
 
+impl From<crate::hbone::Error> for ProxyError {
+    fn from(e: crate::hbone::Error) -> ProxyError {
+        ProxyError::Hbone(Box::new(e))
+    }
+}
+
+impl From<crate::identity::Error> for ProxyError {
+    fn from(e: crate::identity::Error) -> ProxyError {
+        ProxyError::Certificate(Box::new(e))
+    }
+}
+
 /// Which side of the workload the proxy was on for a request, Istio's
-/// `reporter` label: `source` (outbound, client side) or `destination`
-/// (inbound, server side).
+/// `reporter` label: `source` (outbound, client side), `destination`
+/// (inbound, server side), or `waypoint` (between the two: the client is the
+/// HBONE peer, the server the upstream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reporter {
     Source,
     Destination,
+    Waypoint,
 }
 
 /// Istio's `connection_security_policy` label.
@@ -146,8 +170,11 @@ pub struct RequestInfo {
     pub request_bytes: u64,
     pub response_bytes: u64,
     pub security_policy: SecurityPolicy,
-    /// The peer's SPIFFE identity when the connection was mTLS.
+    /// The peer's SPIFFE identity when the connection was mTLS: the
+    /// server's as `source`, the client's as `destination` and `waypoint`.
     pub peer_principal: Option<String>,
+    /// As `waypoint`, the server's identity too (its HBONE certificate's).
+    pub upstream_principal: Option<String>,
 }
 
 /// One finished TCP-proxied connection.
@@ -166,7 +193,9 @@ pub struct TcpInfo {
     pub duration: Duration,
     pub response_flags: String,
     pub security_policy: SecurityPolicy,
+    /// As in [`RequestInfo`].
     pub peer_principal: Option<String>,
+    pub upstream_principal: Option<String>,
 }
 
 /// One of a cluster's counters or gauges, by Envoy's stat name under
@@ -209,6 +238,8 @@ pub(crate) struct Shared {
     pub upstreams: upstream::Pools,
     /// TLS configs for the current SDS secrets, shared with the upstream connectors.
     pub tls: Arc<TlsConfigStore>,
+    /// HBONE in and out, used when the config has a waypoint's listeners.
+    pub waypoint: Arc<waypoint::Waypoint>,
 }
 
 /// The proxy's data path: bind with [`Proxy::bind`], then [`Proxy::serve`].
@@ -220,15 +251,22 @@ pub struct Proxy {
 impl Proxy {
     pub fn new(config: Arc<Config>, state: Arc<State>, observer: Option<Arc<dyn RequestObserver>>) -> Proxy {
         let tls = Arc::new(TlsConfigStore::new());
+        let certs = Arc::new(waypoint::SdsCertificates::new(state.clone()));
+        let own_address = SocketAddr::new(
+            config.node.instance_ips.first().copied().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
+            0,
+        );
+        let waypoint = Arc::new(waypoint::Waypoint::new(state.clone(), certs, own_address));
         Proxy {
             shared: Arc::new(Shared {
                 config,
-                upstreams: upstream::Pools::new(state.clone(), tls.clone()),
+                upstreams: upstream::Pools::new(state.clone(), tls.clone(), waypoint.clone()),
                 state,
                 observer,
                 lb: Arc::default(),
                 circuits: Arc::default(),
                 tls,
+                waypoint,
             }),
         }
     }
@@ -236,6 +274,7 @@ impl Proxy {
     /// The same proxy with upstream pools of its own, for another worker thread.
     pub(crate) fn for_worker(&self) -> Proxy {
         let s = &self.shared;
+        let waypoint = Arc::new(s.waypoint.for_worker());
         Proxy {
             shared: Arc::new(Shared {
                 config: s.config.clone(),
@@ -243,8 +282,9 @@ impl Proxy {
                 observer: s.observer.clone(),
                 lb: s.lb.clone(),
                 circuits: s.circuits.clone(),
-                upstreams: upstream::Pools::new(s.state.clone(), s.tls.clone()),
+                upstreams: upstream::Pools::new(s.state.clone(), s.tls.clone(), waypoint.clone()),
                 tls: s.tls.clone(),
+                waypoint,
             }),
         }
     }

@@ -89,8 +89,13 @@ fn longest(rc: &RouteConfig, matched: impl Fn(&str) -> Option<usize>) -> Option<
 }
 
 fn route_matches(r: &Route, req: &RequestHead<'_>) -> bool {
+    // A CONNECT has no path: it meets connect_matcher routes, and only them.
+    let connect = *req.method == Method::CONNECT;
+    if connect != matches!(r.matcher.path, PathMatch::Connect) {
+        return false;
+    }
     let path = req.path.split_once(['?', '#']).map_or(req.path, |(p, _)| p);
-    path_matches(&r.matcher.path, r.matcher.case_sensitive, path)
+    (connect || path_matches(&r.matcher.path, r.matcher.case_sensitive, path))
         && r.matcher.headers.iter().all(|h| header_matches(h, req))
 }
 
@@ -108,6 +113,7 @@ fn path_matches(m: &PathMatch, case_sensitive: bool, path: &str) -> bool {
         PathMatch::Exact(p) => path.len() == p.len() && starts(p),
         PathMatch::Regex(re) => re.is_match(path),
         PathMatch::PathSeparatedPrefix(p) => starts(p) && matches!(path.as_bytes().get(p.len()), None | Some(b'/')),
+        PathMatch::Connect => false,
     }
 }
 
@@ -116,7 +122,7 @@ pub(crate) fn matched_prefix_len(m: &PathMatch, path: &str) -> Option<usize> {
     match m {
         PathMatch::Prefix(p) | PathMatch::PathSeparatedPrefix(p) => Some(p.len().min(path.len())),
         PathMatch::Exact(_) => Some(path.split_once(['?', '#']).map_or(path.len(), |(p, _)| p.len())),
-        PathMatch::Regex(_) => None,
+        PathMatch::Regex(_) | PathMatch::Connect => None,
     }
 }
 

@@ -51,6 +51,7 @@ where
         response_flags: String::new(),
         security_policy: conn.security,
         peer_principal: conn.peer_principal,
+        upstream_principal: None,
     };
     let shared = conn.shared;
     let picked = {
@@ -75,8 +76,10 @@ where
             Ok((upstream, identity)) => {
                 pick.report(cluster.outlier_detection.as_ref(), false);
                 info.upstream = pick.address.socket();
-                if info.reporter == Reporter::Source {
-                    info.peer_principal = identity;
+                match info.reporter {
+                    Reporter::Source => info.peer_principal = identity,
+                    Reporter::Waypoint => info.upstream_principal = identity,
+                    Reporter::Destination => {}
                 }
                 if let Some(o) = &shared.observer {
                     o.on_tcp_open(info.reporter, &info.cluster);
@@ -85,6 +88,7 @@ where
                     match upstream {
                         UpstreamIo::Plain(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut s).await,
                         UpstreamIo::Tls(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut *s).await,
+                        UpstreamIo::Hbone(mut s) => tokio::io::copy_bidirectional(&mut downstream, &mut *s).await,
                     }
                 };
                 tokio::select! {
@@ -109,12 +113,19 @@ where
     }
 }
 
-/// Connects to the endpoint, with mesh mTLS when the cluster wants it there.
+/// Connects to the endpoint, with mesh mTLS when the cluster wants it there;
+/// an internal endpoint is an HBONE stream (see `waypoint`).
 async fn connect(
     shared: &Shared,
     cluster: &Cluster,
     addr: &UpstreamAddr,
 ) -> Result<(UpstreamIo, Option<String>), Box<dyn std::error::Error + Send + Sync>> {
+    if let UpstreamAddr::Internal { listener, destination, endpoint_id } = addr {
+        let destination = destination.ok_or_else(|| format!("internal endpoint {endpoint_id} has no destination"))?;
+        let stream = shared.waypoint.originate(listener, destination).await?;
+        let identity = stream.peer_identity().to_string();
+        return Ok((UpstreamIo::Hbone(Box::new(stream)), Some(identity)));
+    }
     let stream = connect_tcp(&cluster.name, addr, cluster.connect_timeout).await?;
     tls_tcp(&shared.state, &shared.tls, cluster, stream).await
 }

@@ -21,6 +21,7 @@ use super::ProxyError;
 use super::connector::MeshConnector;
 use super::lb::UpstreamAddr;
 use super::pool::{Http1Pool, SendError, not_http};
+use super::waypoint::Waypoint;
 use crate::state::{Cluster, State};
 use crate::tls::{AppProtocol, TlsConfigStore};
 
@@ -79,11 +80,13 @@ pub struct Pools {
     clusters: RwLock<HashMap<String, ClusterClients>>,
     state: Arc<State>,
     tls: Arc<TlsConfigStore>,
+    /// Opens the HBONE streams of internal endpoints.
+    waypoint: Arc<Waypoint>,
 }
 
 impl Pools {
-    pub fn new(state: Arc<State>, tls: Arc<TlsConfigStore>) -> Pools {
-        Pools { clusters: RwLock::default(), state, tls }
+    pub(crate) fn new(state: Arc<State>, tls: Arc<TlsConfigStore>, waypoint: Arc<Waypoint>) -> Pools {
+        Pools { clusters: RwLock::default(), state, tls, waypoint }
     }
 
     /// The cluster's client for HTTP/2 or HTTP/1.1, made on first use (and
@@ -121,7 +124,8 @@ impl Pools {
         tcp.set_connect_timeout(Some(cluster.connect_timeout));
         tcp.set_nodelay(true);
         let app = if h2 { AppProtocol::Http2 } else { AppProtocol::Http1 };
-        let connector = MeshConnector::new(tcp, &cluster.name, app, self.state.clone(), self.tls.clone());
+        let connector =
+            MeshConnector::new(tcp, &cluster.name, app, self.state.clone(), self.tls.clone(), self.waypoint.clone());
         if !h2 {
             return UpstreamClient::Http1(Arc::new(Http1Pool::new(connector)));
         }
@@ -144,6 +148,9 @@ pub async fn connect_tcp(cluster: &str, addr: &UpstreamAddr, timeout: Duration) 
         match addr {
             UpstreamAddr::Socket(a) => TcpStream::connect(a).await,
             UpstreamAddr::Name(host, port) => TcpStream::connect((host.as_str(), *port)).await,
+            UpstreamAddr::Internal { listener, .. } => {
+                Err(std::io::Error::other(format!("internal listener {listener:?} is not reached over TCP")))
+            }
         }
     };
     let stream = tokio::time::timeout(timeout, connect)

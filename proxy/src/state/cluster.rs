@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3 as cv3;
 use envoy_types::pb::envoy::config::core::v3 as core;
+use envoy_types::pb::envoy::extensions::transport_sockets::internal_upstream::v3 as internal_upstream;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3 as tls;
 use envoy_types::pb::envoy::extensions::upstreams::http::v3 as upstream_http;
 use envoy_types::pb::google::protobuf;
@@ -18,6 +19,7 @@ const KIND: &str = "cluster";
 /// Envoy's connect_timeout when the cluster sets none.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HTTP_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+const INTERNAL_UPSTREAM: &str = "envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport";
 
 #[derive(Debug, Serialize)]
 pub struct Cluster {
@@ -35,6 +37,9 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// Endpoints given in the cluster itself (STATIC and DNS clusters).
     pub load_assignment: Option<ClusterEndpoints>,
+    /// ORIGINAL_DST's `upstream_port_override`: connect to the original
+    /// destination's IP on this port (a waypoint's HBONE to 15008).
+    pub original_dst_port: Option<u16>,
 }
 
 /// What Envoy makes of a cluster that sets nothing but its name: STATIC,
@@ -52,6 +57,7 @@ impl Default for Cluster {
             transport: UpstreamTransport::Plain,
             protocol: UpstreamProtocol::Http1,
             load_assignment: None,
+            original_dst_port: None,
         }
     }
 }
@@ -199,6 +205,7 @@ fn convert(c: &cv3::Cluster) -> Result<Cluster, Bad> {
     let outlier_detection = c.outlier_detection.as_ref().map(outlier).transpose().map_err(at("outlier_detection"))?;
     let transport = transport(c).map_err(at("transport_socket"))?;
     let protocol = protocol(c).map_err(at("typed_extension_protocol_options"))?;
+    let original_dst_port = original_dst_port(c, discovery).map_err(at("original_dst_lb_config"))?;
     Ok(Cluster {
         name: c.name.clone(),
         discovery,
@@ -210,7 +217,26 @@ fn convert(c: &cv3::Cluster) -> Result<Cluster, Bad> {
         transport,
         protocol,
         load_assignment,
+        original_dst_port,
     })
+}
+
+/// The only original_dst_lb_config the proxy implements: a port override.
+fn original_dst_port(c: &cv3::Cluster, discovery: DiscoveryType) -> Result<Option<u16>, Bad> {
+    use cv3::cluster::LbConfig;
+    let Some(LbConfig::OriginalDstLbConfig(o)) = &c.lb_config else { return Ok(None) };
+    if discovery != DiscoveryType::OriginalDst {
+        return Err(Bad::new("only for ORIGINAL_DST clusters"));
+    }
+    if o.use_http_header || !o.http_header_name.is_empty() || o.metadata_key.is_some() {
+        return Err(Bad::new("use_http_header and metadata_key are not supported"));
+    }
+    o.upstream_port_override
+        .as_ref()
+        .map(|p| {
+            u16::try_from(p.value).map_err(|_| Bad::new(format!("upstream_port_override {} out of range", p.value)))
+        })
+        .transpose()
 }
 
 fn circuit_breakers(cb: Option<&cv3::CircuitBreakers>) -> CircuitBreakers {
@@ -313,6 +339,9 @@ fn upstream_tls(ts: &core::TransportSocket) -> Result<Option<UpstreamTls>, Bad> 
     if any.type_url.ends_with("envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer") {
         return Ok(None);
     }
+    if any.type_url.ends_with(INTERNAL_UPSTREAM) {
+        return internal_upstream(any).map_err(at(INTERNAL_UPSTREAM));
+    }
     let ctx: tls::UpstreamTlsContext = decode_any(any)?;
     let common = ctx.common_tls_context.unwrap_or_default();
     let (certificate_secret, validation_secret) = sds_names(&common)?;
@@ -329,6 +358,30 @@ fn upstream_tls(ts: &core::TransportSocket) -> Result<Option<UpstreamTls>, Bad> 
         alpn: common.alpn_protocols,
         subject_alt_names,
     }))
+}
+
+/// Istio's waypoint clusters wrap plain text in `internal_upstream`, whose
+/// job in Envoy is to pass endpoint metadata (the `tunnel` destination) to the
+/// internal listener; the proxy's internal endpoints carry that destination
+/// already (see `EndpointAddress::Internal`), so only the inner socket
+/// matters, and it must be plain text: the tunnel's own TLS is the internal
+/// listener's cluster's.
+fn internal_upstream(any: &protobuf::Any) -> Result<Option<UpstreamTls>, Bad> {
+    let t: internal_upstream::InternalUpstreamTransport = decode_any(any)?;
+    // `tunnel` is the destination (kept on the endpoint); `istio` is what
+    // Istio's stats filter reads, which telemetry here takes from the cluster.
+    for (i, m) in t.passthrough_metadata.iter().enumerate() {
+        if !matches!(m.name.as_str(), "tunnel" | "istio") {
+            return Err(Bad::new(format!(
+                "passthrough_metadata[{i}] {:?}: only the tunnel and istio namespaces are supported",
+                m.name
+            )));
+        }
+    }
+    match t.transport_socket.as_ref().map(upstream_tls).transpose()?.flatten() {
+        None => Ok(None),
+        Some(_) => Err(Bad::new("transport_socket: only raw_buffer is supported inside internal_upstream")),
+    }
 }
 
 #[allow(deprecated)] // match_subject_alt_names is still sent by older control planes

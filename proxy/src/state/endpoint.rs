@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::envoy::config::endpoint::v3 as ev3;
 use envoy_types::pb::google::protobuf;
 use serde::Serialize;
@@ -11,6 +12,8 @@ use super::{Bad, ConvertError, at, decode_resource, host_port};
 
 const KIND: &str = "endpoints";
 const TRANSPORT_SOCKET_MATCH: &str = "envoy.transport_socket_match";
+/// The metadata namespace Istio's waypoint endpoints carry their destination in.
+const TUNNEL_METADATA: &str = "tunnel";
 
 #[derive(Debug, Serialize)]
 pub struct ClusterEndpoints {
@@ -37,6 +40,17 @@ pub enum EndpointAddress {
     Dns {
         host: String,
         port: u16,
+    },
+    /// `envoy_internal_address`: a connection to the internal listener
+    /// `listener`. `endpoint_id` tells endpoints of one listener apart (a
+    /// waypoint's is the destination `IP:PORT`); `destination` is where the
+    /// connection is going, the original destination the internal listener
+    /// sees: the endpoint's `tunnel` metadata, else `endpoint_id` when it is
+    /// an address.
+    Internal {
+        listener: String,
+        endpoint_id: String,
+        destination: Option<SocketAddr>,
     },
 }
 
@@ -68,11 +82,18 @@ pub(crate) fn load_assignment(cla: &ev3::ClusterLoadAssignment, names_allowed: b
             let Some(HostIdentifier::Endpoint(ep)) = &lbe.host_identifier else {
                 return Err(Bad::new("want an endpoint").at(field()));
             };
-            let (host, port) = host_port(ep.address.as_ref()).map_err(at(field()))?;
-            let address = match host.parse::<IpAddr>() {
-                Ok(ip) => EndpointAddress::Socket(SocketAddr::new(ip, port)),
-                Err(_) if names_allowed && !host.is_empty() => EndpointAddress::Dns { host: host.to_string(), port },
-                Err(_) => return Err(Bad::new(format!("address {host:?} is not an IP address")).at(field())),
+            let address = match internal_address(ep.address.as_ref()) {
+                Some(internal) => internal_endpoint(internal, lbe).map_err(at(field()))?,
+                None => {
+                    let (host, port) = host_port(ep.address.as_ref()).map_err(at(field()))?;
+                    match host.parse::<IpAddr>() {
+                        Ok(ip) => EndpointAddress::Socket(SocketAddr::new(ip, port)),
+                        Err(_) if names_allowed && !host.is_empty() => {
+                            EndpointAddress::Dns { host: host.to_string(), port }
+                        }
+                        Err(_) => return Err(Bad::new(format!("address {host:?} is not an IP address")).at(field())),
+                    }
+                }
             };
             let weight = lbe.load_balancing_weight.as_ref().map_or(1, |w| w.value).saturating_mul(locality_weight);
             endpoints.push(Endpoint {
@@ -87,16 +108,42 @@ pub(crate) fn load_assignment(cla: &ev3::ClusterLoadAssignment, names_allowed: b
     Ok(ClusterEndpoints { cluster_name: cla.cluster_name.clone(), endpoints })
 }
 
-fn tls_mode(lbe: &ev3::LbEndpoint) -> TlsMode {
+fn internal_address(a: Option<&core::Address>) -> Option<&core::EnvoyInternalAddress> {
+    match a?.address.as_ref()? {
+        core::address::Address::EnvoyInternalAddress(internal) => Some(internal),
+        _ => None,
+    }
+}
+
+fn internal_endpoint(a: &core::EnvoyInternalAddress, lbe: &ev3::LbEndpoint) -> Result<EndpointAddress, Bad> {
+    use core::envoy_internal_address::AddressNameSpecifier;
+    let Some(AddressNameSpecifier::ServerListenerName(listener)) = &a.address_name_specifier else {
+        return Err(Bad::new("envoy_internal_address: no server_listener_name"));
+    };
+    if listener.is_empty() {
+        return Err(Bad::new("envoy_internal_address: no server_listener_name"));
+    }
+    let tunnel = metadata_string(lbe, TUNNEL_METADATA, "destination");
+    let destination = match tunnel {
+        Some(d) => Some(d.parse().map_err(|_| Bad::new(format!("metadata tunnel.destination {d:?} is not IP:PORT")))?),
+        None => a.endpoint_id.parse().ok(),
+    };
+    Ok(EndpointAddress::Internal { listener: listener.clone(), endpoint_id: a.endpoint_id.clone(), destination })
+}
+
+/// A string in the endpoint's `filter_metadata[namespace][key]`.
+fn metadata_string<'a>(lbe: &'a ev3::LbEndpoint, namespace: &str, key: &str) -> Option<&'a str> {
     use protobuf::value::Kind;
-    let mode = lbe
-        .metadata
-        .as_ref()
-        .and_then(|m| m.filter_metadata.get(TRANSPORT_SOCKET_MATCH))
-        .and_then(|s| s.fields.get("tlsMode"))
-        .and_then(|v| v.kind.as_ref());
-    match mode {
-        Some(Kind::StringValue(s)) if s == "istio" => TlsMode::Istio,
+    let value = lbe.metadata.as_ref()?.filter_metadata.get(namespace)?.fields.get(key)?;
+    match value.kind.as_ref()? {
+        Kind::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn tls_mode(lbe: &ev3::LbEndpoint) -> TlsMode {
+    match metadata_string(lbe, TRANSPORT_SOCKET_MATCH, "tlsMode") {
+        Some("istio") => TlsMode::Istio,
         _ => TlsMode::Disabled,
     }
 }

@@ -147,7 +147,9 @@ fn shop_cart_proxy_golden_converts() {
 
     let vo = &s.listeners["virtualOutbound"];
     assert_eq!((vo.kind, vo.address.port()), (ListenerKind::VirtualOutbound, 15001));
-    let fallback = vo.select_chain(12345, None, TransportProtocol::RawBuffer, &[]).expect("catch-all");
+    let fallback = vo
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 12345)), None, TransportProtocol::RawBuffer, &[])
+        .expect("catch-all");
     let Handler::Tcp(t) = &fallback.handler else { panic!("catch-all is not TCP") };
     assert_eq!(t.target.names().collect::<Vec<_>>(), ["PassthroughCluster"]);
 
@@ -157,7 +159,9 @@ fn shop_cart_proxy_golden_converts() {
 
     let vi = &s.listeners["virtualInbound"];
     assert_eq!(vi.kind, ListenerKind::VirtualInbound);
-    let mtls = vi.select_chain(8080, None, TransportProtocol::Tls, &["h2"]).expect("8080 tls chain");
+    let mtls = vi
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 8080)), None, TransportProtocol::Tls, &["h2"])
+        .expect("8080 tls chain");
     let dtls = mtls.tls.as_ref().expect("8080 terminates TLS");
     assert!(dtls.require_client_certificate);
     assert_eq!(dtls.certificate_secret, "default");
@@ -166,8 +170,11 @@ fn shop_cart_proxy_golden_converts() {
     assert_eq!(rc.cluster_names().collect::<Vec<_>>(), ["inbound|8080||"]);
     // STRICT: plain text to 8080 matches no chain and, as in Envoy, does not
     // fall back to the catch-all of a less specific port: it is closed.
-    assert!(vi.select_chain(8080, None, TransportProtocol::RawBuffer, &[]).is_none());
-    let other = vi.select_chain(9999, None, TransportProtocol::RawBuffer, &[]).unwrap();
+    assert!(
+        vi.select_chain(SocketAddr::from(([10, 0, 0, 9], 8080)), None, TransportProtocol::RawBuffer, &[]).is_none()
+    );
+    let other =
+        vi.select_chain(SocketAddr::from(([10, 0, 0, 9], 9999)), None, TransportProtocol::RawBuffer, &[]).unwrap();
     assert_eq!(other.name, "virtualInbound-catchall");
     assert_eq!(vi.secret_names().collect::<Vec<_>>(), ["default", "ROOTCA"]);
 
@@ -189,7 +196,9 @@ fn shop_cart_proxy_golden_converts() {
 fn locked_down_golden_converts_and_blackholes_unknown_destinations() {
     let s = convert_all(&golden("shop-cart-proxy-locked-down.json"));
     let vo = &s.listeners["virtualOutbound"];
-    let chain = vo.select_chain(12345, None, TransportProtocol::RawBuffer, &[]).expect("catch-all");
+    let chain = vo
+        .select_chain(SocketAddr::from(([10, 0, 0, 9], 12345)), None, TransportProtocol::RawBuffer, &[])
+        .expect("catch-all");
     let Handler::Tcp(t) = &chain.handler else { panic!("catch-all is not TCP") };
     assert_eq!(t.target.names().collect::<Vec<_>>(), ["BlackHoleCluster"]);
     // REGISTRY_ONLY: unknown hosts get a direct 502 instead of the passthrough.

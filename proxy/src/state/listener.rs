@@ -6,8 +6,14 @@
 //! a destination port. A listener without a matching chain falls back to its
 //! catch-all chain: TCP to `PassthroughCluster` (ORIGINAL_DST) or to
 //! `BlackHoleCluster` (no endpoints), which is how REGISTRY_ONLY blocks.
+//!
+//! A waypoint adds internal listeners (`internal_listener {}`, no address):
+//! Envoy's user-space listeners that a cluster endpoint names
+//! (`envoy_internal_address`) instead of a socket. They are kept by name, and
+//! their chains are chosen by the destination's address (`prefix_ranges`)
+//! and port.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +39,8 @@ const ROUTER_FILTER: &str = "envoy.filters.http.router";
 #[derive(Debug, Serialize)]
 pub struct Listener {
     pub name: String,
+    /// Where it is bound; an internal listener has none (unspecified, port 0)
+    /// and is reached only through a cluster's internal endpoint.
     pub address: SocketAddr,
     /// False for the per-port outbound listeners: they exist only to be chosen
     /// by `virtualOutbound` for their port.
@@ -66,6 +74,9 @@ pub enum ListenerKind {
     Outbound,
     /// Any other bound listener (a gateway's, or an explicit one).
     Bound,
+    /// An internal listener: no socket, served when a cluster's endpoint
+    /// names it (a waypoint's `main_internal`, `connect_originate`).
+    Internal,
 }
 
 #[derive(Debug, Serialize)]
@@ -83,9 +94,34 @@ pub struct FilterChain {
 #[derive(Debug, Default, Serialize)]
 pub struct ChainMatch {
     pub destination_port: Option<u16>,
+    /// The destination address is in one of these (`prefix_ranges`).
+    pub destination_prefixes: Vec<CidrRange>,
     pub transport_protocol: Option<TransportProtocol>,
     pub server_names: Vec<String>,
     pub application_protocols: Vec<String>,
+}
+
+/// An address prefix, `10.0.0.0/8`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CidrRange {
+    pub address: IpAddr,
+    pub prefix_len: u8,
+}
+
+impl CidrRange {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.address, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix_len)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix_len)).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -116,6 +152,9 @@ pub enum Handler {
 pub struct HttpHandler {
     pub stat_prefix: String,
     pub routes: RouteSource,
+    /// The connection manager accepts CONNECT (`upgrade_configs` CONNECT):
+    /// a waypoint's `connect_terminate`, whose CONNECT routes terminate HBONE.
+    pub connect: bool,
     /// The fault filter is in the chain, so per-route faults apply.
     pub fault_filter: bool,
     /// A connection with no bytes either way for this long is closed; None: never.
@@ -135,8 +174,20 @@ pub enum RouteSource {
 pub struct TcpHandler {
     pub stat_prefix: String,
     pub target: ClusterTarget,
+    /// `tunneling_config`: the connection is carried as an HTTP/2 CONNECT
+    /// stream (HBONE) to the cluster's endpoint, not as TCP.
+    pub tunnel: Option<Tunnel>,
     #[serde(serialize_with = "super::ser_opt_duration")]
     pub idle_timeout: Option<std::time::Duration>,
+}
+
+/// The CONNECT authority of a tunneling tcp_proxy; the one value Istio
+/// sends, `%DOWNSTREAM_LOCAL_ADDRESS%`: the address the connection was made
+/// to (for an internal listener, its endpoint's destination).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tunnel {
+    DownstreamLocalAddress,
 }
 
 impl Listener {
@@ -167,50 +218,57 @@ impl Listener {
     }
 
     /// Chooses the chain for a connection as Envoy does: the most specific
-    /// match wins, criteria in Envoy's order (destination port, server name,
-    /// transport protocol, application protocol); no match falls back to the
-    /// default chain.
+    /// match wins, criteria in Envoy's order (destination port, destination
+    /// address — the longest matching prefix —, server name, transport
+    /// protocol, application protocol); no match falls back to the default
+    /// chain.
     pub fn select_chain(
         &self,
-        dest_port: u16,
+        dest: SocketAddr,
         server_name: Option<&str>,
         transport: TransportProtocol,
         alpn: &[&str],
     ) -> Option<&FilterChain> {
         let mut candidates: Vec<&FilterChain> = self.filter_chains.iter().collect();
         narrow(&mut candidates, |m| match m.destination_port {
-            None => Some(false),
-            Some(p) => (p == dest_port).then_some(true),
+            None => Some(0),
+            Some(p) => (p == dest.port()).then_some(1),
+        });
+        // Specificity is the prefix length + 1, so a /0 still beats no prefix.
+        narrow(&mut candidates, |m| {
+            if m.destination_prefixes.is_empty() {
+                return Some(0);
+            }
+            let longest = m.destination_prefixes.iter().filter(|r| r.contains(dest.ip())).map(|r| r.prefix_len).max();
+            longest.map(|len| u32::from(len) + 1)
         });
         narrow(&mut candidates, |m| {
             if m.server_names.is_empty() {
-                return Some(false);
+                return Some(0);
             }
             let sni = server_name?;
-            m.server_names.iter().any(|n| server_name_matches(n, sni)).then_some(true)
+            m.server_names.iter().any(|n| server_name_matches(n, sni)).then_some(1)
         });
         narrow(&mut candidates, |m| match m.transport_protocol {
-            None => Some(false),
-            Some(t) => (t == transport).then_some(true),
+            None => Some(0),
+            Some(t) => (t == transport).then_some(1),
         });
         narrow(&mut candidates, |m| {
             if m.application_protocols.is_empty() {
-                return Some(false);
+                return Some(0);
             }
-            m.application_protocols.iter().any(|p| alpn.contains(&p.as_str())).then_some(true)
+            m.application_protocols.iter().any(|p| alpn.contains(&p.as_str())).then_some(1)
         });
         candidates.first().copied().or(self.default_filter_chain.as_ref())
     }
 }
 
-/// Keeps the candidates that match one criterion, the specific ones (`Some(true)`)
-/// over the wildcard ones (`Some(false)`); `None` is no match.
-fn narrow(candidates: &mut Vec<&FilterChain>, f: impl Fn(&ChainMatch) -> Option<bool>) {
-    let any_specific = candidates.iter().any(|c| f(&c.matcher) == Some(true));
-    candidates.retain(|c| match f(&c.matcher) {
-        Some(specific) => specific || !any_specific,
-        None => false,
-    });
+/// Keeps the candidates that match one criterion and are the most specific
+/// for it: `Some(0)` is a wildcard match, higher is more specific, `None` is
+/// no match.
+fn narrow(candidates: &mut Vec<&FilterChain>, f: impl Fn(&ChainMatch) -> Option<u32>) {
+    let best = candidates.iter().filter_map(|c| f(&c.matcher)).max();
+    candidates.retain(|c| f(&c.matcher).is_some() && f(&c.matcher) == best);
 }
 
 fn server_name_matches(pattern: &str, sni: &str) -> bool {
@@ -226,7 +284,12 @@ fn convert(l: &lv3::Listener) -> Result<Listener, Bad> {
     if l.name.is_empty() {
         return Err(Bad::new("listener has no name"));
     }
-    let address = socket_address(l.address.as_ref()).map_err(at("address"))?;
+    let internal = matches!(l.listener_specifier, Some(lv3::listener::ListenerSpecifier::InternalListener(_)));
+    let address = match (internal, &l.address) {
+        (true, None) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        (true, Some(_)) => return Err(Bad::new("an internal listener has no address")),
+        (false, a) => socket_address(a.as_ref()).map_err(at("address"))?,
+    };
     let use_original_dst = l.use_original_dst.as_ref().is_some_and(|b| b.value);
     let bind_to_port = l.bind_to_port.as_ref().is_none_or(|b| b.value);
     let direction = match l.traffic_direction {
@@ -247,6 +310,7 @@ fn convert(l: &lv3::Listener) -> Result<Listener, Bad> {
         }
     }
     let kind = match (use_original_dst, direction, bind_to_port) {
+        _ if internal => ListenerKind::Internal,
         (true, TrafficDirection::Inbound, _) => ListenerKind::VirtualInbound,
         (true, _, _) => ListenerKind::VirtualOutbound,
         (false, _, false) => ListenerKind::Outbound,
@@ -304,13 +368,15 @@ fn filter_chain(c: &lv3::FilterChain) -> Result<FilterChain, Bad> {
 
 fn chain_match(m: Option<&lv3::FilterChainMatch>) -> Result<ChainMatch, Bad> {
     let Some(m) = m else { return Ok(ChainMatch::default()) };
-    if !m.prefix_ranges.is_empty()
-        || !m.source_prefix_ranges.is_empty()
-        || !m.source_ports.is_empty()
-        || !m.direct_source_prefix_ranges.is_empty()
-    {
-        return Err(Bad::new("address and source matches are not supported"));
+    if !m.source_prefix_ranges.is_empty() || !m.source_ports.is_empty() || !m.direct_source_prefix_ranges.is_empty() {
+        return Err(Bad::new("source matches are not supported"));
     }
+    let destination_prefixes = m
+        .prefix_ranges
+        .iter()
+        .enumerate()
+        .map(|(i, r)| cidr_range(r).map_err(at(format!("prefix_ranges[{i}]"))))
+        .collect::<Result<Vec<_>, _>>()?;
     let destination_port = m
         .destination_port
         .as_ref()
@@ -324,10 +390,24 @@ fn chain_match(m: Option<&lv3::FilterChainMatch>) -> Result<ChainMatch, Bad> {
     };
     Ok(ChainMatch {
         destination_port,
+        destination_prefixes,
         transport_protocol,
         server_names: m.server_names.iter().map(|s| s.to_ascii_lowercase()).collect(),
         application_protocols: m.application_protocols.clone(),
     })
+}
+
+fn cidr_range(r: &envoy_types::pb::envoy::config::core::v3::CidrRange) -> Result<CidrRange, Bad> {
+    let address: IpAddr = r
+        .address_prefix
+        .parse()
+        .map_err(|_| Bad::new(format!("address_prefix {:?} is not an IP", r.address_prefix)))?;
+    let prefix_len = r.prefix_len.as_ref().map_or(if address.is_ipv4() { 32 } else { 128 }, |l| l.value);
+    let max = if address.is_ipv4() { 32 } else { 128 };
+    if prefix_len > max {
+        return Err(Bad::new(format!("prefix_len {prefix_len} is more than {max}")));
+    }
+    Ok(CidrRange { address, prefix_len: prefix_len as u8 })
 }
 
 fn downstream_tls(
@@ -380,7 +460,25 @@ fn http_handler(h: &hcm::HttpConnectionManager) -> Result<HttpHandler, Bad> {
     }
     let idle_timeout = idle_timeout(h.common_http_protocol_options.as_ref().and_then(|o| o.idle_timeout.as_ref()))
         .map_err(at("common_http_protocol_options.idle_timeout"))?;
-    Ok(HttpHandler { stat_prefix: h.stat_prefix.clone(), routes, fault_filter, idle_timeout })
+    // Upgrades: websocket is passed through as any request is; CONNECT is
+    // accepted for HBONE termination, which needs HTTP/2 with allow_connect.
+    let mut connect = false;
+    for (i, u) in h.upgrade_configs.iter().enumerate() {
+        if u.enabled.as_ref().is_some_and(|e| !e.value) {
+            continue;
+        }
+        match u.upgrade_type.to_ascii_lowercase().as_str() {
+            "websocket" => {}
+            "connect" => connect = true,
+            other => {
+                return Err(Bad::new(format!("unsupported upgrade_type {other:?}")).at(format!("upgrade_configs[{i}]")));
+            }
+        }
+    }
+    if connect && !h.http2_protocol_options.as_ref().is_some_and(|o| o.allow_connect) {
+        return Err(Bad::new("upgrade_configs CONNECT needs http2_protocol_options.allow_connect"));
+    }
+    Ok(HttpHandler { stat_prefix: h.stat_prefix.clone(), routes, connect, fault_filter, idle_timeout })
 }
 
 /// Envoy's default idle timeout of a downstream connection, for the HTTP
@@ -406,7 +504,23 @@ fn tcp_handler(t: &tcp::TcpProxy) -> Result<TcpHandler, Bad> {
         _ => return Err(Bad::new("tcp_proxy names no cluster")),
     };
     let idle_timeout = idle_timeout(t.idle_timeout.as_ref()).map_err(at("idle_timeout"))?;
-    Ok(TcpHandler { stat_prefix: t.stat_prefix.clone(), target, idle_timeout })
+    let tunnel = t.tunneling_config.as_ref().map(tunnel).transpose().map_err(at("tunneling_config"))?;
+    Ok(TcpHandler { stat_prefix: t.stat_prefix.clone(), target, tunnel, idle_timeout })
+}
+
+/// Istio's waypoint tunnel: CONNECT over HTTP/2 to the downstream's local
+/// address; POST, extra headers and a computed hostname are not implemented.
+fn tunnel(t: &tcp::tcp_proxy::TunnelingConfig) -> Result<Tunnel, Bad> {
+    if t.use_post || !t.post_path.is_empty() {
+        return Err(Bad::new("use_post is not supported"));
+    }
+    if !t.headers_to_add.is_empty() || t.propagate_response_headers || t.propagate_response_trailers {
+        return Err(Bad::new("headers_to_add and response propagation are not supported"));
+    }
+    match t.hostname.as_str() {
+        "%DOWNSTREAM_LOCAL_ADDRESS%" => Ok(Tunnel::DownstreamLocalAddress),
+        other => Err(Bad::new(format!("hostname {other:?}: only %DOWNSTREAM_LOCAL_ADDRESS% is supported"))),
+    }
 }
 
 #[cfg(test)]
@@ -421,6 +535,7 @@ mod tests {
             handler: Handler::Tcp(TcpHandler {
                 stat_prefix: String::new(),
                 target: ClusterTarget::Cluster(name.into()),
+                tunnel: None,
                 idle_timeout: None,
             }),
         }
@@ -444,7 +559,8 @@ mod tests {
             ],
             default_filter_chain: None,
         };
-        let pick = |port, tp| l.select_chain(port, None, tp, &[]).map(|c| c.name.as_str());
+        let pick =
+            |port, tp| l.select_chain(SocketAddr::from(([10, 0, 0, 1], port)), None, tp, &[]).map(|c| c.name.as_str());
         assert_eq!(pick(8080, TransportProtocol::Tls), Some("mtls"));
         assert_eq!(pick(8080, TransportProtocol::RawBuffer), Some("plain"));
         assert_eq!(pick(9090, TransportProtocol::Tls), Some("any9090"));

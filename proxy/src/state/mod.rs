@@ -34,8 +34,8 @@ pub use cluster::{
 };
 pub use endpoint::{ClusterEndpoints, Endpoint, EndpointAddress, TlsMode};
 pub use listener::{
-    ChainMatch, DownstreamTls, FilterChain, Handler, HttpHandler, Listener, ListenerKind, RouteSource, TcpHandler,
-    TrafficDirection, TransportProtocol,
+    ChainMatch, CidrRange, DownstreamTls, FilterChain, Handler, HttpHandler, Listener, ListenerKind, RouteSource,
+    TcpHandler, TrafficDirection, TransportProtocol, Tunnel,
 };
 pub use route::{
     ClusterTarget, Fault, FaultAbort, FaultDelay, Forward, HeaderMatch, HeaderValueMatch, PathMatch, Redirect, RetryOn,

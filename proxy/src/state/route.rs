@@ -59,6 +59,8 @@ pub enum PathMatch {
     /// Anchored (`^(?:...)$`): Envoy's safe_regex matches the whole path.
     Regex(#[serde(serialize_with = "regex_str")] Regex),
     PathSeparatedPrefix(String),
+    /// `connect_matcher`: CONNECT requests only (the only match they meet).
+    Connect,
 }
 
 #[derive(Debug, Serialize)]
@@ -105,6 +107,10 @@ pub struct Forward {
     pub retry: Option<RetryPolicy>,
     pub prefix_rewrite: Option<String>,
     pub host_rewrite: Option<String>,
+    /// `upgrade_configs [{CONNECT, connect_config}]`: the CONNECT request is
+    /// terminated here and its stream's bytes go to the cluster (a
+    /// waypoint's HBONE termination), instead of being forwarded.
+    pub terminate_connect: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -305,7 +311,8 @@ fn route_match(m: &rv3::RouteMatch) -> Result<RouteMatch, Bad> {
         Some(P::Path(p)) => PathMatch::Exact(p.clone()),
         Some(P::SafeRegex(re)) => PathMatch::Regex(full_match_regex(re, !case_sensitive).map_err(at("safe_regex"))?),
         Some(P::PathSeparatedPrefix(p)) => PathMatch::PathSeparatedPrefix(p.clone()),
-        _ => return Err(Bad::new("want prefix, path, safe_regex or path_separated_prefix")),
+        Some(P::ConnectMatcher(_)) => PathMatch::Connect,
+        _ => return Err(Bad::new("want prefix, path, safe_regex, path_separated_prefix or connect_matcher")),
     };
     if !m.query_parameters.is_empty() || !m.cookies.is_empty() || m.grpc.is_some() || m.runtime_fraction.is_some() {
         return Err(Bad::new("query parameter, cookie, grpc and runtime matches are not supported"));
@@ -398,12 +405,31 @@ fn forward(a: &rv3::RouteAction) -> Result<Forward, Bad> {
     if a.regex_rewrite.is_some() || a.path_rewrite_policy.is_some() {
         return Err(Bad::new("regex_rewrite and path_rewrite_policy are not supported"));
     }
+    let mut terminate_connect = false;
+    for (i, u) in a.upgrade_configs.iter().enumerate() {
+        if u.enabled.as_ref().is_some_and(|e| !e.value) {
+            continue;
+        }
+        let field = format!("upgrade_configs[{i}]");
+        match (u.upgrade_type.to_ascii_lowercase().as_str(), &u.connect_config) {
+            ("websocket", _) => {}
+            ("connect", Some(c)) if c.proxy_protocol_config.is_none() && !c.allow_post => terminate_connect = true,
+            ("connect", Some(_)) => {
+                return Err(Bad::new("connect_config: PROXY protocol and POST are not supported").at(field));
+            }
+            ("connect", None) => {
+                return Err(Bad::new("forwarding CONNECT (no connect_config) is not supported").at(field));
+            }
+            (other, _) => return Err(Bad::new(format!("unsupported upgrade_type {other:?}")).at(field)),
+        }
+    }
     Ok(Forward {
         target,
         timeout,
         retry,
         prefix_rewrite: Some(a.prefix_rewrite.clone()).filter(|p| !p.is_empty()),
         host_rewrite,
+        terminate_connect,
     })
 }
 

@@ -31,11 +31,13 @@ pub(crate) fn label(s: &str) -> &str {
 }
 
 /// Which side reports: a sidecar reports `source` for the requests its app
-/// sends (outbound) and `destination` for those its app receives (inbound).
+/// sends (outbound) and `destination` for those its app receives (inbound);
+/// a waypoint reports `waypoint` (Istio's value) for what passes through it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reporter {
     Source,
     Destination,
+    Waypoint,
 }
 
 impl Reporter {
@@ -43,6 +45,7 @@ impl Reporter {
         match self {
             Reporter::Source => "source",
             Reporter::Destination => "destination",
+            Reporter::Waypoint => "waypoint",
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The data path's reports turned into Istio's metrics: the sidecar is the
 //! source of what it sends out (reporter="source") and the destination of what
 //! it receives (reporter="destination"); the other side is known by its mTLS
-//! identity when there is one, else "unknown", as Istio shows it.
+//! identity when there is one, else "unknown", as Istio shows it. A waypoint
+//! (reporter="waypoint") is neither side: the source is its HBONE client,
+//! the destination the workload its upstream HBONE stream reached.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -57,12 +59,20 @@ impl Observer {
     }
 
     /// Source and destination peers for a report: the local workload on our
-    /// side, the peer's identity (or unknown) on the other.
-    fn peers(&self, reporter: proxy::Reporter, peer_principal: Option<&str>) -> (Reporter, Peer, Peer) {
-        let remote = peer_principal.map_or_else(Peer::unknown, |p| self.peers.get(p, Peer::from_principal));
+    /// side, the peer's identity (or unknown) on the other; for a waypoint,
+    /// the client's and the upstream's identities.
+    fn peers(
+        &self,
+        reporter: proxy::Reporter,
+        peer_principal: Option<&str>,
+        upstream_principal: Option<&str>,
+    ) -> (Reporter, Peer, Peer) {
+        let peer = |p: Option<&str>| p.map_or_else(Peer::unknown, |p| self.peers.get(p, Peer::from_principal));
+        let remote = peer(peer_principal);
         match reporter {
             proxy::Reporter::Source => (Reporter::Source, self.local.clone(), remote),
             proxy::Reporter::Destination => (Reporter::Destination, remote, self.local.clone()),
+            proxy::Reporter::Waypoint => (Reporter::Waypoint, remote, peer(upstream_principal)),
         }
     }
 
@@ -80,7 +90,7 @@ fn security(p: proxy::SecurityPolicy, reporter: Reporter) -> SecurityPolicy {
         (proxy::SecurityPolicy::MutualTls, _) => SecurityPolicy::MutualTls,
         // Istio leaves the policy unknown on the client side without mTLS.
         (proxy::SecurityPolicy::None, Reporter::Source) => SecurityPolicy::Unknown,
-        (proxy::SecurityPolicy::None, Reporter::Destination) => SecurityPolicy::None,
+        (proxy::SecurityPolicy::None, Reporter::Destination | Reporter::Waypoint) => SecurityPolicy::None,
     }
 }
 
@@ -112,7 +122,8 @@ fn flags(s: &str) -> ResponseFlags {
 
 impl RequestObserver for Observer {
     fn on_request(&self, info: RequestInfo) {
-        let (reporter, source, destination) = self.peers(info.reporter, info.peer_principal.as_deref());
+        let (reporter, source, destination) =
+            self.peers(info.reporter, info.peer_principal.as_deref(), info.upstream_principal.as_deref());
         self.telemetry.record_request(&RequestRecord {
             reporter,
             source,
@@ -132,7 +143,8 @@ impl RequestObserver for Observer {
     }
 
     fn on_tcp_close(&self, info: TcpInfo) {
-        let (reporter, source, destination) = self.peers(info.reporter, info.peer_principal.as_deref());
+        let (reporter, source, destination) =
+            self.peers(info.reporter, info.peer_principal.as_deref(), info.upstream_principal.as_deref());
         let record = TcpRecord {
             reporter,
             source,

@@ -1,6 +1,6 @@
 //! HBONE and workload certificates on loopback: the node proxy's
-//! `SecretManager` against a CA served in process over TLS (the generated
-//! tonic server, signing with rcgen), and `hbone::Pool` -> `hbone::Server`
+//! `SecretManager` against a CA served in process over TLS
+//! (`support::ca`), and `hbone::Pool` -> `hbone::Server`
 //! -> a TCP echo upstream. The last test asks the real `meshperf pilot`
 //! (`MESHPERF_BIN`) for certificates.
 
@@ -10,155 +10,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use meshperf_proxy::hbone::{
-    self, ConnectRequest, HboneConfig, InboundDecision, InboundHandler, InboundRequest, PlainSockets, Pool, Refusal,
-    Server, StreamOutcome,
+    self, ConnectRequest, ExpectedPeer, HboneConfig, InboundDecision, InboundHandler, InboundRequest, PlainSockets,
+    Pool, Refusal, Server, StreamOutcome,
 };
 use meshperf_proxy::identity::{self, CaClientConfig, Identity, SecretManager};
-use meshperf_proxy::proto::ca::istio_certificate_service_server::{
-    IstioCertificateService, IstioCertificateServiceServer,
-};
-use meshperf_proxy::proto::ca::{IstioCertificateRequest, IstioCertificateResponse};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, SanType,
-};
 use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::{Identity as TlsIdentity, ServerTlsConfig};
 
+use crate::support::ca::{CA_HOSTNAME, RunningCa, start_ca};
 use crate::support::process::{TestDir, meshperf_bin, spawn};
 use crate::support::{WAIT, closed_port, eventually, tcp_echo};
 
 const TRUST_DOMAIN: &str = "cluster.local";
-/// The name in the CA's serving certificate (pilot's, too).
-const CA_HOSTNAME: &str = "istiod.istio-system.svc";
 
 fn id(sa: &str) -> Identity {
     Identity::new(TRUST_DOMAIN, "shop", sa)
-}
-
-/// What the CA was asked.
-#[derive(Debug, Clone)]
-struct CaRequest {
-    impersonated: Option<String>,
-    csr_sans: Vec<String>,
-    ttl: i64,
-}
-
-/// A CA like istiod's: signs the CSR for the impersonated identity (else the
-/// CSR's URI SAN) for the asked TTL; answers `[leaf, root]`.
-struct TestCa {
-    issuer: Issuer<'static, KeyPair>,
-    root_pem: String,
-    requests: Mutex<Vec<CaRequest>>,
-    /// Identities refused with PERMISSION_DENIED.
-    refused: Vec<String>,
-}
-
-/// The tonic service of a [`TestCa`] the test keeps a handle on.
-struct CaService(Arc<TestCa>);
-
-#[tonic::async_trait]
-impl IstioCertificateService for CaService {
-    async fn create_certificate(
-        &self,
-        request: tonic::Request<IstioCertificateRequest>,
-    ) -> Result<tonic::Response<IstioCertificateResponse>, tonic::Status> {
-        let request = request.into_inner();
-        let csr = CertificateSigningRequestParams::from_pem(&request.csr)
-            .map_err(|e| tonic::Status::invalid_argument(format!("CSR: {e}")))?;
-        let csr_sans: Vec<String> = csr
-            .params
-            .subject_alt_names
-            .iter()
-            .filter_map(|s| match s {
-                SanType::URI(u) => Some(u.as_str().to_string()),
-                _ => None,
-            })
-            .collect();
-        let impersonated =
-            request.metadata.as_ref().and_then(|m| m.fields.get("ImpersonatedIdentity")).and_then(|v| match &v.kind {
-                Some(prost_types::value::Kind::StringValue(s)) => Some(s.clone()),
-                _ => None,
-            });
-        self.0.requests.lock().unwrap().push(CaRequest {
-            impersonated: impersonated.clone(),
-            csr_sans: csr_sans.clone(),
-            ttl: request.validity_duration,
-        });
-        let identity = impersonated.or_else(|| csr_sans.first().cloned()).unwrap_or_default();
-        if self.0.refused.contains(&identity) {
-            return Err(tonic::Status::permission_denied(format!("{identity} may not be impersonated")));
-        }
-        let mut leaf = csr;
-        let now = time::OffsetDateTime::now_utc();
-        leaf.params.not_before = now - time::Duration::seconds(1);
-        leaf.params.not_after = now + time::Duration::seconds(request.validity_duration.max(1));
-        leaf.params.subject_alt_names = vec![SanType::URI(identity.try_into().unwrap())];
-        leaf.params.extended_key_usages =
-            vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-        let signed = leaf.signed_by(&self.0.issuer).map_err(|e| tonic::Status::internal(e.to_string()))?;
-        Ok(tonic::Response::new(IstioCertificateResponse { cert_chain: vec![signed.pem(), self.0.root_pem.clone()] }))
-    }
-}
-
-/// A running test CA and the config that reaches it.
-struct RunningCa {
-    ca: Arc<TestCa>,
-    config: CaClientConfig,
-    _dir: TestDir,
-}
-
-impl RunningCa {
-    fn requests(&self) -> Vec<CaRequest> {
-        self.ca.requests.lock().unwrap().clone()
-    }
-
-    fn secrets(&self) -> Arc<SecretManager> {
-        Arc::new(SecretManager::new(self.config.clone()).unwrap())
-    }
-}
-
-async fn start_ca(name: &str, ttl: Duration, refused: &[&str]) -> RunningCa {
-    let root_key = KeyPair::generate().unwrap();
-    let mut root = CertificateParams::new(Vec::<String>::new()).unwrap();
-    root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let root_pem = root.self_signed(&root_key).unwrap().pem();
-    let issuer = Issuer::new(root, root_key);
-    // The CA's own serving certificate, signed by the same root (as istiod's).
-    let serving_key = KeyPair::generate().unwrap();
-    let serving =
-        CertificateParams::new(vec![CA_HOSTNAME.to_string()]).unwrap().signed_by(&serving_key, &issuer).unwrap();
-
-    let dir = TestDir::new(name);
-    std::fs::write(dir.join("root-cert.pem"), &root_pem).unwrap();
-    let ca = Arc::new(TestCa {
-        issuer,
-        root_pem,
-        requests: Mutex::default(),
-        refused: refused.iter().map(|s| s.to_string()).collect(),
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let tls = ServerTlsConfig::new().identity(TlsIdentity::from_pem(serving.pem(), serving_key.serialize_pem()));
-    let service = IstioCertificateServiceServer::new(CaService(Arc::clone(&ca)));
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .tls_config(tls)
-            .unwrap()
-            .add_service(service)
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    let config = CaClientConfig {
-        address: format!("https://{addr}"),
-        root_ca: dir.join("root-cert.pem"),
-        alt_hostname: Some(CA_HOSTNAME.to_string()),
-        ttl,
-    };
-    RunningCa { ca, config, _dir: dir }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,14 +205,14 @@ async fn mesh_with(name: &str, listener: &str, handler: TestHandler, config: Hbo
     let ca = start_ca(name, identity::DEFAULT_CERTIFICATE_TTL, &[]).await;
     let secrets = ca.secrets();
     let server = start_server(Arc::clone(&secrets), id(listener), handler).await;
-    let pool = Pool::new(Arc::clone(&secrets), config);
+    let pool = Pool::new(secrets.clone(), config);
     Mesh { _ca: ca, secrets, server, pool, echo: tcp_echo().await }
 }
 
 fn connect_request(source: &str, destination: &str, peer: SocketAddr, authority: SocketAddr) -> ConnectRequest {
     ConnectRequest {
         source: id(source),
-        destination_identity: id(destination),
+        destination_identity: id(destination).into(),
         peer,
         authority,
         source_address: "10.0.0.3:41234".parse().unwrap(),
@@ -475,7 +343,7 @@ async fn a_peer_with_another_identity_is_refused() {
     let err = pool.connect(connect_request("cart", "catalog", server.addr, echo)).await.err().unwrap();
     match &err {
         hbone::Error::PeerIdentity { expected, presented, .. } => {
-            assert_eq!(expected, &id("catalog"));
+            assert_eq!(expected, &ExpectedPeer::from(id("catalog")));
             assert_eq!(presented.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/reviews"));
         }
         other => panic!("want a peer identity error, got {other}"),

@@ -23,5 +23,6 @@ mod tcp;
 mod tls_detect;
 mod tls_mtls;
 mod upstream_pool;
+mod waypoint;
 mod workers;
 mod xds_client;

@@ -33,8 +33,9 @@ async fn reaches_ready(ads: SocketAddr, delta: bool) {
         })
         .await;
     let vi = snap.listeners.get("virtualInbound").expect("virtualInbound");
-    let chain =
-        vi.select_chain(8080, None, TransportProtocol::Tls, &[]).expect("an mTLS chain for cart's port 8080 (STRICT)");
+    let chain = vi
+        .select_chain("10.0.0.9:8080".parse().unwrap(), None, TransportProtocol::Tls, &[])
+        .expect("an mTLS chain for cart's port 8080 (STRICT)");
     assert_eq!(chain.name, "inbound|8080||");
     assert!(chain.tls.as_ref().is_some_and(|t| t.require_client_certificate));
     assert!(matches!(chain.handler, Handler::Http(_)));

@@ -7,6 +7,7 @@
 //! are re-exported here.
 
 pub mod ads;
+pub mod ca;
 pub mod certs;
 pub mod clients;
 pub mod envoy;
@@ -14,6 +15,7 @@ pub mod model;
 pub mod process;
 pub mod running;
 pub mod upstreams;
+pub mod waypoint;
 
 use std::time::Duration;
 

@@ -41,11 +41,16 @@ pub fn passthrough_cluster() -> Arc<Cluster> {
 
 pub fn tcp_chain(name: &str, port: Option<u16>, cluster: &str) -> FilterChain {
     let target = ClusterTarget::Cluster(cluster.into());
-    chain(name, port, Handler::Tcp(TcpHandler { stat_prefix: cluster.into(), target, idle_timeout: None }))
+    chain(
+        name,
+        port,
+        Handler::Tcp(TcpHandler { stat_prefix: cluster.into(), target, tunnel: None, idle_timeout: None }),
+    )
 }
 
 pub fn http_chain(name: &str, port: Option<u16>, routes: RouteSource) -> FilterChain {
-    let handler = HttpHandler { stat_prefix: name.into(), routes, fault_filter: true, idle_timeout: None };
+    let handler =
+        HttpHandler { stat_prefix: name.into(), routes, connect: false, fault_filter: true, idle_timeout: None };
     chain(name, port, Handler::Http(handler))
 }
 
@@ -99,7 +104,14 @@ pub fn route(name: &str, path: PathMatch, action: RouteAction) -> Route {
 }
 
 pub fn forward(target: ClusterTarget) -> Forward {
-    Forward { target, timeout: Some(Duration::from_secs(5)), retry: None, prefix_rewrite: None, host_rewrite: None }
+    Forward {
+        target,
+        timeout: Some(Duration::from_secs(5)),
+        retry: None,
+        prefix_rewrite: None,
+        host_rewrite: None,
+        terminate_connect: false,
+    }
 }
 
 pub fn to(cluster: &str) -> RouteAction {

@@ -99,12 +99,31 @@ impl Running {
 pub async fn start(snapshot: Snapshot, targets: Vec<ListenerTarget>) -> Running {
     let state = Arc::new(State::new());
     state.publish(snapshot);
-    serve(state, targets).await
+    serve(state, targets, None).await
 }
 
-async fn serve(state: Arc<State>, targets: Vec<ListenerTarget>) -> Running {
+/// Reports to the recorder and, when given, to another observer.
+struct Both(Arc<Recorder>, Option<Arc<dyn RequestObserver>>);
+
+impl RequestObserver for Both {
+    fn on_request(&self, info: RequestInfo) {
+        if let Some(o) = &self.1 {
+            o.on_request(info.clone());
+        }
+        self.0.on_request(info);
+    }
+    fn on_tcp_close(&self, info: TcpInfo) {
+        if let Some(o) = &self.1 {
+            o.on_tcp_close(info.clone());
+        }
+        self.0.on_tcp_close(info);
+    }
+}
+
+async fn serve(state: Arc<State>, targets: Vec<ListenerTarget>, observer: Option<Arc<dyn RequestObserver>>) -> Running {
     let recorder = Arc::new(Recorder::default());
-    let proxy = Proxy::new(Arc::new(config()), state.clone(), Some(recorder.clone()));
+    let both = Arc::new(Both(recorder.clone(), observer));
+    let proxy = Proxy::new(Arc::new(config()), state.clone(), Some(both));
     let mut bound = Vec::new();
     for t in targets {
         bound.push(BoundListener::new(TcpListener::bind("127.0.0.1:0").await.unwrap(), t));
@@ -149,7 +168,8 @@ impl RunningClient {
 
 /// The proxy fed by a scripted control plane, with its admin endpoint.
 pub struct XdsProxy {
-    /// Serving listener `0.0.0.0_80` (destination port 80) on `addrs[0]`.
+    /// Serving its targets (`0.0.0.0_80`, destination port 80, for
+    /// [`start_with_xds`]) on `addrs`, in order.
     pub proxy: Running,
     /// The ADS stream after the first sync: the test sends what comes next.
     pub stream: DeltaStream,
@@ -163,13 +183,24 @@ pub struct XdsProxy {
 /// sends (`resources` first), the admin endpoint, and, once the client is
 /// ready, the proxy serving listener `0.0.0.0_80`.
 pub async fn start_with_xds(resources: Resources) -> XdsProxy {
+    start_with_xds_as(resources, node("web", "shop", "web", &[]), vec![named("0.0.0.0_80", 80)], None).await
+}
+
+/// As [`start_with_xds`], for the proxy `node`, serving `targets`, reporting
+/// to `observer` too.
+pub async fn start_with_xds_as(
+    resources: Resources,
+    node: NodeIdentity,
+    targets: Vec<ListenerTarget>,
+    observer: Option<Arc<dyn RequestObserver>>,
+) -> XdsProxy {
     let mut server = AdsServer::start().await;
-    let mut client = RunningClient::start(server.addr, node("web", "shop", "web", &[]), true);
+    let mut client = RunningClient::start(server.addr, node, true);
     let mut stream = server.next_delta().await;
     sync(&mut stream, resources).await;
     client.ready().await;
 
-    let proxy = serve(client.state.clone(), vec![named("0.0.0.0_80", 80)]).await;
+    let proxy = serve(client.state.clone(), targets, observer).await;
     let (quit, _) = watch::channel(false);
     let admin = Admin {
         config: Arc::new(config()),
