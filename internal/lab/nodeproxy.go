@@ -155,16 +155,22 @@ func (l *lab) listenZDS(n *node, socket string) error {
 // nodeProxyCommand is what runs as node n's proxy in mode m: the real
 // ztunnel in the ztunnel modes, or on the one node the interop test gives
 // it, else meshperf-proxy in the role. ztunnel takes its subcommand as
-// Istio's DaemonSet gives it.
+// Istio's DaemonSet gives it. The path is absolute: the node proxy starts
+// in a working directory of its own, where a relative one (`-proxy
+// bin/meshperf-proxy`) would not be found.
 func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []string, binary string, err error) {
+	path, args, binary = l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy"
 	if m.Ztunnel() || (l.cfg.ZtunnelBin != "" && l.cfg.ZtunnelNode == n.name) {
 		v, err := ztunnelVersion(l.cfg.ZtunnelBin)
 		if err != nil {
 			return "", nil, "", err
 		}
-		return l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel " + v, nil
+		path, args, binary = l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel "+v
 	}
-	return l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy", nil
+	if path, err = filepath.Abs(path); err != nil {
+		return "", nil, "", err
+	}
+	return path, args, binary, nil
 }
 
 // startNodeProxy starts node n's proxy in the node's namespace, as root

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"net/netip"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,6 +47,10 @@ func TestNodeProxyEnv(t *testing.T) {
 func TestNodeProxyCommand(t *testing.T) {
 	zt := writeScript(t, `echo 'version.BuildInfo{Version:"1.24.0"}'`+"\n")
 	n1, n2 := &node{name: NodeClient}, &node{name: NodeServer}
+	relativeProxy, err := filepath.Abs("bin/meshperf-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		cfg       Config
 		mode      scenario.Mode
@@ -59,6 +64,9 @@ func TestNodeProxyCommand(t *testing.T) {
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, scenario.AmbientZtunnel, n2, zt, "ztunnel 1.24.0", "proxy"},
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n2, zt, "ztunnel 1.24.0", "proxy"},
+		// A relative -proxy (bin/meshperf-proxy) is made absolute: the node
+		// proxy runs in a directory of its own, where it was not found.
+		{Config{ProxyBin: "bin/meshperf-proxy"}, scenario.Ambient, n1, relativeProxy, "meshperf-proxy", "--proxy-type"},
 	} {
 		l := &lab{cfg: c.cfg}
 		path, args, bin, err := l.nodeProxyCommand(c.n, c.mode)

@@ -183,8 +183,17 @@ func TestTrafficChecksWaypoint(t *testing.T) {
 	if checks[0].OK || !strings.Contains(checks[0].Detail, "0 requests counted, want >= 2000") {
 		t.Errorf("bypassed waypoint passed: %+v", checks[0])
 	}
-	if c := checks[3]; c.OK || c.Detail != "0 connections counted, want >= 1" {
+	if c := checks[3]; c.OK || c.Detail != "0 connections counted since the mode was set up, want >= 1" {
 		t.Errorf("the client's identity at the server passed as the waypoint's: %+v", c)
+	}
+	// A later run of the mode: the waypoint reuses its connections to the
+	// server's node proxy, which opens none; those since the set-up count.
+	later := metricsSnapshot{waypoint: req(4005), clientNode: conns("source", client, 8), serverNode: conns("destination", wp, 1)}
+	earlier := metricsSnapshot{waypoint: req(2005), clientNode: conns("source", client, 4), serverNode: conns("destination", wp, 1)}
+	for _, c := range trafficChecks(spec, 2000, earlier, later) {
+		if !c.OK {
+			t.Errorf("a later waypoint run, its connections reused: %+v", c)
+		}
 	}
 	// Ambient L4 still wants the client's identity, on every connection.
 	spec.Mode = scenario.Ambient
