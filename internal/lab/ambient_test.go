@@ -36,6 +36,15 @@ func needAmbientBinaries(t *testing.T) {
 // each node proxy; nodeProxies are what Report.NodeProxies must say.
 func checkAmbientRun(t *testing.T, rep *Report, nodeProxies []string) {
 	t.Helper()
+	checkAmbientMode(t, rep, scenario.Ambient, nodeProxies)
+}
+
+// checkAmbientMode is checkAmbientRun for either ambient mode: in the
+// waypoint mode the waypoint must have counted every call and been
+// measured, and the server's node proxy must have seen the waypoint's
+// identity instead of the client's.
+func checkAmbientMode(t *testing.T, rep *Report, mode scenario.Mode, nodeProxies []string) {
+	t.Helper()
 	if len(rep.Outcomes) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Outcomes))
 	}
@@ -44,10 +53,15 @@ func checkAmbientRun(t *testing.T, rep *Report, nodeProxies []string) {
 	if r.Failed {
 		t.Fatalf("%s failed: %s", r.Label, r.FailureReason)
 	}
-	if r.Mode != string(scenario.Ambient) || r.Network != string(pod.KindNetns) || !r.MTLS || r.Calls < 300 || r.Errors != 0 {
+	if r.Mode != string(mode) || r.Network != string(pod.KindNetns) || !r.MTLS || r.Calls < 300 || r.Errors != 0 {
 		t.Errorf("%s: mode %q network %q mTLS %v, %d calls, %d errors", r.Label, r.Mode, r.Network, r.MTLS, r.Calls, r.Errors)
 	}
 	want := []string{clientNodeProxy, serverNodeProxy, "mutual_tls from " + SPIFFEID(ClientSA)}
+	roles, notRoles := []string{results.RoleClientNodeProxy, results.RoleServerNodeProxy}, []string{results.RoleWaypoint}
+	if mode.Waypoint() {
+		want = []string{waypointRole, clientNodeProxy, serverNodeProxy, "mutual_tls from " + SPIFFEID(WaypointSA)}
+		roles, notRoles = append(roles, results.RoleWaypoint), nil
+	}
 	var names []string
 	for _, c := range o.Checks {
 		names = append(names, c.Name)
@@ -58,14 +72,14 @@ func checkAmbientRun(t *testing.T, rep *Report, nodeProxies []string) {
 	if strings.Join(names, "|") != strings.Join(want, "|") {
 		t.Errorf("%s: checks %q, want %q", r.Label, names, want)
 	}
-	for _, role := range []string{results.RoleClientNodeProxy, results.RoleServerNodeProxy} {
+	for _, role := range roles {
 		if p, ok := r.Process(role); !ok || p.VCPU <= 0 || p.RSSMB <= 0 {
 			t.Errorf("%s: process %s: present %v, %+v", r.Label, role, ok, p)
 		}
 	}
-	for _, role := range []string{results.RoleClientSidecar, results.RoleServerSidecar} {
+	for _, role := range append(notRoles, results.RoleClientSidecar, results.RoleServerSidecar) {
 		if _, ok := r.Process(role); ok {
-			t.Errorf("%s: a %s in an ambient run", r.Label, role)
+			t.Errorf("%s: a %s in an %s run", r.Label, role, mode)
 		}
 	}
 	if strings.Join(rep.NodeProxies, "|") != strings.Join(nodeProxies, "|") {
@@ -86,6 +100,23 @@ func TestAmbientL4(t *testing.T) {
 	needAmbientBinaries(t)
 	rep := runLab(t, pod.KindNetns, ambientScenario(t), nil)
 	checkAmbientRun(t, rep, []string{
+		clientNodeProxy + " (" + NodeClient + "): meshperf-proxy",
+		serverNodeProxy + " (" + NodeServer + "): meshperf-proxy",
+	})
+}
+
+// Ambient L4+L7 end to end: as TestAmbientL4, with a waypoint pod on
+// node-2 running meshperf-proxy's waypoint role, declared as a Gateway
+// and bound to the lab namespace; the load calls the server Service's VIP,
+// which node-1's proxy sends over HBONE to the waypoint, which routes it
+// and sends it over HBONE to node-2's proxy. The waypoint counted every
+// call, node-2's proxy saw the waypoint's identity, and the waypoint is
+// measured beside the node proxies.
+func TestAmbientWaypoint(t *testing.T) {
+	testenv.NeedNetns(t)
+	needAmbientBinaries(t)
+	rep := runLab(t, pod.KindNetns, tinyScenario(t, []scenario.Mode{scenario.AmbientWaypoint}, []int{4}), nil)
+	checkAmbientMode(t, rep, scenario.AmbientWaypoint, []string{
 		clientNodeProxy + " (" + NodeClient + "): meshperf-proxy",
 		serverNodeProxy + " (" + NodeServer + "): meshperf-proxy",
 	})

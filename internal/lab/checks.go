@@ -10,8 +10,9 @@ import (
 // every sidecar the mode puts on the path must have counted the run's calls
 // (connections for tcp; gRPC calls as gRPC), and with mTLS the server sidecar
 // must have seen them as mutual TLS from the client's identity. A mode without a sidecar
-// on a side has nothing to check there. The ambient modes' node proxies are
-// checked by nodeProxyChecks.
+// on a side has nothing to check there. In the waypoint modes the waypoint
+// must have counted every call as reporter="waypoint". The ambient modes'
+// node proxies are checked by nodeProxyChecks.
 func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnapshot) []Check {
 	metric, unit, want := "istio_requests_total", "requests", float64(calls)
 	switch spec.Protocol {
@@ -43,6 +44,10 @@ func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnap
 		got := delta(before.server, after.server, map[string]string{"reporter": "destination"})
 		out = append(out, check(serverSidecar, got))
 	}
+	if spec.Mode.Waypoint() {
+		got := delta(before.waypoint, after.waypoint, map[string]string{"reporter": "waypoint"})
+		out = append(out, check(waypointRole, got))
+	}
 	if spec.Mode.NodeProxies() {
 		return append(out, nodeProxyChecks(spec, before, after)...)
 	}
@@ -57,20 +62,31 @@ func trafficChecks(spec scenario.RunSpec, calls int64, before, after metricsSnap
 // nodeProxyChecks prove the ambient path from the node proxies' L4
 // counters, whatever the protocol: the client's node proxy opened the
 // load generator's connections as their source, the server's received them
-// as their destination, in mutual TLS from the client's identity.
+// as their destination, in mutual TLS from the client's identity. In the
+// waypoint modes the server's node proxy receives the waypoint's
+// connections instead, in mutual TLS from the waypoint's identity. The
+// waypoint opens them as its pool needs and keeps them from one run to the
+// next, so a later run of the mode may open none: there the server side
+// counts the connections since the mode was set up (the node proxies start
+// with it), at least one; that the run's calls took them is the waypoint's
+// check (its only way to the server pod is HBONE to the pod's node proxy).
 func nodeProxyChecks(spec scenario.RunSpec, before, after metricsSnapshot) []Check {
 	const metric = "istio_tcp_connections_opened_total"
 	want := float64(max(spec.Connections, 1))
+	serverWant, peer, serverBefore, since := want, SPIFFEID(ClientSA), before.serverNode, ""
+	if spec.Mode.Waypoint() {
+		serverWant, peer, serverBefore, since = 1, SPIFFEID(WaypointSA), "", " since the mode was set up"
+	}
 	delta := func(b, a string, labels map[string]string) float64 {
 		return sumMetric(a, metric, labels) - sumMetric(b, metric, labels)
 	}
-	check := func(name string, got float64) Check {
-		return Check{Name: name, OK: got >= want, Detail: fmt.Sprintf("%.0f connections counted, want >= %.0f", got, want)}
+	check := func(name string, got, want float64, since string) Check {
+		return Check{Name: name, OK: got >= want, Detail: fmt.Sprintf("%.0f connections counted%s, want >= %.0f", got, since, want)}
 	}
 	return []Check{
-		check(clientNodeProxy, delta(before.clientNode, after.clientNode, map[string]string{"reporter": "source"})),
-		check(serverNodeProxy, delta(before.serverNode, after.serverNode, map[string]string{"reporter": "destination"})),
-		check("mutual_tls from "+SPIFFEID(ClientSA), delta(before.serverNode, after.serverNode, map[string]string{
-			"reporter": "destination", "connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})),
+		check(clientNodeProxy, delta(before.clientNode, after.clientNode, map[string]string{"reporter": "source"}), want, ""),
+		check(serverNodeProxy, delta(serverBefore, after.serverNode, map[string]string{"reporter": "destination"}), serverWant, since),
+		check("mutual_tls from "+peer, delta(serverBefore, after.serverNode, map[string]string{
+			"reporter": "destination", "connection_security_policy": "mutual_tls", "source_principal": peer}), serverWant, since),
 	}
 }

@@ -96,11 +96,16 @@ func jsonName(spec scenario.RunSpec, label string) string {
 
 // target is where the load generator sends: the server pod's app port, or on
 // loopback with a client sidecar, that sidecar's explicit listener (in netns
-// mode capture takes the same connection to the sidecar).
+// mode capture takes the same connection to the sidecar), or in the
+// waypoint modes the Service's VIP and port.
 func (l *lab) target(spec scenario.RunSpec) (args []string) {
 	addr := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
-	if client, _ := spec.Mode.Sidecars(); client && l.kind() == pod.KindLoopback {
+	switch client, _ := spec.Mode.Sidecars(); {
+	case client && l.kind() == pod.KindLoopback:
 		addr = netip.AddrPortFrom(l.client.IP(), uint16(servicePort(spec.Protocol)))
+	case spec.Mode.Waypoint():
+		// A waypoint for services serves what is sent to the service.
+		addr = netip.AddrPortFrom(ServerVIP, uint16(servicePort(spec.Protocol)))
 	}
 	// The client sidecar routes HTTP and gRPC by Host (gRPC's :authority),
 	// as for a call to the Service.
@@ -228,7 +233,7 @@ func (l *lab) watchLoad(ctx context.Context, spec scenario.RunSpec, s *procstat.
 // infra are the processes a run depends on besides the load generator.
 func (l *lab) infra() []*proc.Process {
 	out := []*proc.Process{l.pilot.Process, l.serverApp}
-	for _, p := range []*proc.Process{l.clientSC, l.serverSC} {
+	for _, p := range []*proc.Process{l.clientSC, l.serverSC, l.waypoint} {
 		if p != nil {
 			out = append(out, p)
 		}
@@ -252,6 +257,8 @@ func roleOf(p *proc.Process) string {
 		return results.RoleClientNodeProxy
 	case serverNodeProxy:
 		return results.RoleServerNodeProxy
+	case waypointRole:
+		return results.RoleWaypoint
 	case "echo server":
 		return results.RoleServerApp
 	}
@@ -290,10 +297,11 @@ func processes(us []procstat.ProcessUsage) []results.Process {
 }
 
 // metricsSnapshot is the proxies' metrics at one moment ("" without one):
-// the sidecars' and the node proxies'.
+// the sidecars', the node proxies' and the waypoint's.
 type metricsSnapshot struct {
 	client, server         string
 	clientNode, serverNode string
+	waypoint               string
 }
 
 func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
@@ -306,6 +314,10 @@ func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
 	}
 	if l.serverSC != nil {
 		m.server, err = newAdmin(l.server.IP()).metrics(ctx)
+		errs = append(errs, err)
+	}
+	if l.waypoint != nil {
+		m.waypoint, err = newAdmin(l.waypointPod.IP()).metrics(ctx)
 		errs = append(errs, err)
 	}
 	for _, n := range l.nodes {

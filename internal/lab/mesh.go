@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
 
@@ -21,6 +22,25 @@ const (
 	ClientPod = "client"
 	ServerPod = "server"
 )
+
+// The ambient-waypoint modes' waypoint: a pod of the lab namespace on the
+// server's node, the Gateway API Gateway that declares it, and its
+// identity, spiffe://cluster.local/ns/lab/sa/waypoint.
+const (
+	WaypointPod     = "waypoint"
+	WaypointGateway = "waypoint"
+	WaypointSA      = "waypoint"
+)
+
+// ServerVIP is the server Service's cluster IP in the waypoint modes. A
+// waypoint for services (istio.io/waypoint-for: service, Istio's default)
+// serves traffic addressed to a service VIP, as a Kubernetes client calling
+// the Service by name sends it; the load generator then calls the VIP. No
+// packet to it leaves the client pod: the in-pod rules hand the connection
+// to the node proxy, which resolves the VIP from workload discovery. The
+// other modes keep the Service without one and call the pod's address,
+// which is what their sidecars' per-port listeners and checks expect.
+var ServerVIP = netip.MustParseAddr("10.96.0.10")
 
 // Service ports, named so that the control plane picks the protocol from
 // the name as Istio does (http, grpc, tcp prefixes).
@@ -81,6 +101,12 @@ func PeerAuthMode(r scenario.RunSpec) string {
 	return "PERMISSIVE"
 }
 
+// PodAddrs are the lab pods' addresses the mesh configuration names; the
+// waypoint's is unset without a waypoint mode.
+type PodAddrs struct {
+	Client, Server, Waypoint netip.Addr
+}
+
 // MeshConfig is the configuration the lab applies for one mode.
 type MeshConfig struct {
 	// Base is always applied: the namespace, the server Service and the
@@ -96,19 +122,32 @@ type MeshConfig struct {
 	// where the control plane must know it (its identity, its node proxy's
 	// workload) and no sidecar registers it; empty otherwise.
 	ClientWorkloadEntry string
+	// Waypoint declares the waypoint in the waypoint modes: its Gateway and
+	// its pod's WorkloadEntry; empty otherwise.
+	Waypoint string
 }
 
 // ambientLabel enrols a namespace (or a workload) in ambient.
 const ambientLabel = "istio.io/dataplane-mode: ambient"
 
+// useWaypointLabel binds the namespace's services to the waypoint.
+const useWaypointLabel = "istio.io/use-waypoint: " + WaypointGateway
+
 // MeshYAML renders the configuration for a run's mode. In the ambient
 // modes the namespace carries the ambient label, and both pods are
 // WorkloadEntries named as the pods, which is how ZDS and workload
-// discovery agree on their uids.
-func MeshYAML(r scenario.RunSpec, clientIP, serverIP netip.Addr, ports AppPorts) MeshConfig {
+// discovery agree on their uids. The waypoint modes add the waypoint (its
+// Gateway and its pod), bind the namespace to it with istio.io/use-waypoint
+// and give the Service its VIP; every other mode renders the namespace and
+// the Service without them, so applying it unbinds the waypoint.
+func MeshYAML(r scenario.RunSpec, pods PodAddrs, ports AppPorts) MeshConfig {
 	var b strings.Builder
-	labels := ""
-	if r.Mode.NodeProxies() {
+	labels, clusterIP := "", ""
+	switch {
+	case r.Mode.Waypoint():
+		labels = ", labels: {" + ambientLabel + ", " + useWaypointLabel + "}"
+		clusterIP = "\n  clusterIP: " + ServerVIP.String()
+	case r.Mode.NodeProxies():
 		labels = ", labels: {" + ambientLabel + "}"
 	}
 	fmt.Fprintf(&b, `apiVersion: v1
@@ -118,7 +157,7 @@ metadata: {name: %[1]s%[10]s}
 apiVersion: v1
 kind: Service
 metadata: {name: %[2]s, namespace: %[1]s}
-spec:
+spec:%[11]s
   selector: {app: server}
   ports:
   - {name: http, port: %[3]d, targetPort: %[4]d, protocol: TCP}
@@ -131,7 +170,7 @@ metadata: {name: default, namespace: %[1]s}
 spec:
   mtls: {mode: %[9]s}
 `, Namespace, ServerService, ServiceHTTPPort, ports.HTTP, ServiceGRPCPort, ports.GRPC,
-		ServiceTCPPort, ports.TCP, PeerAuthMode(r), labels)
+		ServiceTCPPort, ports.TCP, PeerAuthMode(r), labels, clusterIP)
 	mc := MeshConfig{}
 	if PeerAuthMode(r) == "DISABLE" {
 		mc.DestinationRule = true
@@ -144,13 +183,43 @@ spec:
 		if r.Mode.NodeProxies() {
 			node = NodeServer
 		}
-		mc.WorkloadEntry = workloadEntryYAML(ServerPod, serverIP, ServerSA, "server", node)
+		mc.WorkloadEntry = workloadEntryYAML(ServerPod, pods.Server, ServerSA, "app: server", node)
 	}
 	if r.Mode.NodeProxies() {
-		mc.ClientWorkloadEntry = workloadEntryYAML(ClientPod, clientIP, ClientSA, "client", NodeClient)
+		mc.ClientWorkloadEntry = workloadEntryYAML(ClientPod, pods.Client, ClientSA, "app: client", NodeClient)
+	}
+	if r.Mode.Waypoint() {
+		mc.Waypoint = waypointYAML(pods.Waypoint)
 	}
 	return mc
 }
+
+// waypointYAML declares the waypoint as Istio's `istioctl waypoint apply`
+// does, with the address Kubernetes would assign given by hand: a Gateway
+// of class istio-waypoint for services, listening for HBONE, at the
+// waypoint pod's address; and the pod, on the server's node, as a
+// WorkloadEntry labelled with its Gateway's name, which is how workload
+// discovery knows it as that Gateway's waypoint (with its identity, which
+// node proxies check).
+func waypointYAML(ip netip.Addr) string {
+	return fmt.Sprintf(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+  labels: {istio.io/waypoint-for: service}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: %[3]d, protocol: HBONE}]
+  addresses: [{type: IPAddress, value: %[4]s}]
+---
+%[5]s`, Namespace, WaypointGateway, pod.HBONEPort, ip,
+		workloadEntryYAML(WaypointPod, ip, WaypointSA, waypointGatewayLabel+": "+WaypointGateway, NodeServer))
+}
+
+// waypointGatewayLabel names a waypoint's Gateway on its pod (Kubernetes
+// puts it on the Deployment's pods) and in its proxy's node metadata.
+const waypointGatewayLabel = "gateway.networking.k8s.io/gateway-name"
 
 func destinationRuleYAML() string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
@@ -169,10 +238,9 @@ spec:
 const nodeLabel = "topology.istio.io/node"
 
 // workloadEntryYAML registers the pod name (the lab's pod of that name) at
-// ip, with its service account, app label and, in the ambient modes, its
-// node.
-func workloadEntryYAML(name string, ip netip.Addr, sa, app, node string) string {
-	labels := "app: " + app
+// ip, with its service account, labels (flow-style "key: value" pairs) and,
+// in the ambient modes, its node.
+func workloadEntryYAML(name string, ip netip.Addr, sa, labels, node string) string {
 	if node != "" {
 		labels += ", " + nodeLabel + ": " + node
 	}

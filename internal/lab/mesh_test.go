@@ -45,7 +45,7 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		spec := scenario.RunSpec{Mode: c.mode, MTLS: c.mtls && c.mode == scenario.BothSidecars, Protocol: scenario.HTTP}
-		mc := MeshYAML(spec, clientIP, serverIP, ports)
+		mc := MeshYAML(spec, PodAddrs{Client: clientIP, Server: serverIP}, ports)
 		kinds := decodeValid(t, string(c.mode), mc.Base)
 		joined := strings.Join(kinds, " ")
 		for _, want := range []string{"Namespace", "Service", "PeerAuthentication"} {
@@ -59,7 +59,7 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 		if got := strings.Contains(joined, "DestinationRule"); got != c.dr || mc.DestinationRule != c.dr {
 			t.Errorf("%s mtls=%v: DestinationRule %v (flag %v), want %v", c.mode, c.mtls, got, mc.DestinationRule, c.dr)
 		}
-		if mc.ClientWorkloadEntry != "" || strings.Contains(mc.Base, "dataplane-mode") {
+		if mc.ClientWorkloadEntry != "" || mc.Waypoint != "" || strings.Contains(mc.Base, "dataplane-mode") || strings.Contains(mc.Base, "clusterIP") {
 			t.Errorf("%s: enrolled in ambient:\n%s\n%s", c.mode, mc.Base, mc.ClientWorkloadEntry)
 		}
 		if (mc.WorkloadEntry != "") != c.wentry {
@@ -73,7 +73,7 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 		}
 	}
 	// Loopback: the Service's targetPorts are the app's host ports.
-	mc := MeshYAML(scenario.RunSpec{Mode: scenario.NoMesh}, clientIP, serverIP, AppPorts{HTTP: 40001, GRPC: 40002, TCP: 40003})
+	mc := MeshYAML(scenario.RunSpec{Mode: scenario.NoMesh}, PodAddrs{Client: clientIP, Server: serverIP}, AppPorts{HTTP: 40001, GRPC: 40002, TCP: 40003})
 	decodeValid(t, "loopback", mc.Base)
 	if !strings.Contains(mc.Base, "port: 8080, targetPort: 40001") {
 		t.Errorf("http targetPort not the app's port:\n%s", mc.Base)
@@ -87,7 +87,10 @@ func TestMeshYAMLPerModePassesPilotValidation(t *testing.T) {
 func TestMeshYAMLAmbient(t *testing.T) {
 	clientIP, serverIP := netip.MustParseAddr("10.233.0.2"), netip.MustParseAddr("10.233.0.3")
 	spec := scenario.RunSpec{Mode: scenario.Ambient, MTLS: true, Protocol: scenario.HTTP}
-	mc := MeshYAML(spec, clientIP, serverIP, AppPorts{HTTP: 8080, GRPC: 8079, TCP: 8078})
+	mc := MeshYAML(spec, PodAddrs{Client: clientIP, Server: serverIP}, AppPorts{HTTP: 8080, GRPC: 8079, TCP: 8078})
+	if mc.Waypoint != "" || strings.Contains(mc.Base, "use-waypoint") || strings.Contains(mc.Base, "clusterIP") {
+		t.Errorf("ambient (L4) has a waypoint:\n%s\n%s", mc.Base, mc.Waypoint)
+	}
 	if got := strings.Join(decodeValid(t, "ambient", mc.Base), " "); !strings.Contains(got, "PeerAuthentication") {
 		t.Errorf("ambient base has %s", got)
 	}
@@ -106,6 +109,43 @@ func TestMeshYAMLAmbient(t *testing.T) {
 			if !strings.Contains(c.yaml, want) {
 				t.Errorf("WorkloadEntry %s lacks %q:\n%s", c.name, want, c.yaml)
 			}
+		}
+	}
+}
+
+// The waypoint modes: the namespace enrolled and bound to the waypoint, the
+// Service with its VIP, and the waypoint declared as a Gateway at the
+// waypoint pod's address plus its pod as a WorkloadEntry on the server's
+// node, labelled with the Gateway's name and without the server's app
+// label (the Service must not select it); pilot accepts all of it.
+func TestMeshYAMLWaypoint(t *testing.T) {
+	pods := PodAddrs{Client: netip.MustParseAddr("10.233.0.2"), Server: netip.MustParseAddr("10.233.0.3"),
+		Waypoint: netip.MustParseAddr("10.233.0.7")}
+	for _, mode := range []scenario.Mode{scenario.AmbientWaypoint, scenario.AmbientWaypointZtunnel} {
+		spec := scenario.RunSpec{Mode: mode, MTLS: true, Protocol: scenario.HTTP}
+		mc := MeshYAML(spec, pods, AppPorts{HTTP: 8080, GRPC: 8079, TCP: 8078})
+		decodeValid(t, string(mode), mc.Base)
+		for _, want := range []string{
+			"metadata: {name: lab, labels: {istio.io/dataplane-mode: ambient, istio.io/use-waypoint: waypoint}}",
+			"spec:\n  clusterIP: 10.96.0.10\n  selector: {app: server}", "mode: STRICT"} {
+			if !strings.Contains(mc.Base, want) {
+				t.Errorf("%s base lacks %q:\n%s", mode, want, mc.Base)
+			}
+		}
+		kinds := strings.Join(decodeValid(t, "waypoint", mc.Waypoint), " ")
+		if kinds != "Gateway.gateway.networking.k8s.io/lab/waypoint WorkloadEntry/lab/waypoint" {
+			t.Errorf("%s: waypoint objects %s", mode, kinds)
+		}
+		for _, want := range []string{"gatewayClassName: istio-waypoint", "labels: {istio.io/waypoint-for: service}",
+			"listeners: [{name: mesh, port: 15008, protocol: HBONE}]", "addresses: [{type: IPAddress, value: 10.233.0.7}]",
+			"address: 10.233.0.7", "serviceAccount: waypoint",
+			"labels: {gateway.networking.k8s.io/gateway-name: waypoint, topology.istio.io/node: node-2}"} {
+			if !strings.Contains(mc.Waypoint, want) {
+				t.Errorf("%s waypoint lacks %q:\n%s", mode, want, mc.Waypoint)
+			}
+		}
+		if strings.Contains(mc.Waypoint, "app:") {
+			t.Errorf("%s: the waypoint's entry has an app label the Service could select:\n%s", mode, mc.Waypoint)
 		}
 	}
 }

@@ -66,15 +66,20 @@ func (l *lab) allAlive(m scenario.Mode) bool {
 		}
 	}
 	return alive(l.pilot.Process) && alive(l.serverApp) &&
-		client == alive(l.clientSC) && server == alive(l.serverSC)
+		client == alive(l.clientSC) && server == alive(l.serverSC) && m.Waypoint() == alive(l.waypoint)
 }
 
-// teardownMode stops the sidecars and removes their capture, and takes the
-// pods out of ambient, stopping the node proxies.
+// teardownMode stops the sidecars and removes their capture, takes the
+// pods out of ambient, stopping the node proxies, and stops the waypoint.
+// The configuration stays until setupMode applies the next mode's.
 func (l *lab) teardownMode() error {
 	var errs []error
 	for _, n := range l.nodes {
 		errs = append(errs, n.leave())
+	}
+	if l.waypoint != nil {
+		errs = append(errs, l.waypoint.Stop())
+		l.waypoint = nil
 	}
 	for _, s := range []struct {
 		p   **proc.Process
@@ -98,13 +103,13 @@ func (l *lab) teardownMode() error {
 // setupMode applies the mode's configuration, starts its sidecars and waits
 // until they are ready and the client side knows the server as it should.
 func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
-	mesh := MeshYAML(spec, l.client.IP(), l.server.IP(), l.app)
+	mesh := MeshYAML(spec, l.podAddrs(), l.app)
 	client, server := spec.Mode.Sidecars()
 	name := string(spec.Mode)
 	// A WorkloadEntry beside a registered sidecar would give the server two
 	// endpoints; remove it before the sidecar comes.
 	if server && l.appliedWE {
-		if err := l.apply(ctx, "workloadentry-delete", workloadEntryYAML(ServerPod, l.server.IP(), ServerSA, "server", ""), true); err != nil {
+		if err := l.apply(ctx, "workloadentry-delete", workloadEntryYAML(ServerPod, l.server.IP(), ServerSA, "app: server", ""), true); err != nil {
 			return err
 		}
 		l.appliedWE = false
@@ -129,12 +134,22 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 	if (mesh.ClientWorkloadEntry != "") != l.appliedClientWE {
 		yaml, del := mesh.ClientWorkloadEntry, l.appliedClientWE
 		if del {
-			yaml = workloadEntryYAML(ClientPod, l.client.IP(), ClientSA, "client", "")
+			yaml = workloadEntryYAML(ClientPod, l.client.IP(), ClientSA, "app: client", "")
 		}
 		if err := l.apply(ctx, "client-workloadentry", yaml, del); err != nil {
 			return err
 		}
 		l.appliedClientWE = !del
+	}
+	if (mesh.Waypoint != "") != l.appliedWaypoint {
+		yaml, del := mesh.Waypoint, l.appliedWaypoint
+		if del {
+			yaml = waypointYAML(l.waypointPod.IP())
+		}
+		if err := l.apply(ctx, "waypoint", yaml, del); err != nil {
+			return err
+		}
+		l.appliedWaypoint = !del
 	}
 	if spec.Mode.NodeProxies() {
 		return l.setupNodeProxies(ctx, spec)
@@ -153,7 +168,7 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 }
 
 func (l *lab) serverSidecarSpec() sidecarSpec {
-	s := sidecarSpec{role: serverSidecar, pod: l.server, sa: ServerSA, app: "server"}
+	s := sidecarSpec{role: serverSidecar, pod: l.server, sa: ServerSA, labels: "app=server"}
 	if l.kind() == pod.KindLoopback {
 		for _, p := range []int{l.app.HTTP, l.app.GRPC, l.app.TCP} {
 			s.listen = append(s.listen, fmt.Sprintf("%s=virtualInbound:%d", netip.AddrPortFrom(l.server.IP(), uint16(p)), p))
@@ -163,7 +178,7 @@ func (l *lab) serverSidecarSpec() sidecarSpec {
 }
 
 func (l *lab) clientSidecarSpec() sidecarSpec {
-	s := sidecarSpec{role: clientSidecar, pod: l.client, sa: ClientSA, app: "client"}
+	s := sidecarSpec{role: clientSidecar, pod: l.client, sa: ClientSA, labels: "app=client"}
 	if l.kind() == pod.KindLoopback {
 		// The client pod's address is this run's own, so its outbound
 		// listeners take the Service's ports there, as capture would.
@@ -174,8 +189,25 @@ func (l *lab) clientSidecarSpec() sidecarSpec {
 	return s
 }
 
+// waypointSpec is the waypoint proxy: its pod (not enrolled: a waypoint
+// takes HBONE itself), its identity, and the label that names its Gateway.
+func (l *lab) waypointSpec() sidecarSpec {
+	return sidecarSpec{role: waypointRole, waypoint: true, pod: l.waypointPod, sa: WaypointSA,
+		labels: waypointGatewayLabel + "=" + WaypointGateway}
+}
+
+// podAddrs are the pods' addresses, the waypoint's when there is one.
+func (l *lab) podAddrs() PodAddrs {
+	a := PodAddrs{Client: l.client.IP(), Server: l.server.IP()}
+	if l.waypointPod != nil {
+		a.Waypoint = l.waypointPod.IP()
+	}
+	return a
+}
+
 // setupNodeProxies enrols each node's pod in ambient, starts the node
-// proxies and waits until they are ready to carry the pods' traffic.
+// proxies and, in the waypoint modes, the waypoint, and waits until they
+// are ready to carry the pods' traffic.
 func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error {
 	for _, n := range l.nodes {
 		if err := n.enroll(); err != nil {
@@ -185,17 +217,26 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 			return err
 		}
 	}
-	return l.waitNodeProxies(ctx)
+	if spec.Mode.Waypoint() {
+		if err := l.startSidecar(l.waypointSpec(), spec, &l.waypoint); err != nil {
+			return err
+		}
+	}
+	if err := l.waitNodeProxies(ctx, spec.Mode); err != nil {
+		return err
+	}
+	return l.waitConverged(ctx, spec)
 }
 
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337
-// behind Istio's capture, on loopback with its explicit listeners.
+// behind Istio's capture, on loopback with its explicit listeners. A
+// waypoint is started the same way, without capture.
 func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
 	// A stopped sidecar drains before it exits: SIGKILL only after that.
 	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
 		StopGrace: sidecarDrain + 2*time.Second,
 		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
-	if l.kind() == pod.KindNetns {
+	if l.kind() == pod.KindNetns && !s.waypoint {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
@@ -210,8 +251,9 @@ func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Proc
 	return nil
 }
 
-// waitConverged waits until each sidecar is ready, has its access log set
-// as the run wants, and has the configuration the run depends on.
+// waitConverged waits until each sidecar (and the waypoint) is ready, has
+// its access log set as the run wants, and has the configuration the run
+// depends on.
 func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
@@ -230,6 +272,12 @@ func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
 		want := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
 		sides = append(sides, side{l.clientSC, newAdmin(l.client.IP()), func(d *configDump) string {
 			return clientConverged(d, spec, want)
+		}})
+	}
+	if l.waypoint != nil {
+		want := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
+		sides = append(sides, side{l.waypoint, newAdmin(l.waypointPod.IP()), func(d *configDump) string {
+			return waypointConverged(d, spec, want)
 		}})
 	}
 	for _, s := range sides {

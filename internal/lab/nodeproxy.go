@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -154,16 +155,22 @@ func (l *lab) listenZDS(n *node, socket string) error {
 // nodeProxyCommand is what runs as node n's proxy in mode m: the real
 // ztunnel in the ztunnel modes, or on the one node the interop test gives
 // it, else meshperf-proxy in the role. ztunnel takes its subcommand as
-// Istio's DaemonSet gives it.
+// Istio's DaemonSet gives it. The path is absolute: the node proxy starts
+// in a working directory of its own, where a relative one (`-proxy
+// bin/meshperf-proxy`) would not be found.
 func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []string, binary string, err error) {
+	path, args, binary = l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy"
 	if m.Ztunnel() || (l.cfg.ZtunnelBin != "" && l.cfg.ZtunnelNode == n.name) {
 		v, err := ztunnelVersion(l.cfg.ZtunnelBin)
 		if err != nil {
 			return "", nil, "", err
 		}
-		return l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel " + v, nil
+		path, args, binary = l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel "+v
 	}
-	return l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy", nil
+	if path, err = filepath.Abs(path); err != nil {
+		return "", nil, "", err
+	}
+	return path, args, binary, nil
 }
 
 // startNodeProxy starts node n's proxy in the node's namespace, as root
@@ -252,11 +259,12 @@ func nodeAdmin(n *node) *admin {
 
 // waitNodeProxies waits until each node proxy says it is ready (its
 // certificates, both workload-discovery types and its ZDS snapshot are in)
-// and the client's node proxy knows the server pod's workload.
-func (l *lab) waitNodeProxies(ctx context.Context) error {
+// and the client's node proxy knows what mode m sends it to: the server
+// pod's workload, and in the waypoint modes the server Service bound to
+// its waypoint (sent before that, the load would bypass the waypoint).
+func (l *lab) waitNodeProxies(ctx context.Context, m scenario.Mode) error {
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
-	serverUID := inpod.PodUID(Namespace, l.server.Name())
 	for _, n := range l.nodes {
 		ready := newAdminAt(netip.AddrPortFrom(n.ns.IP(), nodeProxyReadyPort), nil)
 		lack := "not ready"
@@ -270,9 +278,7 @@ func (l *lab) waitNodeProxies(ctx context.Context) error {
 				break
 			} else if code, dump, err := nodeAdmin(n).get(ctx, "/config_dump"); err != nil || code != http.StatusOK {
 				lack = fmt.Sprintf("/config_dump: status %d (%v)", code, err)
-			} else if !strings.Contains(string(dump), serverUID) {
-				lack = "its /config_dump does not know the server workload " + serverUID
-			} else {
+			} else if lack = clientNodeProxyLacks(dump, l.server.Name(), m); lack == "" {
 				break
 			}
 			select {
@@ -283,4 +289,50 @@ func (l *lab) waitNodeProxies(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// clientNodeProxyLacks says what the client's node proxy's /config_dump
+// still lacks for mode m ("" when nothing). The dump is read as plain JSON,
+// not as one proxy's schema, so that ztunnel's and meshperf-proxy's both
+// do: the server workload's uid anywhere in it, and in the waypoint modes a
+// service object with the server's hostname and a waypoint.
+func clientNodeProxyLacks(dump []byte, serverPod string, m scenario.Mode) string {
+	serverUID := inpod.PodUID(Namespace, serverPod)
+	if !strings.Contains(string(dump), serverUID) {
+		return "its /config_dump does not know the server workload " + serverUID
+	}
+	if !m.Waypoint() {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal(dump, &v); err != nil {
+		return "its /config_dump is not JSON: " + err.Error()
+	}
+	if !hasObject(v, func(o map[string]any) bool { return o["hostname"] == ServerHost() && o["waypoint"] != nil }) {
+		return "its /config_dump does not bind the service " + ServerHost() + " to a waypoint"
+	}
+	return ""
+}
+
+// hasObject reports whether the decoded JSON v holds, at any depth, an
+// object for which match is true.
+func hasObject(v any, match func(map[string]any) bool) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if match(x) {
+			return true
+		}
+		for _, e := range x {
+			if hasObject(e, match) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasObject(e, match) {
+				return true
+			}
+		}
+	}
+	return false
 }

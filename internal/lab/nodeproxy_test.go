@@ -2,7 +2,9 @@ package lab
 
 import (
 	"net/netip"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -45,6 +47,10 @@ func TestNodeProxyEnv(t *testing.T) {
 func TestNodeProxyCommand(t *testing.T) {
 	zt := writeScript(t, `echo 'version.BuildInfo{Version:"1.24.0"}'`+"\n")
 	n1, n2 := &node{name: NodeClient}, &node{name: NodeServer}
+	relativeProxy, err := filepath.Abs("bin/meshperf-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		cfg       Config
 		mode      scenario.Mode
@@ -58,11 +64,44 @@ func TestNodeProxyCommand(t *testing.T) {
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt}, scenario.AmbientZtunnel, n2, zt, "ztunnel 1.24.0", "proxy"},
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n1, "/bin/meshperf-proxy", "meshperf-proxy", "--proxy-type"},
 		{Config{ProxyBin: "/bin/meshperf-proxy", ZtunnelBin: zt, ZtunnelNode: NodeServer}, scenario.Ambient, n2, zt, "ztunnel 1.24.0", "proxy"},
+		// A relative -proxy (bin/meshperf-proxy) is made absolute: the node
+		// proxy runs in a directory of its own, where it was not found.
+		{Config{ProxyBin: "bin/meshperf-proxy"}, scenario.Ambient, n1, relativeProxy, "meshperf-proxy", "--proxy-type"},
 	} {
 		l := &lab{cfg: c.cfg}
 		path, args, bin, err := l.nodeProxyCommand(c.n, c.mode)
 		if err != nil || path != c.path || bin != c.bin || args[0] != c.args0 {
 			t.Errorf("%s in %s with ztunnel %q on %q: %s %v (%s), %v", c.n.name, c.mode, c.cfg.ZtunnelBin, c.cfg.ZtunnelNode, path, args, bin, err)
+		}
+	}
+}
+
+// The client's node proxy is ready for a run when it knows the server
+// workload and, in the waypoint modes, the server Service with its
+// waypoint, read from either proxy's dump: meshperf-proxy's (services by
+// key) and ztunnel's (a list).
+func TestClientNodeProxyLacks(t *testing.T) {
+	const uid = `"Kubernetes//Pod/lab/server"`
+	ours := `{"workloads": {"workloads": {` + uid + `: {}}, "services": {"lab/server.lab.svc.cluster.local":
+	  {"hostname": "server.lab.svc.cluster.local", "vips": ["10.96.0.10"], "waypoint": {"address": "10.233.0.7:15008"}}}}}`
+	ztunnels := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local",
+	  "waypoint": {"destination": "/10.233.0.7", "hboneMtlsPort": 15008}}]}`
+	unbound := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local"}]}`
+	for _, c := range []struct {
+		name, dump string
+		mode       scenario.Mode
+		lack       string
+	}{
+		{"L4", unbound, scenario.Ambient, ""},
+		{"L4 without the server", `{"workloads": []}`, scenario.Ambient, "does not know the server workload Kubernetes//Pod/lab/server"},
+		{"waypoint, ours", ours, scenario.AmbientWaypoint, ""},
+		{"waypoint, ztunnel's", ztunnels, scenario.AmbientWaypointZtunnel, ""},
+		{"waypoint not bound yet", unbound, scenario.AmbientWaypoint, "does not bind the service server.lab.svc.cluster.local to a waypoint"},
+		{"waypoint, not JSON", "{" + uid, scenario.AmbientWaypoint, "not JSON"},
+	} {
+		lack := clientNodeProxyLacks([]byte(c.dump), ServerPod, c.mode)
+		if c.lack == "" && lack != "" || c.lack != "" && !strings.Contains(lack, c.lack) {
+			t.Errorf("%s: %q, want %q", c.name, lack, c.lack)
 		}
 	}
 }

@@ -12,20 +12,16 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
-	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
 // Preflight says, in one line, why the lab cannot run cfg's scenario on
 // this machine, before anything starts: an ambient mode needs network
-// namespaces (its nodes, and the in-pod rules inside each pod), the
-// waypoint mode needs a waypoint, and -ztunnel needs a ztunnel that runs.
+// namespaces (its nodes, and the in-pod rules inside each pod, the
+// waypoint's pod), and -ztunnel needs a ztunnel that runs.
 func Preflight(cfg Config) error {
 	ambient := ""
 	for _, m := range cfg.Scenario.Modes {
-		if err := modeAvailable(m); err != nil {
-			return err
-		}
 		if m.NodeProxies() && ambient == "" {
 			ambient = string(m)
 		}
@@ -45,15 +41,6 @@ func Preflight(cfg Config) error {
 		}
 	}
 	return ambientNetwork(ambient, cfg.Network)
-}
-
-// modeAvailable is the one place that refuses a mode this build cannot run
-// yet: ambient-waypoint validates, but meshperf has no waypoint proxy.
-func modeAvailable(m scenario.Mode) error {
-	if m.Waypoint() {
-		return fmt.Errorf("mode %s: the waypoint is not available yet; run ambient (L4) or a sidecar mode", m)
-	}
-	return nil
 }
 
 // ambientNetwork checks that the pods can be network namespaces on nodes:

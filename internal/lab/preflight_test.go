@@ -54,7 +54,7 @@ func TestPreflight(t *testing.T) {
 	}{
 		{Config{Scenario: modes(scenario.NoMesh, scenario.BothSidecars), Network: pod.KindLoopback}, ""},
 		{Config{Scenario: modes(scenario.Ambient), Network: pod.KindLoopback}, "mode ambient needs network namespaces"},
-		{Config{Scenario: modes(scenario.NoMesh, scenario.AmbientWaypoint)}, "mode ambient-waypoint: the waypoint is not available yet"},
+		{Config{Scenario: modes(scenario.NoMesh, scenario.AmbientWaypoint), Network: pod.KindLoopback}, "mode ambient-waypoint needs network namespaces"},
 		{Config{Scenario: modes(scenario.NoMesh), ZtunnelBin: "/bin/true"}, "-ztunnel: no ambient mode"},
 		{Config{Scenario: modes(scenario.Ambient, scenario.AmbientZtunnel), Network: pod.KindNetns}, "mode ambient-ztunnel runs the real ztunnel: give its binary with -ztunnel PATH"},
 		{Config{Scenario: modes(scenario.Ambient), ZtunnelBin: "/nonexistent/ztunnel", Network: pod.KindNetns}, "no such file"},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -147,6 +148,63 @@ func TestTrafficChecks(t *testing.T) {
 	}
 }
 
+// The waypoint modes: the waypoint must have counted every call as
+// reporter="waypoint", and the server's node proxy must have taken the
+// waypoint's connections (at least one: it pools them) in mutual TLS from
+// the waypoint's identity, not the client's.
+func TestTrafficChecksWaypoint(t *testing.T) {
+	req := func(n int) string {
+		return "istio_requests_total{reporter=\"waypoint\",response_code=\"200\"} " + strconv.Itoa(n) + "\n"
+	}
+	conns := func(reporter, peer string, n int) string {
+		return `istio_tcp_connections_opened_total{reporter="` + reporter + `",source_principal="` + peer +
+			`",connection_security_policy="mutual_tls"} ` + strconv.Itoa(n) + "\n"
+	}
+	wp, client := SPIFFEID(WaypointSA), SPIFFEID(ClientSA)
+	before := metricsSnapshot{waypoint: req(5), clientNode: conns("source", client, 0), serverNode: conns("destination", wp, 0)}
+	after := metricsSnapshot{waypoint: req(2005), clientNode: conns("source", client, 4), serverNode: conns("destination", wp, 1)}
+	spec := scenario.RunSpec{Mode: scenario.AmbientWaypoint, MTLS: true, Protocol: scenario.HTTP, Connections: 4}
+	checks := trafficChecks(spec, 2000, before, after)
+	var names []string
+	for _, c := range checks {
+		names = append(names, c.Name)
+		if !c.OK {
+			t.Errorf("check failed: %+v", c)
+		}
+	}
+	want := []string{waypointRole, clientNodeProxy, serverNodeProxy, "mutual_tls from " + wp}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("checks %q, want %q", names, want)
+	}
+	// Traffic that bypassed the waypoint: the waypoint counted nothing, and
+	// the server's node proxy saw the client's identity.
+	after = metricsSnapshot{waypoint: req(5), clientNode: after.clientNode, serverNode: conns("destination", client, 4)}
+	checks = trafficChecks(spec, 2000, before, after)
+	if checks[0].OK || !strings.Contains(checks[0].Detail, "0 requests counted, want >= 2000") {
+		t.Errorf("bypassed waypoint passed: %+v", checks[0])
+	}
+	if c := checks[3]; c.OK || c.Detail != "0 connections counted since the mode was set up, want >= 1" {
+		t.Errorf("the client's identity at the server passed as the waypoint's: %+v", c)
+	}
+	// A later run of the mode: the waypoint reuses its connections to the
+	// server's node proxy, which opens none; those since the set-up count.
+	later := metricsSnapshot{waypoint: req(4005), clientNode: conns("source", client, 8), serverNode: conns("destination", wp, 1)}
+	earlier := metricsSnapshot{waypoint: req(2005), clientNode: conns("source", client, 4), serverNode: conns("destination", wp, 1)}
+	for _, c := range trafficChecks(spec, 2000, earlier, later) {
+		if !c.OK {
+			t.Errorf("a later waypoint run, its connections reused: %+v", c)
+		}
+	}
+	// Ambient L4 still wants the client's identity, on every connection.
+	spec.Mode = scenario.Ambient
+	l4 := metricsSnapshot{clientNode: conns("source", client, 4), serverNode: conns("destination", client, 4)}
+	for _, c := range trafficChecks(spec, 2000, metricsSnapshot{}, l4) {
+		if !c.OK || c.Name == waypointRole {
+			t.Errorf("ambient L4: %+v", c)
+		}
+	}
+}
+
 func TestConvergenceChecks(t *testing.T) {
 	var d configDump
 	dump := `{"clusters": {"outbound|8080||server.lab.svc.cluster.local": {"transport": {"auto": {}}}},
@@ -178,5 +236,73 @@ func TestConvergenceChecks(t *testing.T) {
 	off := scenario.RunSpec{Mode: scenario.BothSidecars, Protocol: scenario.HTTP}
 	if lack := clientConverged(&d, off, ep); !strings.Contains(lack, "plain-text transport") {
 		t.Errorf("mTLS off accepted an auto-mTLS cluster: %q", lack)
+	}
+}
+
+// The proxies' flags: a sidecar captures its pod's traffic (or listens
+// explicitly on loopback); the waypoint is meshperf-proxy's waypoint role in
+// its own pod, with no capture, named by its Gateway label, identity and
+// the scenario's workers, on plain ADS like the sidecars.
+func TestSidecarArgs(t *testing.T) {
+	n, err := pod.NewLoopbackNetwork("args1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	wp, err := n.AddPod(WaypointPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := n.AddPod(ServerPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{waypointPod: wp, server: server}
+	got := strings.Join(sidecarArgs(l.waypointSpec(), "10.233.0.1:15010", 2, pod.KindNetns), " ")
+	want := "--xds-address 10.233.0.1:15010 --admin-address " + wp.IP().String() + ":15000 --pod-name waypoint --pod-namespace lab" +
+		" --service-account waypoint --instance-ip " + wp.IP().String() + " --labels gateway.networking.k8s.io/gateway-name=waypoint" +
+		" --concurrency 2 --drain-duration 5s --proxy-type waypoint --capture-mode none"
+	if got != want {
+		t.Errorf("waypoint args:\n got %s\nwant %s", got, want)
+	}
+	s := sidecarSpec{role: serverSidecar, pod: server, sa: ServerSA, labels: "app=server"}
+	got = strings.Join(sidecarArgs(s, "10.233.0.1:15010", 2, pod.KindNetns), " ")
+	if !strings.HasSuffix(got, "--labels app=server --concurrency 2 --drain-duration 5s --capture-mode iptables") || strings.Contains(got, "--proxy-type") {
+		t.Errorf("server sidecar args in netns: %s", got)
+	}
+	s.listen = []string{"127.1.0.3:8080=virtualInbound:8080"}
+	got = strings.Join(sidecarArgs(s, "127.0.0.1:15010", 2, pod.KindLoopback), " ")
+	if !strings.HasSuffix(got, "--capture-mode none --listen 127.1.0.3:8080=virtualInbound:8080") {
+		t.Errorf("server sidecar args on loopback: %s", got)
+	}
+}
+
+// The waypoint is configured for the run when its main_internal listener
+// has a chain for the server Service's VIP and port and the service's
+// cluster tunnels to the server pod through connect_originate.
+func TestWaypointConverged(t *testing.T) {
+	spec := scenario.RunSpec{Mode: scenario.AmbientWaypoint, MTLS: true, Protocol: scenario.HTTP}
+	server := netip.MustParseAddrPort("10.233.0.3:8080")
+	const chain = `{"listeners": {"main_internal": {"filter_chains": [
+	    {"name": "inbound-vip|8080|http|server.lab.svc.cluster.local",
+	     "filter_chain_match": {"destination_port": 8080, "destination_prefixes": [{"address": "10.96.0.10", "prefix_len": 32}]}}]}}`
+	const endpoint = `"endpoints": {"outbound|8080||server.lab.svc.cluster.local": {"endpoints": [
+	    {"address": {"internal": {"listener": "connect_originate", "endpoint_id": "10.233.0.3:8080", "destination": "10.233.0.3:8080"}}, "tls_mode": "disabled"}]}}`
+	for _, c := range []struct{ name, dump, lack string }{
+		{"configured", chain + ", " + endpoint + "}", ""},
+		{"no listener yet", `{}`, "listener main_internal: no filter chain for 10.96.0.10:8080"},
+		{"another port", strings.Replace(chain, `"destination_port": 8080`, `"destination_port": 8079`, 1) + "}", "no filter chain"},
+		{"another VIP", strings.Replace(chain, "10.96.0.10", "10.96.0.11", 1) + "}", "no filter chain"},
+		{"no endpoint yet", chain + "}", "cluster outbound|8080||server.lab.svc.cluster.local: want an endpoint through connect_originate to 10.233.0.3:8080, have []"},
+		{"a stale endpoint", chain + ", " + strings.ReplaceAll(endpoint, "10.233.0.3", "10.233.0.9") + "}", "have [connect_originate to 10.233.0.9:8080]"},
+	} {
+		var d configDump
+		if err := json.Unmarshal([]byte(c.dump), &d); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		lack := waypointConverged(&d, spec, server)
+		if c.lack == "" && lack != "" || c.lack != "" && !strings.Contains(lack, c.lack) {
+			t.Errorf("%s: %q, want %q", c.name, lack, c.lack)
+		}
 	}
 }

@@ -36,15 +36,18 @@ type lab struct {
 
 	serverApp          *proc.Process
 	clientSC, serverSC *proc.Process
-	nodes              []*node // the ambient modes' nodes, the client's first; none without an ambient mode
-	zdsDir             string  // where the nodes' ZDS sockets are
-	serverAppHost      string  // loopback: the address the echo server listens on
+	nodes              []*node       // the ambient modes' nodes, the client's first; none without an ambient mode
+	waypointPod        *pod.Pod      // the waypoint's pod; nil without a waypoint mode
+	waypoint           *proc.Process // the waypoint proxy, while a waypoint mode is set up
+	zdsDir             string        // where the nodes' ZDS sockets are
+	serverAppHost      string        // loopback: the address the echo server listens on
 	mode               scenario.Mode
 	modeAccessLog      bool
 	modeReady          bool
 	appliedWE          bool
 	appliedClientWE    bool
 	appliedDR          bool
+	appliedWaypoint    bool
 	pids               []int
 }
 
@@ -91,6 +94,14 @@ func (l *lab) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if l.hasWaypoint() {
+		// A pod of its own, as the waypoint's Deployment gives it; on no
+		// node's proxy's list (it is not enrolled), as Istio leaves
+		// waypoints out of ztunnel's in-pod capture.
+		if l.waypointPod, err = n.AddPod(WaypointPod); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	}
 	if err := l.choosePilotIP(); err != nil {
 		return err
 	}
@@ -119,6 +130,17 @@ func (l *lab) choosePilotIP() error {
 func (l *lab) ambient() bool {
 	for _, m := range l.cfg.Scenario.Modes {
 		if m.NodeProxies() {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWaypoint reports whether the scenario has a waypoint mode, which
+// needs the waypoint's pod.
+func (l *lab) hasWaypoint() bool {
+	for _, m := range l.cfg.Scenario.Modes {
+		if m.Waypoint() {
 			return true
 		}
 	}
@@ -218,7 +240,7 @@ func (l *lab) startServerApp(ctx context.Context, host string) error {
 // close stops everything and removes the pods.
 func (l *lab) close() error {
 	var errs []error
-	for _, p := range []*proc.Process{l.clientSC, l.serverSC, l.serverApp} {
+	for _, p := range []*proc.Process{l.clientSC, l.serverSC, l.waypoint, l.serverApp} {
 		if p != nil {
 			errs = append(errs, p.Stop())
 		}

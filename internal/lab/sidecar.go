@@ -20,16 +20,18 @@ import (
 // or, on loopback, at the pod's own 127.x address.
 const adminPort = 15000
 
-// sidecarSpec is what differs between the client's and the server's sidecar.
+// sidecarSpec is what differs between the proxies the lab starts in a pod
+// from meshperf-proxy's Envoy-style roles: the client's and the server's
+// sidecar, and the waypoint.
 type sidecarSpec struct {
-	role   string // clientSidecar or serverSidecar
-	pod    *pod.Pod
-	sa     string
-	app    string   // the app label
-	listen []string // explicit bindings (loopback network only)
+	role     string // clientSidecar, serverSidecar or waypointRole
+	waypoint bool   // --proxy-type waypoint: no capture, HBONE on 15008
+	pod      *pod.Pod
+	sa       string
+	labels   string   // the workload's labels, k=v,k=v
+	listen   []string // explicit bindings (loopback network only)
 }
 
-// sidecarArgs are meshperf-proxy's flags for a pod.
 // The sidecars' roles: their processes' names, their checks' names, their
 // keys in a soak's samples.
 const (
@@ -37,11 +39,18 @@ const (
 	serverSidecar = "server sidecar"
 )
 
+// waypointRole is the waypoint's process name and check name.
+const waypointRole = "waypoint"
+
 // sidecarDrain is the sidecars' drain period (meshperf-proxy's
 // --drain-duration, Istio's terminationDrainDuration default); stopping one
 // waits that long, and a little more, before SIGKILL.
 const sidecarDrain = 5 * time.Second
 
+// sidecarArgs are meshperf-proxy's flags for a pod's proxy. A sidecar
+// captures its pod's traffic (iptables in netns mode, explicit listeners on
+// loopback); a waypoint captures nothing, as Istio's waypoint Deployment:
+// it binds HBONE's port, where node proxies send to its address.
 func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []string {
 	args := []string{
 		"--xds-address", xds,
@@ -50,11 +59,14 @@ func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []st
 		"--pod-namespace", Namespace,
 		"--service-account", s.sa,
 		"--instance-ip", s.pod.IP().String(),
-		"--labels", "app=" + s.app,
+		"--labels", s.labels,
 		"--concurrency", strconv.Itoa(concurrency),
 		"--drain-duration", sidecarDrain.String(),
 	}
-	if kind == pod.KindNetns {
+	switch {
+	case s.waypoint:
+		return append(args, "--proxy-type", "waypoint", "--capture-mode", "none")
+	case kind == pod.KindNetns:
 		return append(args, "--capture-mode", "iptables")
 	}
 	args = append(args, "--capture-mode", "none")
@@ -138,7 +150,11 @@ type configDump struct {
 	Listeners map[string]struct {
 		FilterChains []struct {
 			Match struct {
-				DestinationPort   *int    `json:"destination_port"`
+				DestinationPort     *int `json:"destination_port"`
+				DestinationPrefixes []struct {
+					Address   string `json:"address"`
+					PrefixLen int    `json:"prefix_len"`
+				} `json:"destination_prefixes"`
 				TransportProtocol *string `json:"transport_protocol"`
 			} `json:"filter_chain_match"`
 		} `json:"filter_chains"`
@@ -152,6 +168,12 @@ type dumpCluster struct {
 type dumpEndpoint struct {
 	Address struct {
 		Socket string `json:"socket"`
+		// Internal is a waypoint's endpoint: an internal listener and
+		// where the connection goes through it.
+		Internal *struct {
+			Listener    string `json:"listener"`
+			Destination string `json:"destination"`
+		} `json:"internal"`
 	} `json:"address"`
 	TLSMode string `json:"tls_mode"`
 }
@@ -224,6 +246,40 @@ func serverConverged(d *configDump, r scenario.RunSpec, appPort int) string {
 			appPort, mode, want[0], want[1], tls, plain)
 	}
 	return ""
+}
+
+// waypointConverged says what the waypoint still lacks to carry this run's
+// traffic ("" when nothing): a main_internal chain for the server
+// Service's VIP and port, where node proxies send, and an endpoint of the
+// service's cluster that tunnels to the server pod (want) through
+// connect_originate.
+func waypointConverged(d *configDump, r scenario.RunSpec, want netip.AddrPort) string {
+	port := servicePort(r.Protocol)
+	chain := false
+	for _, fc := range d.Listeners["main_internal"].FilterChains {
+		if fc.Match.DestinationPort == nil || *fc.Match.DestinationPort != port {
+			continue
+		}
+		for _, p := range fc.Match.DestinationPrefixes {
+			chain = chain || (p.Address == ServerVIP.String() && p.PrefixLen == 32)
+		}
+	}
+	if !chain {
+		return fmt.Sprintf("listener main_internal: no filter chain for %s", netip.AddrPortFrom(ServerVIP, uint16(port)))
+	}
+	cluster := fmt.Sprintf("outbound|%d||%s", port, ServerHost())
+	var seen []string
+	for _, e := range d.Endpoints[cluster].Endpoints {
+		if in := e.Address.Internal; in != nil {
+			if in.Listener == "connect_originate" && in.Destination == want.String() {
+				return ""
+			}
+			seen = append(seen, in.Listener+" to "+in.Destination)
+		} else {
+			seen = append(seen, e.Address.Socket)
+		}
+	}
+	return fmt.Sprintf("cluster %s: want an endpoint through connect_originate to %s, have [%s]", cluster, want, strings.Join(seen, ", "))
 }
 
 func tlsModeOf(s string) string {

@@ -110,7 +110,7 @@ svg.chart text{font-family:"Liberation Sans",Arial,Helvetica,sans-serif!importan
 </dl>
 
 <h2>Summary</h2>
-<p>Median over repetitions. Added latency is against no-mesh at the same connections and rate; per-proxy figures are the mean of the run's sidecars. Runs that failed or had more than {{maxErr}}% errors are left out, as Istio does.</p>
+<p>Median over repetitions. Added latency is against no-mesh at the same connections and rate; per-proxy figures are the mean of the run's sidecars or node proxies{{if .Summary.AmbientProxies}} (a waypoint's are in the next table){{end}}. Runs that failed or had more than {{maxErr}}% errors are left out, as Istio does.</p>
 <div class="scroll"><table id="summary">
 <thead><tr><th>conn</th><th>qps</th><th class="l">mode</th><th>runs</th><th>P50 (ms)</th><th>P90 (ms)</th><th>P99 (ms)</th><th>+P50 (ms)</th><th>+P90 (ms)</th><th>+P99 (ms)</th><th>vCPU / proxy</th><th>vCPU / 1k rps</th><th>MB / proxy</th></tr></thead>
 <tbody>
@@ -118,7 +118,14 @@ svg.chart text{font-family:"Liberation Sans",Arial,Helvetica,sans-serif!importan
 {{end}}{{else}}<tr><td class="l" colspan="13">No runs to summarize.</td></tr>
 {{end}}</tbody></table></div>
 <p class="note">{{if .NoBaseline}}n/a: no no-mesh run at that point, so the added latency is unavailable. {{end}}MB is MiB of resident memory.</p>
-{{with .Summary.Excluded}}<p>Left out of the summary:</p><ul>{{range .}}<li><code>{{.Label}}</code> ({{.Mode}}): {{.Reason}}</li>{{end}}</ul>{{end}}
+{{if .Summary.AmbientProxies}}<h2>Cost per proxy, by kind</h2>
+<p>As Istio's page gives it: per sidecar, per node proxy (ztunnel's role) and per waypoint. Each is the mean over a run's proxies of that kind, then the median over repetitions.</p>
+<div class="scroll"><table id="proxy-costs">
+<thead><tr><th>conn</th><th>qps</th><th class="l">mode</th><th class="l">proxy</th><th>proxies</th><th>vCPU</th><th>vCPU / 1k rps</th><th>MB</th></tr></thead>
+<tbody>
+{{range $p := .Summary.Points}}{{range $m := .Modes}}{{range .Proxies}}<tr><td>{{$p.Connections}}</td><td>{{qps $p.QPS}}</td><td class="l">{{$m.Mode}}</td><td class="l">{{.Kind}}</td><td>{{.Count}}</td><td>{{f3 .VCPU}}</td><td>{{f3 .VCPUPer1000RPS}}</td><td>{{f1 .MB}}</td></tr>
+{{end}}{{end}}{{end}}</tbody></table></div>
+{{end}}{{with .Summary.Excluded}}<p>Left out of the summary:</p><ul>{{range .}}<li><code>{{.Label}}</code> ({{.Mode}}): {{.Reason}}</li>{{end}}</ul>{{end}}
 
 {{range .Sections}}<h2>{{.Heading}}</h2>
 <div class="charts">{{range .Charts}}<figure style="margin:0" data-kind="{{.Kind}}" data-series="{{join .Series}}">{{svg .SVG}}</figure>{{end}}</div>

@@ -39,31 +39,44 @@ func addedLatencyChart(p Point) (chart, bool, error) {
 }
 
 // proxyCostCharts draws vCPU and MB per proxy, one bar per mode with a
-// sidecar, whiskers over repetitions.
+// sidecar or node proxies, and one more for a mode's waypoint ("MODE
+// waypoint"), whiskers over repetitions.
 func proxyCostCharts(p Point) ([]chart, error) {
 	var out []chart
 	for _, m := range []struct {
 		kind, title, yLabel, format string
 		get                         func(ModeResult) (float64, Span)
+		getWaypoint                 func(ProxyCost) (float64, Span)
 	}{
-		{"proxy-cpu", "CPU per proxy", "vCPU per proxy", "%.3f", func(m ModeResult) (float64, Span) { return m.VCPUPerProxy, m.VCPUSpan }},
-		{"proxy-memory", "Memory per proxy", "MB per proxy (RSS)", "%.1f", func(m ModeResult) (float64, Span) { return m.MBPerProxy, m.MBSpan }},
+		{"proxy-cpu", "CPU per proxy", "vCPU per proxy", "%.3f",
+			func(m ModeResult) (float64, Span) { return m.VCPUPerProxy, m.VCPUSpan },
+			func(c ProxyCost) (float64, Span) { return c.VCPU, c.VCPUSpan }},
+		{"proxy-memory", "Memory per proxy", "MB per proxy (RSS)", "%.1f",
+			func(m ModeResult) (float64, Span) { return m.MBPerProxy, m.MBSpan },
+			func(c ProxyCost) (float64, Span) { return c.MB, c.MBSpan }},
 	} {
 		var sets []barSet
-		var modes []string
+		var names []string
+		bar := func(name string, v float64, s Span) {
+			if math.IsNaN(v) {
+				return
+			}
+			// One bar per name, each at its own category.
+			sets = append(sets, barSet{mode: name, at: len(names), values: []float64{v}, spans: []Span{s}})
+			names = append(names, name)
+		}
 		for _, mr := range p.Modes {
 			v, s := m.get(mr)
-			if math.IsNaN(v) {
-				continue
+			bar(mr.Mode, v, s)
+			if c, ok := mr.proxyCost(ProxyWaypoint); ok {
+				v, s := m.getWaypoint(c)
+				bar(mr.Mode+" "+ProxyWaypoint, v, s)
 			}
-			// One bar per mode, each at its own category.
-			sets = append(sets, barSet{mode: mr.Mode, at: len(modes), values: []float64{v}, spans: []Span{s}})
-			modes = append(modes, mr.Mode)
 		}
 		if len(sets) == 0 {
 			continue
 		}
-		c, err := barChart(m.title+", "+pointText(p), m.yLabel, modes, sets, m.format)
+		c, err := barChart(m.title+", "+pointText(p), m.yLabel, names, sets, m.format)
 		if err != nil {
 			return nil, err
 		}

@@ -13,22 +13,26 @@ type section struct {
 	Charts  []chart
 }
 
-// metric is one figure a chart draws from a ModeResult.
+// metric is one figure a chart draws from a ModeResult. A proxy's figure
+// (perWaypoint set) draws a mode's waypoint as a line of its own.
 type metric struct {
-	name, unit string
-	get        func(ModeResult) float64
-	proxyOnly  bool
+	name, unit  string
+	get         func(ModeResult) float64
+	proxyOnly   bool
+	perWaypoint func(ProxyCost) float64
 }
 
 var (
 	latencyMetrics = []metric{
-		{"P50 latency", "ms", func(m ModeResult) float64 { return m.P50 }, false},
-		{"P90 latency", "ms", func(m ModeResult) float64 { return m.P90 }, false},
-		{"P99 latency", "ms", func(m ModeResult) float64 { return m.P99 }, false},
+		{"P50 latency", "ms", func(m ModeResult) float64 { return m.P50 }, false, nil},
+		{"P90 latency", "ms", func(m ModeResult) float64 { return m.P90 }, false, nil},
+		{"P99 latency", "ms", func(m ModeResult) float64 { return m.P99 }, false, nil},
 	}
 	costMetrics = []metric{
-		{"CPU per proxy", "vCPU", func(m ModeResult) float64 { return m.VCPUPerProxy }, true},
-		{"Memory per proxy", "MB (RSS)", func(m ModeResult) float64 { return m.MBPerProxy }, true},
+		{"CPU per proxy", "vCPU", func(m ModeResult) float64 { return m.VCPUPerProxy }, true,
+			func(c ProxyCost) float64 { return c.VCPU }},
+		{"Memory per proxy", "MB (RSS)", func(m ModeResult) float64 { return m.MBPerProxy }, true,
+			func(c ProxyCost) float64 { return c.MB }},
 	}
 )
 
@@ -113,7 +117,7 @@ func seriesSection(heading, xLabel string, s Summary, ms []metric, x axis, fixed
 				if m.proxyOnly && mode == ModeNoMesh {
 					continue
 				}
-				line := series{name: mode}
+				line, waypoint := series{name: mode}, series{name: mode + " " + ProxyWaypoint}
 				for _, p := range s.Points {
 					xv, fv := p.Connections, p.QPS
 					if x == byRate {
@@ -122,13 +126,21 @@ func seriesSection(heading, xLabel string, s Summary, ms []metric, x axis, fixed
 					if fv != f || (x == byRate && xv == 0) {
 						continue
 					}
-					if mr, ok := p.mode(mode); ok {
-						line.xs = append(line.xs, float64(xv))
-						line.ys = append(line.ys, m.get(mr))
+					mr, ok := p.mode(mode)
+					if !ok {
+						continue
+					}
+					line.xs = append(line.xs, float64(xv))
+					line.ys = append(line.ys, m.get(mr))
+					if c, ok := mr.proxyCost(ProxyWaypoint); ok && m.perWaypoint != nil {
+						waypoint.xs = append(waypoint.xs, float64(xv))
+						waypoint.ys = append(waypoint.ys, m.perWaypoint(c))
 					}
 				}
-				if len(line.xs) > 0 {
-					ss = append(ss, line)
+				for _, l := range []series{line, waypoint} {
+					if len(l.xs) > 0 {
+						ss = append(ss, l)
+					}
 				}
 			}
 			title := m.name + ", " + fmt.Sprintf(fixedFmt, qpsText(f))
@@ -141,6 +153,16 @@ func seriesSection(heading, xLabel string, s Summary, ms []metric, x axis, fixed
 		}
 	}
 	return sec, nil
+}
+
+// proxyCost is the mode's cost of one kind of proxy, if it has that kind.
+func (m ModeResult) proxyCost(kind string) (ProxyCost, bool) {
+	for _, c := range m.Proxies {
+		if c.Kind == kind {
+			return c, true
+		}
+	}
+	return ProxyCost{}, false
 }
 
 func (p Point) mode(m string) (ModeResult, bool) {

@@ -28,6 +28,8 @@ const (
 	// The ambient modes' node proxies: the client's node's and the server's.
 	RoleClientNodeProxy = "client-node-proxy"
 	RoleServerNodeProxy = "server-node-proxy"
+	// The ambient-waypoint modes' waypoint, between the two node proxies.
+	RoleWaypoint = "waypoint"
 )
 
 // Modes as the lab names them (scenario.Mode's values); kept as strings so
@@ -50,14 +52,37 @@ type Process struct {
 	MaxRSSMB float64 `json:"max_rss_mb"` // highest resident set seen, MiB
 }
 
-// Sidecar says whether the process is a proxy: a sidecar or a node proxy,
-// whose figures the summary gives per proxy.
-func (p Process) Sidecar() bool {
+// Proxy kinds. Istio's page gives what each costs apart (per sidecar, per
+// ztunnel, per waypoint), as they differ by an order of magnitude; the
+// summary does the same.
+const (
+	ProxySidecar   = "sidecar"
+	ProxyNodeProxy = "node proxy"
+	ProxyWaypoint  = "waypoint"
+)
+
+// ProxyKinds are the kinds in the order the summary lists them.
+var ProxyKinds = []string{ProxySidecar, ProxyNodeProxy, ProxyWaypoint}
+
+// ProxyKind is the kind of proxy the process is, "" for an app.
+func (p Process) ProxyKind() string {
 	switch p.Role {
-	case RoleClientSidecar, RoleServerSidecar, RoleClientNodeProxy, RoleServerNodeProxy:
-		return true
+	case RoleClientSidecar, RoleServerSidecar:
+		return ProxySidecar
+	case RoleClientNodeProxy, RoleServerNodeProxy:
+		return ProxyNodeProxy
+	case RoleWaypoint:
+		return ProxyWaypoint
 	}
-	return false
+	return ""
+}
+
+// Sidecar says whether the process is a proxy at a pod's end of the path: a
+// sidecar or a node proxy, whose figures the summary gives per proxy. The
+// waypoint in the middle is given apart (ModeResult.Proxies).
+func (p Process) Sidecar() bool {
+	k := p.ProxyKind()
+	return k == ProxySidecar || k == ProxyNodeProxy
 }
 
 // Latency holds a run's latency figures in milliseconds; NaN when unknown.
@@ -235,18 +260,43 @@ func (r Run) SidecarRSSMB() (float64, int) {
 // VCPUPer1000RPS is the mean sidecar's vCPU per 1000 requests per second of
 // actual rate: each proxy on the path handles every request, so the rate is
 // not shared between them. NaN without a sidecar or without traffic.
-func (r Run) VCPUPer1000RPS() float64 {
-	v, n := r.SidecarVCPU()
+func (r Run) VCPUPer1000RPS() float64 { return r.per1000RPS(r.SidecarVCPU()) }
+
+// per1000RPS divides a mean proxy's vCPU (over n proxies) by the actual
+// rate in thousands; NaN without a proxy or without traffic.
+func (r Run) per1000RPS(v float64, n int) float64 {
 	if n == 0 || r.ActualQPS <= 0 {
 		return math.NaN()
 	}
 	return v / (r.ActualQPS / 1000)
 }
 
+// ProxyVCPU, ProxyRSSMB and ProxyVCPUPer1000RPS are the figures above for
+// the run's proxies of one kind (ProxyKinds).
+func (r Run) ProxyVCPU(kind string) (float64, int) {
+	return r.proxyMean(kind, func(p Process) float64 { return p.VCPU })
+}
+
+func (r Run) ProxyRSSMB(kind string) (float64, int) {
+	return r.proxyMean(kind, func(p Process) float64 { return p.RSSMB })
+}
+
+func (r Run) ProxyVCPUPer1000RPS(kind string) float64 { return r.per1000RPS(r.ProxyVCPU(kind)) }
+
+func (r Run) proxyMean(kind string, get func(Process) float64) (float64, int) {
+	return r.meanOf(func(p Process) bool { return p.ProxyKind() == kind }, get)
+}
+
 func (r Run) sidecarMean(get func(Process) float64) (float64, int) {
+	return r.meanOf(Process.Sidecar, get)
+}
+
+// meanOf is the mean of get over the run's processes that pick keeps, and
+// how many there are; NaN for none.
+func (r Run) meanOf(pick func(Process) bool, get func(Process) float64) (float64, int) {
 	sum, n := 0.0, 0
 	for _, p := range r.Processes {
-		if p.Sidecar() {
+		if pick(p) {
 			sum += get(p)
 			n++
 		}

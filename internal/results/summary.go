@@ -44,9 +44,10 @@ type ModeResult struct {
 	AddedP50 float64
 	AddedP90 float64
 	AddedP99 float64
-	// Per proxy, the mean over the run's sidecars, then the median over
+	// Per proxy, the mean over the run's sidecars or node proxies (the
+	// proxies at the pods' ends of the path), then the median over
 	// repetitions: vCPU, vCPU per 1000 rps of actual rate, RSS MiB. NaN
-	// when the mode has no sidecar.
+	// when the mode has neither. A waypoint is in Proxies only.
 	VCPUPerProxy   float64
 	VCPUPer1000RPS float64
 	MBPerProxy     float64
@@ -59,6 +60,21 @@ type ModeResult struct {
 	// Spectrum is the latency at SpectrumPercentiles, each the median over
 	// repetitions; nil when the runs have none.
 	Spectrum []PercentileValue
+	// Proxies are what each kind of proxy on the mode's path costs, in
+	// ProxyKinds' order; none for a mode without proxies.
+	Proxies []ProxyCost
+}
+
+// ProxyCost is what one kind of proxy costs in a mode at a point: the mean
+// over the run's proxies of that kind, then the median over repetitions.
+type ProxyCost struct {
+	Kind           string // ProxySidecar, ProxyNodeProxy or ProxyWaypoint
+	Count          int    // proxies of the kind in a run (the most any repetition had)
+	VCPU           float64
+	VCPUPer1000RPS float64
+	MB             float64 // RSS MiB
+	VCPUSpan       Span
+	MBSpan         Span
 }
 
 // Span is the range of a figure over repetitions.
@@ -169,13 +185,7 @@ func qpsOrder(q int) int {
 }
 
 func modeResult(mode string, rs []Run) ModeResult {
-	col := func(get func(Run) float64) float64 {
-		v := make([]float64, 0, len(rs))
-		for _, r := range rs {
-			v = append(v, get(r))
-		}
-		return Median(v)
-	}
+	col := func(get func(Run) float64) float64 { return medianOf(rs, get) }
 	vcpu := func(r Run) float64 { v, _ := r.SidecarVCPU(); return v }
 	mb := func(r Run) float64 { v, _ := r.SidecarRSSMB(); return v }
 	return ModeResult{
@@ -191,7 +201,38 @@ func modeResult(mode string, rs []Run) ModeResult {
 		VCPUSpan:       spanOf(rs, vcpu),
 		MBSpan:         spanOf(rs, mb),
 		Spectrum:       medianSpectrum(rs),
+		Proxies:        proxyCosts(rs),
 	}
+}
+
+// proxyCosts gives each kind of proxy the runs have its figures.
+func proxyCosts(rs []Run) []ProxyCost {
+	var out []ProxyCost
+	for _, kind := range ProxyKinds {
+		count := 0
+		for _, r := range rs {
+			_, n := r.ProxyVCPU(kind)
+			count = max(count, n)
+		}
+		if count == 0 {
+			continue
+		}
+		vcpu := func(r Run) float64 { v, _ := r.ProxyVCPU(kind); return v }
+		mb := func(r Run) float64 { v, _ := r.ProxyRSSMB(kind); return v }
+		per1k := func(r Run) float64 { return r.ProxyVCPUPer1000RPS(kind) }
+		out = append(out, ProxyCost{Kind: kind, Count: count, VCPU: medianOf(rs, vcpu), VCPUPer1000RPS: medianOf(rs, per1k),
+			MB: medianOf(rs, mb), VCPUSpan: spanOf(rs, vcpu), MBSpan: spanOf(rs, mb)})
+	}
+	return out
+}
+
+// medianOf is the median of get over the runs.
+func medianOf(rs []Run, get func(Run) float64) float64 {
+	v := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		v = append(v, get(r))
+	}
+	return Median(v)
 }
 
 // spanOf is the lowest and highest value of get over the runs, leaving out
@@ -264,6 +305,9 @@ func WriteSummary(w io.Writer, s Summary) error {
 	if len(s.Points) == 0 {
 		fmt.Fprintln(ew, "no runs to summarize")
 	}
+	if s.AmbientProxies() {
+		writeProxyCosts(ew, s, mw)
+	}
 	if s.noBaseline() {
 		fmt.Fprintln(ew, "n/a: no no-mesh run at that point, so the added latency is unavailable")
 	}
@@ -274,6 +318,40 @@ func WriteSummary(w io.Writer, s Summary) error {
 		}
 	}
 	return ew.err
+}
+
+// AmbientProxies says whether some mode has node proxies or a waypoint,
+// whose costs the summary then gives per kind of proxy: the main table's
+// per-proxy figures are the node proxies', and a waypoint, in the middle
+// of the path, costs something else again.
+func (s Summary) AmbientProxies() bool {
+	for _, p := range s.Points {
+		for _, m := range p.Modes {
+			for _, c := range m.Proxies {
+				if c.Kind != ProxySidecar {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// writeProxyCosts prints each mode's cost per kind of proxy, as Istio's page
+// gives it: per sidecar, per node proxy (ztunnel), per waypoint.
+func writeProxyCosts(w io.Writer, s Summary, modeWidth int) {
+	fmt.Fprintf(w, "\ncost per proxy, by kind (mean over a run's proxies of the kind, median of repetitions)\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "conn\tqps\t  %-*s\t  %-10s\tproxies\tvCPU\tvCPU/1k rps\tMB\t\n", modeWidth, "mode", "proxy")
+	for _, p := range s.Points {
+		for _, m := range p.Modes {
+			for _, c := range m.Proxies {
+				fmt.Fprintf(tw, "%d\t%s\t  %-*s\t  %-10s\t%d\t%s\t%s\t%s\t\n", p.Connections, qpsText(p.QPS), modeWidth, m.Mode,
+					c.Kind, c.Count, f3(c.VCPU), f3(c.VCPUPer1000RPS), f1(c.MB))
+			}
+		}
+	}
+	tw.Flush()
 }
 
 func added(m ModeResult, v float64) string {

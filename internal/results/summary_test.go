@@ -101,16 +101,21 @@ func TestSummarizeArithmetic(t *testing.T) {
 	if err := WriteSummary(&b, s); err != nil {
 		t.Fatal(err)
 	}
-	out := b.String()
-	for _, want := range []string{
+	wantText(t, "summary", b.String(),
 		"P50 ms", "+P90 ms", "vCPU/1k rps", "MB/proxy",
 		"  both-sidecars      2   0.450   0.550   0.750   +0.250   +0.250   +0.250       0.200        0.225      20.0",
 		"n/a: no no-mesh run at that point",
 		"errs: 10.5% errors (over 10%)",
-		"dead: failed: proxy exited",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("summary lacks %q:\n%s", want, out)
+		"dead: failed: proxy exited")
+}
+
+// wantText fails the test for each of wants that text (what names it)
+// does not contain.
+func wantText(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", what, want, text)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func TestShippedScenariosParse(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 	}
-	want := []string{"quick", "cpu-mem", "istio-1.24", "latency", "soak"}
+	want := []string{"quick", "cpu-mem", "istio-1.24", "istio-1.24-ambient", "latency", "soak"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("List() = %v, want %v (default first)", names, want)
 	}
@@ -92,6 +92,21 @@ func TestShippedScenarioContents(t *testing.T) {
 		ist.PayloadSize != 1024 || ist.ProxyConcurrency != 2 || !ist.MTLS || ist.Protocol != HTTP ||
 		!reflect.DeepEqual(ist.Modes, []Mode{NoMesh, BothSidecars}) {
 		t.Errorf("istio-1.24 = %+v", ist)
+	}
+	// The page whole: the same set-up with its four data planes, no mesh
+	// first (the baseline of added latency); about an hour of load.
+	amb := mustGet(t, "istio-1.24-ambient")
+	if !reflect.DeepEqual(amb.QPS, ist.QPS) || !reflect.DeepEqual(amb.Connections, ist.Connections) ||
+		amb.PayloadSize != 1024 || amb.ProxyConcurrency != 2 || !amb.MTLS || amb.Protocol != HTTP || amb.Repetitions != 3 ||
+		amb.Duration.D() != time.Minute || amb.Warmup.D() != 10*time.Second ||
+		!reflect.DeepEqual(amb.Modes, []Mode{NoMesh, Ambient, AmbientWaypoint, BothSidecars}) {
+		t.Errorf("istio-1.24-ambient = %+v", amb)
+	}
+	if n := len(amb.Expand()); n != 60 {
+		t.Errorf("istio-1.24-ambient expands to %d runs, want 60", n)
+	}
+	if d := amb.EstimatedDuration(); d < 60*time.Minute || d > 65*time.Minute {
+		t.Errorf("istio-1.24-ambient runs %v, want the 62 min its comment says", d)
 	}
 }
 
@@ -132,7 +147,7 @@ func TestLoadNames(t *testing.T) {
 		t.Errorf("Load(latency) = %v, %v", s, err)
 	}
 	_, err := Load("latncy")
-	if err == nil || !strings.Contains(err.Error(), "cpu-mem, istio-1.24, latency, quick") {
+	if err == nil || !strings.Contains(err.Error(), "cpu-mem, istio-1.24, istio-1.24-ambient, latency, quick") {
 		t.Errorf("Load(latncy) = %v, want the shipped names listed", err)
 	}
 	_, err = Load("missing.yaml")
