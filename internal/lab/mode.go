@@ -74,12 +74,18 @@ func (l *lab) allAlive(m scenario.Mode) bool {
 // The configuration stays until setupMode applies the next mode's.
 func (l *lab) teardownMode() error {
 	var errs []error
-	for _, n := range l.nodes {
-		errs = append(errs, n.leave())
-	}
+	// Callers before callees: the waypoint, then the client's node, then
+	// the server's, so that each connection into a pod's 15008 is closed
+	// by its caller and its TIME_WAIT stays on the caller's side. Closed the
+	// other way round, the server pod's port 15008 is held for a minute, and
+	// a ztunnel started next in that pod cannot bind it (it sets
+	// SO_REUSEPORT, not SO_REUSEADDR).
 	if l.waypoint != nil {
 		errs = append(errs, l.waypoint.Stop())
 		l.waypoint = nil
+	}
+	for _, n := range l.nodes {
+		errs = append(errs, n.leave())
 	}
 	for _, s := range []struct {
 		p   **proc.Process

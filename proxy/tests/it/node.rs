@@ -1,8 +1,9 @@
 //! The node proxy in process (`node::pods::Pods`, as its ZDS session drives
 //! it), with the test's own network namespace handed over as the pod's (so
 //! its listeners are on loopback) and a CA in process: the drain on SIGTERM
-//! and on a pod's removal, and the TCP metrics with ztunnel's labels. Entering a namespace and marking sockets needs
-//! root; without it the tests say so and do nothing.
+//! and on a pod's removal, the TCP metrics with ztunnel's labels, and L4
+//! authorization decided on the wire. Entering a namespace and marking
+//! sockets needs root; without it the tests say so and do nothing.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -12,9 +13,11 @@ use meshperf_proxy::hbone::{ConnectRequest, HboneConfig, HboneStream, PlainSocke
 use meshperf_proxy::identity::{self, SecretManager};
 use meshperf_proxy::node::inpod::{Netns, PodRegistry};
 use meshperf_proxy::node::pods::{InPodPorts, Pod, PodDraining, Pods};
+use meshperf_proxy::node::rbac::Policy;
 use meshperf_proxy::node::state::{Port, Service, Tunnel, Workload};
 use meshperf_proxy::node::traffic::NodeContext;
 use meshperf_proxy::node::{WorkloadSnapshot, WorkloadState};
+use meshperf_proxy::proto::security as authz;
 use meshperf_proxy::proto::zds;
 use meshperf_proxy::proxy::drain::{self, Drain, DrainWatch};
 use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Telemetry};
@@ -289,4 +292,75 @@ destination_region=\"unknown\",destination_zone=\"unknown\"";
     assert!(failed[0].contains("destination_service=\"unknown\"") && failed[0].ends_with(" 1"), "{failed:?}");
     let closed_connect = series(&n.telemetry, "istio_tcp_connections_closed_total", "response_flags=\"CONNECT\"");
     assert_eq!(closed_connect.len(), 1, "{closed_connect:?}");
+}
+
+/// A namespace-wide policy in `shop` of one rule matching these principals.
+fn principals_policy(name: &str, action: authz::Action, principals: &[&str]) -> Policy {
+    let exact = |p: &&str| authz::StringMatch { match_type: Some(authz::string_match::MatchType::Exact(p.to_string())) };
+    Policy::from_proto(authz::Authorization {
+        name: name.into(),
+        namespace: "shop".into(),
+        scope: authz::Scope::Namespace as i32,
+        action: action as i32,
+        groups: vec![authz::Group {
+            rules: vec![authz::Rules {
+                matches: vec![authz::Match { principals: principals.iter().map(exact).collect(), ..Default::default() }],
+            }],
+        }],
+        ..Default::default()
+    })
+    .expect("a valid policy")
+}
+
+/// L4 authorization on the wire: with no policy cart's stream reaches the
+/// app; a DENY naming cart's principal answers 401 and the app is never
+/// dialled; an ALLOW naming another principal denies cart too (some ALLOW
+/// exists, none matches); an ALLOW naming cart lets it through again. Each
+/// decision is the destination pod's policies at the time of the CONNECT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_is_decided_on_each_hbone_stream() {
+    let Some(n) = node("node-authz", Duration::from_secs(1)).await else { return };
+    let publish = |policies: Vec<Policy>| {
+        let mut snap = WorkloadSnapshot::default();
+        snap.insert_workload(workload(
+            "web-1",
+            [127, 0, 0, 1],
+            "web",
+            "web",
+            &[("shop/web.shop.svc.cluster.local", n.echo.port())],
+        ));
+        snap.insert_workload(workload("cart-1", [127, 0, 0, 2], "cart", "cart", &[]));
+        for p in policies {
+            snap.insert_policy(p);
+        }
+        snap.reindex();
+        n.state.publish(snap);
+    };
+    let cart = "spiffe://cluster.local/ns/shop/sa/cart";
+
+    for (what, policies, allowed) in [
+        ("no policy", vec![], true),
+        ("DENY cart", vec![principals_policy("deny-cart", authz::Action::Deny, &[cart])], false),
+        (
+            "ALLOW only batch",
+            vec![principals_policy("allow-batch", authz::Action::Allow, &["spiffe://cluster.local/ns/shop/sa/batch"])],
+            false,
+        ),
+        ("ALLOW cart", vec![principals_policy("allow-cart", authz::Action::Allow, &[cart])], true),
+    ] {
+        publish(policies);
+        match n.connect_from("127.0.0.2:40000".parse().unwrap()).await {
+            Ok(mut stream) => {
+                assert!(allowed, "{what}: the stream was let through");
+                assert!(echoes(&mut stream, b"hello").await, "{what}: no echo");
+            }
+            Err(e) => {
+                assert!(!allowed, "{what}: refused: {e}");
+                assert!(e.to_string().contains("401"), "{what}: {e}");
+            }
+        }
+    }
+    let denied = series(&n.telemetry, "istio_tcp_connections_failed_total", "response_flags=\"DENY\"");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert!(denied[0].ends_with(" 2"), "two denied streams counted: {denied:?}");
 }
