@@ -296,7 +296,8 @@ destination_region=\"unknown\",destination_zone=\"unknown\"";
 
 /// A namespace-wide policy in `shop` of one rule matching these principals.
 fn principals_policy(name: &str, action: authz::Action, principals: &[&str]) -> Policy {
-    let exact = |p: &&str| authz::StringMatch { match_type: Some(authz::string_match::MatchType::Exact(p.to_string())) };
+    let exact =
+        |p: &&str| authz::StringMatch { match_type: Some(authz::string_match::MatchType::Exact(p.to_string())) };
     Policy::from_proto(authz::Authorization {
         name: name.into(),
         namespace: "shop".into(),
@@ -304,7 +305,10 @@ fn principals_policy(name: &str, action: authz::Action, principals: &[&str]) -> 
         action: action as i32,
         groups: vec![authz::Group {
             rules: vec![authz::Rules {
-                matches: vec![authz::Match { principals: principals.iter().map(exact).collect(), ..Default::default() }],
+                matches: vec![authz::Match {
+                    principals: principals.iter().map(exact).collect(),
+                    ..Default::default()
+                }],
             }],
         }],
         ..Default::default()
@@ -336,14 +340,16 @@ async fn authorization_is_decided_on_each_hbone_stream() {
         snap.reindex();
         n.state.publish(snap);
     };
-    let cart = "spiffe://cluster.local/ns/shop/sa/cart";
+    // Principals as Istio writes them in policies: the SPIFFE id without
+    // its scheme.
+    let cart = "cluster.local/ns/shop/sa/cart";
 
     for (what, policies, allowed) in [
         ("no policy", vec![], true),
         ("DENY cart", vec![principals_policy("deny-cart", authz::Action::Deny, &[cart])], false),
         (
             "ALLOW only batch",
-            vec![principals_policy("allow-batch", authz::Action::Allow, &["spiffe://cluster.local/ns/shop/sa/batch"])],
+            vec![principals_policy("allow-batch", authz::Action::Allow, &["cluster.local/ns/shop/sa/batch"])],
             false,
         ),
         ("ALLOW cart", vec![principals_policy("allow-cart", authz::Action::Allow, &[cart])], true),
