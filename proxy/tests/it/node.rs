@@ -196,6 +196,21 @@ fn workload(name: &str, ip: [u8; 4], sa: &str, canonical: &str, services: &[(&st
     }
 }
 
+/// The two workloads the tests' streams run between: web-1 (the pod the
+/// node serves, its app the echo server) and cart-1 (the client).
+fn web_and_cart(n: &Node) -> WorkloadSnapshot {
+    let mut snap = WorkloadSnapshot::default();
+    snap.insert_workload(workload(
+        "web-1",
+        [127, 0, 0, 1],
+        "web",
+        "web",
+        &[("shop/web.shop.svc.cluster.local", n.echo.port())],
+    ));
+    snap.insert_workload(workload("cart-1", [127, 0, 0, 2], "cart", "cart", &[]));
+    snap
+}
+
 /// The lines of the exposition that start with `metric{` and hold `needle`.
 fn series(t: &Telemetry, metric: &str, needle: &str) -> Vec<String> {
     let mut out = String::new();
@@ -206,15 +221,7 @@ fn series(t: &Telemetry, metric: &str, needle: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_metrics_carry_ztunnel_labels_from_workload_discovery() {
     let Some(n) = node("node-metrics", Duration::from_secs(1)).await else { return };
-    let mut snap = WorkloadSnapshot::default();
-    snap.insert_workload(workload(
-        "web-1",
-        [127, 0, 0, 1],
-        "web",
-        "web",
-        &[("shop/web.shop.svc.cluster.local", n.echo.port())],
-    ));
-    snap.insert_workload(workload("cart-1", [127, 0, 0, 2], "cart", "cart", &[]));
+    let mut snap = web_and_cart(&n);
     snap.insert_service(Service {
         name: "web".into(),
         namespace: "shop".into(),
@@ -325,15 +332,7 @@ fn principals_policy(name: &str, action: authz::Action, principals: &[&str]) -> 
 async fn authorization_is_decided_on_each_hbone_stream() {
     let Some(n) = node("node-authz", Duration::from_secs(1)).await else { return };
     let publish = |policies: Vec<Policy>| {
-        let mut snap = WorkloadSnapshot::default();
-        snap.insert_workload(workload(
-            "web-1",
-            [127, 0, 0, 1],
-            "web",
-            "web",
-            &[("shop/web.shop.svc.cluster.local", n.echo.port())],
-        ));
-        snap.insert_workload(workload("cart-1", [127, 0, 0, 2], "cart", "cart", &[]));
+        let mut snap = web_and_cart(&n);
         for p in policies {
             snap.insert_policy(p);
         }
