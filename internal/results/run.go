@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -131,26 +132,72 @@ type Run struct {
 // fortioResult is the part of Fortio's (and meshperf load's) JSON read here.
 // Decoding the JSON rather than importing the load generator's types keeps
 // the file format, which other tools share, the contract.
+//
+// Nighthawk's `--output-format fortio` writes the same names from a protobuf
+// message through protobuf's JSON mapping, so its values differ in type:
+// RequestedQPS is a number (a string in its experimental_fortio_pedantic
+// form), the 64-bit counts (histogram Count, RetCodes) are strings, and
+// ActualDuration is a double. It has no ErrorsDurationHistogram and counts
+// only 2xx answers, under RetCodes "200". The flexible types below read
+// both spellings.
 type fortioResult struct {
 	RunType                      string
+	Version                      string
 	Labels                       string
 	StartTime                    time.Time
-	RequestedQPS                 string
+	RequestedQPS                 flexString
 	ActualQPS                    float64
-	ActualDuration               int64 // ns
+	ActualDuration               float64 // ns
 	NumThreads                   int
 	DurationHistogram            fortioHistogram
-	ErrorsDurationHistogram      fortioHistogram
+	ErrorsDurationHistogram      *fortioHistogram
 	CoordinatedOmissionCorrected bool
 	Sizes                        *fortioHistogram
-	RetCodes                     map[string]int64
+	RetCodes                     map[string]flexCount
 }
 
 type fortioHistogram struct {
-	Count         int64
+	Count         flexCount
 	Min, Max, Avg float64 // seconds
 	Data          []struct{ Start, End, Percent float64 }
 	Percentiles   []struct{ Percentile, Value float64 }
+}
+
+// flexCount is a count written as a JSON number (Fortio) or as a string
+// holding one (protobuf's JSON form of a uint64, as Nighthawk writes it).
+type flexCount int64
+
+func (c *flexCount) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "null" {
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("count %s is not a whole number", b)
+	}
+	*c = flexCount(n)
+	return nil
+}
+
+// flexString is a string field that Nighthawk writes as a JSON number.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%s is neither a string nor a number", b)
+	}
+	*f = flexString(n)
+	return nil
 }
 
 // FromFortioJSON builds a Run from a load result. It fills what the JSON
@@ -169,21 +216,32 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Label:       f.Labels,
 		StartTime:   f.StartTime,
 		ActualQPS:   f.ActualQPS,
-		Duration:    time.Duration(f.ActualDuration),
+		Duration:    time.Duration(math.Round(f.ActualDuration)),
 		Connections: f.NumThreads,
 		Corrected:   f.CoordinatedOmissionCorrected,
-		Calls:       f.DurationHistogram.Count,
-		Errors:      f.ErrorsDurationHistogram.Count,
+		Calls:       int64(f.DurationHistogram.Count),
 		Latency:     latencyFrom(f.DurationHistogram),
 		Spectrum:    spectrumFrom(f.DurationHistogram),
-		Codes:       f.RetCodes,
+		Codes:       make(map[string]int64, len(f.RetCodes)),
 	}
-	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
-		q, err := strconv.ParseFloat(f.RequestedQPS, 64)
+	for code, n := range f.RetCodes {
+		r.Codes[code] = int64(n)
+	}
+	if len(r.Codes) == 0 {
+		r.Codes = nil
+	}
+	if f.ErrorsDurationHistogram != nil {
+		r.Errors = int64(f.ErrorsDurationHistogram.Count)
+	} else if ok, found := r.Codes["200"]; found {
+		// Nighthawk: no error histogram; what is not a 2xx answer failed.
+		r.Errors = max(0, r.Calls-ok)
+	}
+	if q := string(f.RequestedQPS); q != "max" && q != "" {
+		n, err := strconv.ParseFloat(q, 64)
 		if err != nil {
-			return Run{}, fmt.Errorf("read load result: RequestedQPS %q is not a number or max", f.RequestedQPS)
+			return Run{}, fmt.Errorf("read load result: RequestedQPS %q is not a number or max", q)
 		}
-		r.RequestedQPS = int(math.Round(q))
+		r.RequestedQPS = int(math.Round(n))
 	}
 	if r.Calls > 0 {
 		r.ErrorPercent = 100 * float64(r.Errors) / float64(r.Calls)
