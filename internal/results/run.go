@@ -159,6 +159,9 @@ type fortioResult struct {
 	// Provenance is meshperf's addition to the format (Fortio ignores
 	// fields it does not know); absent from other tools' results.
 	Provenance *Provenance
+	// ServiceTimeHistogram is written by meshperf's load generator only,
+	// BytesSent by Nighthawk only: they tell the tool that wrote a result.
+	ServiceTimeHistogram, BytesSent *json.RawMessage
 }
 
 type fortioHistogram struct {
@@ -207,8 +210,9 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 
 // FromFortioJSON builds a Run from a load result. It fills what the JSON
 // holds (label, start, rates, duration, connections, latency, errors,
-// correction flag, response size, and meshperf's provenance); the runner adds the rest (run id,
-// scenario, mode, protocol, payload, mTLS, network, processes, path).
+// correction flag, response size, protocol, and meshperf's provenance, or
+// for another tool's result the tool and its version); the runner adds the
+// rest (run id, scenario, mode, payload, mTLS, network, processes, path).
 func FromFortioJSON(data []byte) (Run, error) {
 	var f fortioResult
 	if err := json.Unmarshal(data, &f); err != nil {
@@ -229,8 +233,18 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Spectrum:    spectrumFrom(f.DurationHistogram),
 		Codes:       make(map[string]int64, len(f.RetCodes)),
 	}
-	if f.Provenance != nil {
+	r.Protocol = protocolOf(f.RunType)
+	switch {
+	case f.Provenance != nil:
 		r.Provenance = *f.Provenance
+	case f.ServiceTimeHistogram == nil:
+		// Another tool's result: its Version is the only provenance it
+		// has, and it stands as the build that took the measurement.
+		tool := "fortio"
+		if f.BytesSent != nil {
+			tool = "nighthawk"
+		}
+		r.Provenance.Meshperf = Build{Version: strings.TrimSpace(tool + " " + f.Version)}
 	}
 	for code, n := range f.RetCodes {
 		r.Codes[code] = int64(n)
@@ -258,6 +272,18 @@ func FromFortioJSON(data []byte) (Run, error) {
 		r.ResponseSize = f.Sizes.Avg
 	}
 	return r, nil
+}
+
+// protocolOf is the protocol a result's RunType names (Fortio writes "HTTP",
+// "GRPC Ping", "TCP"), "" when it names none.
+func protocolOf(runType string) string {
+	rt := strings.ToLower(runType)
+	for _, p := range []string{"grpc", "tcp", "udp", "http"} {
+		if strings.HasPrefix(rt, p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // ReadFortioFile reads a result file and records its path in the Run.

@@ -31,6 +31,9 @@ func TestReadFortioFile(t *testing.T) {
 	if math.IsNaN(r.Latency.P9999) || r.Latency.P9999 < r.Latency.P999 || r.Latency.P9999 > r.Latency.Max {
 		t.Errorf("interpolated p99.99 %v outside [p99.9 %v, max %v]", r.Latency.P9999, r.Latency.P999, r.Latency.Max)
 	}
+	if r.Protocol != "http" || r.Provenance.Meshperf.Version != "fortio 1.75.3-0.20260710012006-45e18710810d" {
+		t.Errorf("protocol %q, measured by %q; want http, fortio and its version", r.Protocol, r.Provenance.Meshperf.Version)
+	}
 	if r.FortioJSON != "testdata/fortio-http.json" || r.StartTime.Year() != 2026 {
 		t.Errorf("path %q start %v", r.FortioJSON, r.StartTime)
 	}
@@ -111,6 +114,9 @@ func TestReadNighthawkFortioFile(t *testing.T) {
 	if !near(r.Latency.P50, 0.4) || !near(r.Latency.P99, 1) || !near(r.Latency.Max, 4) || !near(r.Latency.Avg, 0.45) {
 		t.Errorf("latency = %+v", r.Latency)
 	}
+	if r.Provenance.Meshperf.Version != "nighthawk 0.5.0" || r.Protocol != "http" {
+		t.Errorf("measured by %q over %q, want nighthawk 0.5.0 over http", r.Provenance.Meshperf.Version, r.Protocol)
+	}
 	if r.ResponseSize != 1024 || r.StartTime != time.Date(2026, 11, 25, 9, 30, 0, 125e6, time.UTC) {
 		t.Errorf("size %v start %v", r.ResponseSize, r.StartTime)
 	}
@@ -119,6 +125,12 @@ func TestReadNighthawkFortioFile(t *testing.T) {
 	pedantic := `{"RequestedQPS":"500","ActualDuration":1e9,"DurationHistogram":{"Count":3},"RetCodes":{"200":3}}`
 	if r, err := FromFortioJSON([]byte(pedantic)); err != nil || r.RequestedQPS != 500 || r.Calls != 3 || r.Errors != 0 {
 		t.Errorf("pedantic form: run %+v, err %v", r, err)
+	}
+	// meshperf's load generator writes ServiceTimeHistogram; its results
+	// are not another tool's, and the lab fills their provenance.
+	own := `{"ActualDuration":1e9,"Version":"v0.9.0","DurationHistogram":{"Count":3},"ServiceTimeHistogram":{"Count":3}}`
+	if r, err := FromFortioJSON([]byte(own)); err != nil || r.Provenance != (Provenance{}) {
+		t.Errorf("meshperf's own result: provenance %+v, err %v; want none", r.Provenance, err)
 	}
 	if _, err := FromFortioJSON([]byte(`{"ActualDuration":1,"DurationHistogram":{"Count":"many"}}`)); err == nil {
 		t.Error("a count that is not a number was accepted")
