@@ -43,7 +43,7 @@ func FortioJSON(r results.Run) (data []byte, rebuilt bool, err error) {
 	}
 	data, err = json.MarshalIndent(rebuild(r), "", "  ")
 	if err != nil {
-		return nil, true, fmt.Errorf("rebuild the Fortio JSON of run %s: %w", resultID(r), err)
+		return nil, true, fmt.Errorf("rebuild the Fortio JSON of run %s: %w", ResultID(r), err)
 	}
 	return append(data, '\n'), true, nil
 }
@@ -67,7 +67,7 @@ func rebuild(r results.Run) rebuiltResult {
 			DurationHistogram:            latencyHistogram(r),
 			ErrorsDurationHistogram:      histogram.Data{Count: r.Errors},
 			CoordinatedOmissionCorrected: r.Corrected,
-			ID:                           resultID(r),
+			ID:                           ResultID(r),
 		},
 		RetCodes:   r.Codes,
 		Provenance: r.Provenance,

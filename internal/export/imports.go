@@ -58,20 +58,18 @@ type ImportError struct {
 func (e *ImportError) Error() string { return e.Path + ": " + e.Err.Error() }
 func (e *ImportError) Unwrap() error { return e.Err }
 
-// Import stores the Fortio (or Nighthawk fortio-format) results at paths
-// as the runs of one new run id, numbered as repetitions of each (mode,
-// rate, connections), and returns them. Every file is read and checked
-// first: one that cannot be read, is not a result, or was imported before
-// (unless Force) is an *ImportError, and then nothing is stored. A failure
-// of the store is returned as it is.
-func Import(store *results.Store, paths []string, opt ImportOptions) ([]results.Run, error) {
-	type pending struct {
-		run      results.Run
-		data     []byte
-		copyPath string
-	}
-	var todo []pending
-	seen := map[string]string{}
+// ImportFile is a result file read for import.
+type ImportFile struct {
+	Path string
+	Run  results.Run // as results.FromFortioJSON reads it
+	Data []byte
+	Hash string // SHA-256 of Data, hex
+}
+
+// ReadImportFiles reads the Fortio (or Nighthawk fortio-format) results at
+// paths. A file that cannot be read or is not a result is an *ImportError.
+func ReadImportFiles(paths []string) ([]ImportFile, error) {
+	var files []ImportFile
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -82,59 +80,75 @@ func Import(store *results.Store, paths []string, opt ImportOptions) ([]results.
 			return nil, &ImportError{path, err}
 		}
 		sum := sha256.Sum256(data)
-		copyPath := filepath.Join(opt.CopyDir, hex.EncodeToString(sum[:])+".json")
-		if !opt.Force {
-			if first, ok := seen[copyPath]; ok {
-				return nil, &ImportError{path, fmt.Errorf("%w: the same file as %s", ErrAlreadyImported, first)}
+		files = append(files, ImportFile{Path: path, Run: r, Data: data, Hash: hex.EncodeToString(sum[:])})
+	}
+	return files, nil
+}
+
+// Import stores the files as the runs of one new run id, numbered as
+// repetitions of each (mode, rate, connections), and returns them. A file
+// imported before (unless Force), in the store or twice in files, is an
+// *ImportError, and then nothing is stored. A failure of the store is
+// returned as it is.
+func Import(store *results.Store, files []ImportFile, opt ImportOptions) ([]results.Run, error) {
+	if !opt.Force {
+		seen := map[string]string{}
+		for _, f := range files {
+			if first, ok := seen[f.Hash]; ok {
+				return nil, &ImportError{f.Path, fmt.Errorf("%w: the same file as %s", ErrAlreadyImported, first)}
 			}
-			prev, err := previousImport(store, r, copyPath)
+			seen[f.Hash] = f.Path
+			prev, err := previousImport(store, f)
 			if err != nil {
 				return nil, err
 			}
 			if prev != "" {
-				return nil, &ImportError{path, fmt.Errorf("%w as run %s (same bytes, start time and labels); -force imports it again", ErrAlreadyImported, prev)}
+				return nil, &ImportError{f.Path, fmt.Errorf("%w as run %s (same bytes, start time and labels); -force imports it again", ErrAlreadyImported, prev)}
 			}
 		}
-		seen[copyPath] = path
-		todo = append(todo, pending{r, data, copyPath})
+	}
+	if err := os.MkdirAll(opt.CopyDir, 0o755); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
 	}
 	runID := pod.NewRunID()
 	reps := map[[3]string]int{}
 	var runs []results.Run
-	for _, p := range todo {
-		r := p.run
+	for _, f := range files {
+		r := f.Run
 		r.RunID = runID
 		r.Scenario = cmp.Or(opt.Scenario, DefaultScenario)
 		r.Mode = cmp.Or(NormalizeMode(opt.Mode), modeFromLabels(r.Label), UnknownMode)
 		key := [3]string{r.Mode, strconv.Itoa(r.RequestedQPS), strconv.Itoa(r.Connections)}
 		reps[key]++
 		r.Repetition = reps[key]
-		r.FortioJSON = p.copyPath
+		r.FortioJSON = copyPath(opt.CopyDir, f.Hash)
 		r.Provenance = importProvenance(r.Provenance, opt)
-		if err := os.MkdirAll(opt.CopyDir, 0o755); err != nil {
-			return runs, fmt.Errorf("import: %w", err)
-		}
-		if err := atomicfile.Write(p.copyPath, p.data, 0o644); err != nil {
-			return runs, fmt.Errorf("import: keep a copy of the result: %w", err)
+		if err := atomicfile.Write(r.FortioJSON, f.Data, 0o644); err != nil {
+			return runs, fmt.Errorf("import %s: keep a copy: %w", f.Path, err)
 		}
 		if err := store.Insert(r); err != nil {
-			return runs, fmt.Errorf("import: %w", err)
+			return runs, fmt.Errorf("import %s: %w", f.Path, err)
 		}
 		runs = append(runs, r)
 	}
 	return runs, nil
 }
 
+// copyPath is where the copy of an imported file is kept: named by its
+// hash, so that the same bytes always land on the same name.
+func copyPath(dir, hash string) string { return filepath.Join(dir, hash+".json") }
+
 // previousImport is the run id of an earlier import of the same file, ""
 // for none: a run with the same start time and labels whose kept copy is
 // this file's (named by its hash).
-func previousImport(store *results.Store, r results.Run, copyPath string) (string, error) {
+func previousImport(store *results.Store, f ImportFile) (string, error) {
+	r := f.Run
 	same, err := store.Runs(results.Filter{From: r.StartTime, To: r.StartTime.Add(time.Nanosecond)})
 	if err != nil {
 		return "", err
 	}
 	for _, s := range same {
-		if s.Label == r.Label && filepath.Base(s.FortioJSON) == filepath.Base(copyPath) {
+		if s.Label == r.Label && filepath.Base(s.FortioJSON) == filepath.Base(copyPath("", f.Hash)) {
 			return s.RunID, nil
 		}
 	}

@@ -160,7 +160,7 @@ func SMP(runs []results.Run) SMPDocument {
 			envs[env.ID] = true
 			doc.EnvironmentConfigs = append(doc.EnvironmentConfigs, env)
 		}
-		id := resultID(r)
+		id := ResultID(r)
 		mesh := meshConfig(r, id+"/mesh")
 		doc.ServiceMeshConfigs = append(doc.ServiceMeshConfigs, mesh)
 		res := testResult(r, id)
@@ -170,14 +170,20 @@ func SMP(runs []results.Run) SMPDocument {
 	return doc
 }
 
-// resultID names a run uniquely within its invocation: a run id groups
+// ResultID names a run uniquely within its invocation: a run id groups
 // every mode, rate, connection count and repetition of one invocation.
-func resultID(r results.Run) string {
+func ResultID(r results.Run) string {
 	qps := "max"
 	if r.RequestedQPS > 0 {
 		qps = strconv.Itoa(r.RequestedQPS)
 	}
-	return fmt.Sprintf("%s/%s/qps-%s/c-%d/rep-%d", r.RunID, r.Mode, qps, r.Connections, r.Repetition)
+	return fmt.Sprintf("%s/%s/qps-%s/c-%d/rep-%d", runName(r), cmp.Or(r.Mode, UnknownMode), qps, r.Connections, r.Repetition)
+}
+
+// runName is the run's id, or for a result file read without the store
+// (which has none) the file's name.
+func runName(r results.Run) string {
+	return cmp.Or(r.RunID, strings.TrimSuffix(filepath.Base(r.FortioJSON), filepath.Ext(r.FortioJSON)))
 }
 
 // testConfig is the one PerformanceTestConfig: named after the runs'
@@ -188,7 +194,7 @@ func testConfig(runs []results.Run) SMPTestConfig {
 	var longest time.Duration
 	clients := map[SMPClient]bool{}
 	for _, r := range runs {
-		ids = append(ids, r.RunID)
+		ids = append(ids, runName(r))
 		scenarios = append(scenarios, r.Scenario)
 		longest = max(longest, r.Duration)
 		clients[SMPClient{LoadGenerator: loadGenerator(r), Protocol: smpProtocol(r.Protocol),
@@ -247,8 +253,8 @@ func testResult(r results.Run, id string) SMPTestResult {
 		SMPVersion: SMPVersion,
 		ID:         id,
 		ActualQPS:  finite(r.ActualQPS),
-		LatenciesMs: &SMPLatency{Min: finite(l.Min), Average: finite(l.Avg), P50: finite(l.P50),
-			P90: finite(l.P90), P99: finite(l.P99), Max: finite(l.Max)},
+		LatenciesMs: &SMPLatency{Min: nanos(l.Min), Average: nanos(l.Avg), P50: nanos(l.P50),
+			P90: nanos(l.P90), P99: nanos(l.P99), Max: nanos(l.Max)},
 		Labels: map[string]string{
 			"run_id":                   r.RunID,
 			"scenario":                 r.Scenario,
@@ -446,6 +452,11 @@ func finite(v float64) float64 {
 	}
 	return v
 }
+
+// nanos is a latency in ms rounded to the nanosecond, which is as fine as
+// any load generator measures: the seconds-to-ms conversion's float noise
+// (0.5469999999999999) goes.
+func nanos(ms float64) float64 { return math.Round(finite(ms)*1e6) / 1e6 }
 
 // number writes a figure for a label, "" (the label left out) when unknown.
 func number(v float64) string {
