@@ -53,7 +53,7 @@ func firstStart(runs []Run) string {
 var funcs = template.FuncMap{
 	"f3":  f3,
 	"f1":  f1,
-	"qps": qpsText,
+	"qps": QPSText,
 	"added": func(m ModeResult, v float64) string {
 		return added(m, v)
 	},

@@ -135,7 +135,7 @@ func spectrumChart(p Point) (chart, bool, error) {
 }
 
 func pointText(p Point) string {
-	return fmt.Sprintf("%s, %s qps", plural(p.Connections, "connection"), qpsText(p.QPS))
+	return fmt.Sprintf("%s, %s qps", plural(p.Connections, "connection"), QPSText(p.QPS))
 }
 
 // barSet is one mode's bars: values[i] at category at+i, shifted within the

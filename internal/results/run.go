@@ -149,8 +149,11 @@ type fortioResult struct {
 type fortioHistogram struct {
 	Count         int64
 	Min, Max, Avg float64 // seconds
-	Data          []struct{ Start, End, Percent float64 }
-	Percentiles   []struct{ Percentile, Value float64 }
+	Data          []struct {
+		Start, End, Percent float64 // seconds; Percent is cumulative
+		Count               int64
+	}
+	Percentiles []struct{ Percentile, Value float64 }
 }
 
 // FromFortioJSON builds a Run from a load result. It fills what the JSON
@@ -158,12 +161,9 @@ type fortioHistogram struct {
 // correction flag, response size); the runner adds the rest (run id,
 // scenario, mode, protocol, payload, mTLS, network, processes, path).
 func FromFortioJSON(data []byte) (Run, error) {
-	var f fortioResult
-	if err := json.Unmarshal(data, &f); err != nil {
-		return Run{}, fmt.Errorf("read load result: %w", err)
-	}
-	if f.DurationHistogram.Count == 0 && f.ActualDuration == 0 {
-		return Run{}, fmt.Errorf("read load result: no DurationHistogram or ActualDuration; not a Fortio result")
+	f, err := decodeFortioResult(data)
+	if err != nil {
+		return Run{}, err
 	}
 	r := Run{
 		Label:       f.Labels,
@@ -192,6 +192,18 @@ func FromFortioJSON(data []byte) (Run, error) {
 		r.ResponseSize = f.Sizes.Avg
 	}
 	return r, nil
+}
+
+// decodeFortioResult decodes a load result, refusing JSON that is not one.
+func decodeFortioResult(data []byte) (fortioResult, error) {
+	var f fortioResult
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, fmt.Errorf("read load result: %w", err)
+	}
+	if f.DurationHistogram.Count == 0 && f.ActualDuration == 0 {
+		return f, fmt.Errorf("read load result: no DurationHistogram or ActualDuration; not a Fortio result")
+	}
+	return f, nil
 }
 
 // ReadFortioFile reads a result file and records its path in the Run.
