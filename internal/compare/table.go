@@ -16,27 +16,16 @@ import (
 func WriteTable(w io.Writer, rep Report) error {
 	// Written whole at the end: one error to check, not one per line.
 	ew := &bytes.Buffer{}
-	conf := pctText(rep.Confidence * 100)
 	writeSides(ew, rep)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(ew, "note:", n)
 	}
-	fmt.Fprintf(ew, "B-A: mean(B) - mean(A) over the repetitions, with Welch's %s interval; worse or better when the interval\n"+
-		"excludes 0 and the change is beyond %s of A (higher is worse for every metric). hist: the percentile of\n"+
-		"each side's pooled calls with a distribution-free %s interval (sampling within runs only; not used for the verdict).\n\n",
-		conf, pctText(rep.ThresholdPct), conf)
+	fmt.Fprintf(ew, "%s\n\n", Method(rep))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "proto\tconn\tqps\tpayload\tmode\tmetric\tA n\tA median\tA mean\tB n\tB median\tB mean\tB-A\tB-A %%\t%s CI\thist A\thist B\tverdict\n", conf)
+	fmt.Fprintln(tw, strings.Join(Columns(rep), "\t"))
 	for _, row := range rep.Rows {
 		for _, m := range row.Metrics {
-			histA, histB := "-", "-"
-			if h := m.Histogram; h != nil {
-				histA, histB = estimateText(h[0], m.Unit), estimateText(h[1], m.Unit)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-				row.Protocol, row.Connections, results.QPSText(row.RequestedQPS), row.PayloadBytes, row.Mode, m.Name,
-				m.A.N, num(m.A.Median, m.Unit), num(m.A.Mean, m.Unit), m.B.N, num(m.B.Median, m.Unit), num(m.B.Mean, m.Unit),
-				signed(m.Diff, m.Unit), signedPct(m.DiffPct), intervalText(m.CI, m.Unit), histA, histB, m.Verdict)
+			fmt.Fprintln(tw, strings.Join(Cells(row, m), "\t"))
 		}
 	}
 	tw.Flush()
@@ -54,6 +43,32 @@ func WriteTable(w io.Writer, rep Report) error {
 	fmt.Fprintf(ew, "verdict: %s%s\n", rep.Verdict, verdictCounts(rep))
 	_, err := ew.WriteTo(w)
 	return err
+}
+
+// Columns are the table's header, Cells a line of it: the same in the
+// text table and on the HTML page.
+func Columns(rep Report) []string {
+	return []string{"proto", "conn", "qps", "payload", "mode", "metric", "A n", "A median", "A mean", "B n", "B median", "B mean",
+		"B-A", "B-A %", pctText(rep.Confidence*100) + " CI", "hist A", "hist B", "verdict"}
+}
+
+func Cells(row Row, m Metric) []string {
+	histA, histB := "-", "-"
+	if h := m.Histogram; h != nil {
+		histA, histB = estimateText(h[0], m.Unit), estimateText(h[1], m.Unit)
+	}
+	return []string{row.Protocol, fmt.Sprint(row.Connections), results.QPSText(row.RequestedQPS), fmt.Sprint(row.PayloadBytes), row.Mode, m.Name,
+		fmt.Sprint(m.A.N), num(m.A.Median, m.Unit), num(m.A.Mean, m.Unit), fmt.Sprint(m.B.N), num(m.B.Median, m.Unit), num(m.B.Mean, m.Unit),
+		signed(m.Diff, m.Unit), signedPct(m.DiffPct), intervalText(m.CI, m.Unit), histA, histB, m.Verdict}
+}
+
+// Method says how the figures were made, for the table and the page.
+func Method(rep Report) string {
+	conf := pctText(rep.Confidence * 100)
+	return fmt.Sprintf("B-A: mean(B) - mean(A) over the repetitions, with Welch's %s interval; worse or better when the interval\n"+
+		"excludes 0 and the change is beyond %s of A (higher is worse for every metric). hist: the percentile of\n"+
+		"each side's pooled calls with a distribution-free %s interval (sampling within runs only; not used for the verdict).",
+		conf, pctText(rep.ThresholdPct), conf)
 }
 
 // writeSides says what each side is made of.
