@@ -58,6 +58,8 @@ type SideSummary struct {
 	Invocations []string   `json:"invocations"` // their run ids, in order
 	Scenarios   []string   `json:"scenarios"`
 	Excluded    []Excluded `json:"excluded"`
+	// Provenance is each distinct provenance among the side's runs.
+	Provenance []results.Provenance `json:"provenance"`
 }
 
 // Excluded is a run left out, as results.Run.Excluded says.
@@ -166,6 +168,9 @@ func groupSide(s Side) (map[Cell]*cellRuns, SideSummary) {
 		}
 		if r.Scenario != "" && !slices.Contains(sum.Scenarios, r.Scenario) {
 			sum.Scenarios = append(sum.Scenarios, r.Scenario)
+		}
+		if !slices.Contains(sum.Provenance, r.Provenance) {
+			sum.Provenance = append(sum.Provenance, r.Provenance)
 		}
 		if why := r.Excluded(); why != "" {
 			sum.Excluded = append(sum.Excluded, Excluded{Label: r.Label, Reason: why})

@@ -28,9 +28,15 @@ func side(t *testing.T, selector string, invs ...comparetest.Invocation) Side {
 	return s
 }
 
+// testMachine is where the tests' runs say they ran.
+var testMachine = results.Machine{Hostname: "lab1", CPUs: 2, CPUModel: "AMD EPYC 7B13", MemoryMB: 7940, Kernel: "Linux 6.8.0"}
+
 func inv(id string, seed uint64, slowdownMs float64, dir string) comparetest.Invocation {
 	return comparetest.Invocation{RunID: id, Scenario: "quick", Repetitions: 5, Start: t0.Add(time.Duration(seed) * time.Hour),
-		SlowdownMs: slowdownMs, Seed: seed, Dir: dir}
+		SlowdownMs: slowdownMs, Seed: seed, Dir: dir,
+		Provenance: results.Provenance{Meshperf: results.Build{Version: "v0.9.0", Commit: "abc1234"},
+			DataPlane: results.Component{Name: "meshperf-proxy", Version: "v0.9.0"}, ControlPlane: results.Component{Name: "meshperf-pilot", Version: "v0.9.0"},
+			ParamsHash: "0123456789abcdef", Machine: testMachine}}
 }
 
 func verdicts(rep Report) map[string]string {
@@ -53,6 +59,40 @@ func TestSameBuildIsUnchanged(t *testing.T) {
 	}
 	if rep.Verdict != VerdictUnchanged {
 		t.Errorf("verdict %q", rep.Verdict)
+	}
+	if len(rep.Notes) != 0 {
+		t.Errorf("notes %q, want none (same machine, scenario and parameters)", rep.Notes)
+	}
+}
+
+// TestAcrossMachinesIsSaid: B ran on another kind of machine, with other
+// parameters; the comparison goes on, and says so first.
+func TestAcrossMachinesIsSaid(t *testing.T) {
+	other := inv("r2", 2, 0, "")
+	other.Provenance.Machine = results.Machine{Hostname: "ci7", CPUs: 8, CPUModel: "Intel Xeon 8375C", MemoryMB: 32000, Kernel: "Linux 6.1.0"}
+	other.Provenance.ParamsHash = "fedcba9876543210"
+	rep := Compare(side(t, "v1", inv("r1", 1, 0, "")), side(t, "v2", other), DefaultOptions)
+	want := []string{
+		"compared across machines: A ran on 2 CPUs (AMD EPYC 7B13), 7.8 GiB, Linux 6.8.0, B on 8 CPUs (Intel Xeon 8375C), 31.2 GiB, Linux 6.1.0",
+		"compared across parameters: A ran 0123456789abcdef, B fedcba9876543210",
+	}
+	if !reflect.DeepEqual(rep.Notes, want) {
+		t.Errorf("notes %q, want %q", rep.Notes, want)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "note: "+want[0]+"\n") {
+		t.Errorf("the table does not start with the machines' note:\n%s", b.String())
+	}
+	for _, fact := range []string{"meshperf-proxy v0.9.0", "v0.9.0 (abc1234)", "meshperf-pilot v0.9.0", "Intel Xeon 8375C"} {
+		if !strings.Contains(b.String(), fact) {
+			t.Errorf("the table lacks the provenance %q", fact)
+		}
+	}
+	if len(rep.Rows) != 6 {
+		t.Errorf("%d rows, want 6: runs on other machines are still compared", len(rep.Rows))
 	}
 }
 

@@ -3,6 +3,7 @@ package compare
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/results"
@@ -44,7 +45,8 @@ func WriteHTML(w io.Writer, rep Report) error {
 	return results.WriteComparisonHTML(w, page)
 }
 
-// facts are the sides' make-up, side by side.
+// facts are the sides' make-up and provenance, side by side: the table
+// prints them too.
 func facts(rep Report) []results.ComparisonFact {
 	side := func(get func(SideSummary) string) results.ComparisonFact {
 		return results.ComparisonFact{A: get(rep.A), B: get(rep.B)}
@@ -60,10 +62,58 @@ func facts(rep Report) []results.ComparisonFact {
 		}},
 		{"invocations", func(s SideSummary) string { return strings.Join(s.Invocations, ", ") }},
 		{"scenario", func(s SideSummary) string { return strings.Join(s.Scenarios, ", ") }},
+		{"meshperf", provenanceOf(func(p results.Provenance) string { return buildText(p.Meshperf) })},
+		{"data plane", provenanceOf(func(p results.Provenance) string { return componentText(p.DataPlane) })},
+		{"control plane", provenanceOf(func(p results.Provenance) string { return componentText(p.ControlPlane) })},
+		{"params hash", provenanceOf(func(p results.Provenance) string { return p.ParamsHash })},
+		{"labels", provenanceOf(func(p results.Provenance) string { return p.Labels })},
+		{"machine", provenanceOf(func(p results.Provenance) string { return p.Machine.String() })},
 	} {
 		fact := side(f.get)
 		fact.Name = f.name
 		out = append(out, fact)
 	}
 	return out
+}
+
+// provenanceOf is a side's distinct values of one provenance figure,
+// joined; "unknown" when no run recorded it.
+func provenanceOf(get func(results.Provenance) string) func(SideSummary) string {
+	return func(s SideSummary) string {
+		var vs []string
+		for _, p := range s.Provenance {
+			if v := get(p); v != "" && !slices.Contains(vs, v) {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			return "unknown"
+		}
+		return strings.Join(vs, "; ")
+	}
+}
+
+// buildText is "version (commit, modified)".
+func buildText(b results.Build) string {
+	if b.Version == "" {
+		return ""
+	}
+	s := b.Version
+	if b.Commit != "" {
+		s += " (" + b.Commit
+		if b.Modified {
+			s += ", modified"
+		}
+		s += ")"
+	}
+	return s
+}
+
+// componentText is "name version (commit)", or "none".
+func componentText(c results.Component) string {
+	s := c.String()
+	if c.Commit != "" {
+		s += " (" + c.Commit + ")"
+	}
+	return s
 }

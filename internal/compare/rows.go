@@ -92,23 +92,41 @@ func compareMetric(d metricDef, a, b *cellRuns, opt Options) Metric {
 	return m
 }
 
-// sideNotes says what differs between the sides besides the build: the
-// scenario, the network the pods were set up on.
+// sideNotes says plainly what differs between the sides besides the
+// build under test: the machine, the scenario, its parameters, the
+// network the pods were set up on. Runs that did not record a figure
+// (stored before provenance) are left out of that figure's note.
 func sideNotes(a, b Side) []string {
 	var notes []string
 	for _, d := range []struct {
 		what string
 		get  func(results.Run) string
 	}{
+		{"machines", func(r results.Run) string { return r.Provenance.Machine.Key() }},
 		{"scenarios", func(r results.Run) string { return r.Scenario }},
+		{"parameters", func(r results.Run) string { return r.Provenance.ParamsHash }},
 		{"networks", func(r results.Run) string { return r.Network }},
 	} {
 		va, vb := distinct(a.Runs, d.get), distinct(b.Runs, d.get)
-		if len(va) > 0 && len(vb) > 0 && !slices.Equal(va, vb) {
-			notes = append(notes, fmt.Sprintf("compared across %s: A ran %s, B %s", d.what, strings.Join(va, ", "), strings.Join(vb, ", ")))
+		if len(va) == 0 || len(vb) == 0 || slices.Equal(va, vb) {
+			continue
 		}
+		if d.what == "machines" {
+			va, vb = machines(a.Runs), machines(b.Runs)
+		}
+		notes = append(notes, fmt.Sprintf("compared across %s: A ran %s, B %s", d.what, strings.Join(va, "; "), strings.Join(vb, "; ")))
 	}
 	return notes
+}
+
+// machines are the runs' machines as the report writes them, "on ...".
+func machines(rs []results.Run) []string {
+	return distinct(rs, func(r results.Run) string {
+		if r.Provenance.Machine.Key() == "" {
+			return ""
+		}
+		return "on " + r.Provenance.Machine.String()
+	})
 }
 
 // distinct is the sorted non-empty values of get over the runs.

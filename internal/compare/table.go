@@ -16,10 +16,10 @@ import (
 func WriteTable(w io.Writer, rep Report) error {
 	// Written whole at the end: one error to check, not one per line.
 	ew := &bytes.Buffer{}
-	writeSides(ew, rep)
 	for _, n := range rep.Notes {
 		fmt.Fprintln(ew, "note:", n)
 	}
+	writeSides(ew, rep)
 	fmt.Fprintf(ew, "%s\n\n", Method(rep))
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(Columns(rep), "\t"))
@@ -71,21 +71,25 @@ func Method(rep Report) string {
 		conf, pctText(rep.ThresholdPct), conf)
 }
 
-// writeSides says what each side is made of.
+// writeSides says what each side is made of and where it ran, side by
+// side, then the runs left out.
 func writeSides(w io.Writer, rep Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, f := range facts(rep) {
+		if f.Name == "selector" {
+			f.Name, f.A, f.B = "", "A: "+f.A, "B: "+f.B
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, f.A, f.B)
+	}
+	tw.Flush()
 	for _, s := range []struct {
 		name string
 		sum  SideSummary
 	}{{"A", rep.A}, {"B", rep.B}} {
-		fmt.Fprintf(w, "%s: %s: %s from %s", s.name, s.sum.Selector, plural(s.sum.Runs, "run"), plural(len(s.sum.Invocations), "invocation"))
-		if len(s.sum.Scenarios) > 0 {
-			fmt.Fprintf(w, ", scenario %s", strings.Join(s.sum.Scenarios, ", "))
-		}
-		fmt.Fprintln(w)
 		if n := len(s.sum.Excluded); n > 0 {
-			fmt.Fprintf(w, "   left out (failed, or more than %d%% errors): %s\n", results.MaxErrorPercent, plural(n, "run"))
+			fmt.Fprintf(w, "left out of %s (failed, or more than %d%% errors): %s\n", s.name, results.MaxErrorPercent, plural(n, "run"))
 			for _, e := range s.sum.Excluded {
-				fmt.Fprintf(w, "     %s: %s\n", e.Label, e.Reason)
+				fmt.Fprintf(w, "  %s: %s\n", e.Label, e.Reason)
 			}
 		}
 	}

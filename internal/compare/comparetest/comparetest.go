@@ -29,6 +29,8 @@ type Invocation struct {
 	// an injected delay per request in the proxy.
 	SlowdownMs float64
 	Seed       uint64
+	// Provenance is every run's; the no-mesh runs' without a data plane.
+	Provenance results.Provenance
 	// Dir, when set, receives each run's load result JSON, which the run's
 	// FortioJSON then names.
 	Dir string
@@ -85,6 +87,10 @@ func Runs(inv Invocation) ([]results.Run, error) {
 					Connections: c, RequestedQPS: QPS, ActualQPS: float64(QPS) * (1 - 0.001*rng.Float64()), Duration: 20 * time.Second,
 					PayloadSize: 1024, ResponseSize: 1170, MTLS: m.Name != results.ModeNoMesh, StartTime: at, Network: "netns",
 					Corrected: true, Calls: callsPerRun}
+				r.Provenance = inv.Provenance
+				if m.Name == results.ModeNoMesh {
+					r.Provenance.DataPlane = results.Component{}
+				}
 				r.Label = fmt.Sprintf("%s_qps_%d_c_%d_1024_%s", inv.RunID, QPS, c, m.Name)
 				r.Latency = latencyOf(calls)
 				for _, p := range results.SpectrumPercentiles {
