@@ -66,6 +66,9 @@ func compareCell(cell Cell, a, b *cellRuns, opt Options) Row {
 	row.Latency = [2]*SideLatency{latA.chart(), latB.chart()}
 	for _, d := range rowMetrics(cell.Mode, a, b) {
 		m := compareMetric(d, a, b, opt)
+		if m.A.N == 0 && m.B.N == 0 {
+			continue // neither side has the figure: a mode without a no-mesh run to add to
+		}
 		if d.percentile > 0 && latA.ok() && latB.ok() {
 			m.Histogram = &[2]PercentileEstimate{latA.estimate(d.percentile, opt.Confidence), latB.estimate(d.percentile, opt.Confidence)}
 		}
