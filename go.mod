@@ -28,7 +28,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
+require (
+	gonum.org/v1/gonum v0.17.0
+	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect

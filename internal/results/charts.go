@@ -15,10 +15,12 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// series is one line of a chart: a mode's values along the x axis.
+// series is one line of a chart: a mode's values along the x axis. Its
+// colour is the mode's unless color is set (a comparison's sides).
 type series struct {
 	name   string
 	xs, ys []float64
+	color  color.Color
 }
 
 // chart is a rendered SVG with its title, for the page; Kind names what it
@@ -99,7 +101,10 @@ func renderLines(title, xLabel, yLabel string, ss []series, axes func(*plot.Plot
 		if err != nil {
 			return chart{}, fmt.Errorf("chart %q: %w", title, err)
 		}
-		c := modeColor(s.name, i)
+		var c color.Color = modeColor(s.name, i)
+		if s.color != nil {
+			c = s.color
+		}
 		line.Color, line.Width = c, vg.Points(1.8)
 		points.Color, points.Shape, points.Radius = c, draw.CircleGlyph{}, vg.Points(2.6)
 		p.Add(line, points)

@@ -53,7 +53,7 @@ func firstStart(runs []Run) string {
 var funcs = template.FuncMap{
 	"f3":  f3,
 	"f1":  f1,
-	"qps": qpsText,
+	"qps": QPSText,
 	"added": func(m ModeResult, v float64) string {
 		return added(m, v)
 	},
@@ -77,13 +77,9 @@ var funcs = template.FuncMap{
 	"join":   func(v []string) string { return strings.Join(v, ",") },
 }
 
-var pageTemplate = template.Must(template.New("report").Funcs(funcs).Parse(`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>meshperf lab: {{.Summary.Scenario}}</title>
-<style>
+// styleTemplate is the pages' CSS, shared by the lab's report and the
+// comparison page so that both read alike.
+var styleTemplate = template.Must(template.New("style").Funcs(funcs).Parse(`<style>
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0 auto;max-width:1200px;padding:1.5rem;color:#1d1d1f;line-height:1.45}
 h1{font-size:1.6rem;margin:0 0 .3rem}h2{font-size:1.2rem;margin:2rem 0 .6rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:.15rem 1rem;margin:.6rem 0}dl.meta dt{color:#666}dl.meta dd{margin:0}
@@ -97,7 +93,15 @@ tr.failed td{background:#fdecea}tr.excluded td{background:#fff6e0}
 svg.chart{width:100%;height:auto;border:1px solid #eee;border-radius:4px;background:#fff}
 svg.chart text{font-family:"Liberation Sans",Arial,Helvetica,sans-serif!important}
 .scroll{overflow-x:auto}
-</style>
+</style>`))
+
+var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>meshperf lab: {{.Summary.Scenario}}</title>
+{{template "style"}}
 </head>
 <body>
 <h1>meshperf lab: {{.Summary.Scenario}}</h1>

@@ -25,7 +25,7 @@ func reportRuns() []Run {
 					add, vcpu, mb = 0.2, []float64{0.05 * float64(q) / 500, 0.06 * float64(q) / 500}, []float64{12, 13}
 				}
 				r := mk(mode, c, q, 0.2+add+0.01*float64(c), 0.3+add, 0.5+add, float64(q), vcpu, mb)
-				r.Label = "r1_qps_" + qpsText(q) + "_c_" + qpsText(c) + "_1024_" + mode
+				r.Label = "r1_qps_" + QPSText(q) + "_c_" + QPSText(c) + "_1024_" + mode
 				r.StartTime = t0.Add(time.Duration(len(runs)) * time.Minute)
 				r.Scenario, r.Corrected = "demo", true
 				runs = append(runs, r)

@@ -86,24 +86,42 @@ func proxyCostCharts(p Point) ([]chart, error) {
 	return out, nil
 }
 
-// spectrumChart overlays each mode's latency spectrum on a percentile axis
-// as HdrHistogram plots it (x = 1/(1-p), log scaled, labelled 50% to
-// 99.99%), where a tail shows as a curve turning up at the right.
+// spectrumChart overlays each mode's latency spectrum on a percentile axis.
 func spectrumChart(p Point) (chart, bool, error) {
 	var ss []series
-	lo, hi := math.Inf(1), 0.0
 	for _, m := range p.Modes {
-		line := series{name: m.Mode}
-		for _, pv := range m.Spectrum {
-			if pv.Ms <= 0 || math.IsNaN(pv.Ms) {
-				continue
-			}
-			line.xs = append(line.xs, percentileAxisX(pv.Percentile))
-			line.ys = append(line.ys, pv.Ms)
-			lo, hi = math.Min(lo, pv.Ms), math.Max(hi, pv.Ms)
+		ss = append(ss, series{name: m.Mode})
+		ss[len(ss)-1].xs, ss[len(ss)-1].ys = spectrumXY(m.Spectrum)
+	}
+	return spectrumLines("Latency by percentile, "+pointText(p), ss)
+}
+
+// spectrumXY places a spectrum on the percentile axis, leaving out
+// latencies a log axis cannot show.
+func spectrumXY(spectrum []PercentileValue) (xs, ys []float64) {
+	for _, pv := range spectrum {
+		if pv.Ms <= 0 || math.IsNaN(pv.Ms) {
+			continue
 		}
-		if len(line.xs) > 1 {
-			ss = append(ss, line)
+		xs = append(xs, percentileAxisX(pv.Percentile))
+		ys = append(ys, pv.Ms)
+	}
+	return xs, ys
+}
+
+// spectrumLines draws spectra on a percentile axis as HdrHistogram plots
+// them (x = 1/(1-p), log scaled, labelled 50% to 99.99%), where a tail
+// shows as a curve turning up at the right. A series needs two points.
+func spectrumLines(title string, all []series) (chart, bool, error) {
+	var ss []series
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range all {
+		if len(s.xs) < 2 {
+			continue
+		}
+		ss = append(ss, s)
+		for _, y := range s.ys {
+			lo, hi = math.Min(lo, y), math.Max(hi, y)
 		}
 	}
 	if len(ss) == 0 {
@@ -114,7 +132,7 @@ func spectrumChart(p Point) (chart, bool, error) {
 	if logY {
 		yLabel = "latency (ms, log scale)"
 	}
-	c, err := renderLines("Latency by percentile, "+pointText(p), "percentile", yLabel, ss, func(pl *plot.Plot) {
+	c, err := renderLines(title, "percentile", yLabel, ss, func(pl *plot.Plot) {
 		pl.X.Scale = plot.LogScale{}
 		pl.X.Min, pl.X.Max = percentileAxisX(50)/1.15, percentileAxisX(99.99)*1.15
 		var ticks []plot.Tick
@@ -135,7 +153,7 @@ func spectrumChart(p Point) (chart, bool, error) {
 }
 
 func pointText(p Point) string {
-	return fmt.Sprintf("%s, %s qps", plural(p.Connections, "connection"), qpsText(p.QPS))
+	return fmt.Sprintf("%s, %s qps", plural(p.Connections, "connection"), QPSText(p.QPS))
 }
 
 // barSet is one mode's bars: values[i] at category at+i, shifted within the

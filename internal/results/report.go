@@ -143,7 +143,7 @@ func seriesSection(heading, xLabel string, s Summary, ms []metric, x axis, fixed
 					}
 				}
 			}
-			title := m.name + ", " + fmt.Sprintf(fixedFmt, qpsText(f))
+			title := m.name + ", " + fmt.Sprintf(fixedFmt, QPSText(f))
 			c, err := lineChart(title, xLabel, m.name+" ("+m.unit+")", ss)
 			if err != nil {
 				return sec, err

@@ -167,8 +167,11 @@ type fortioResult struct {
 type fortioHistogram struct {
 	Count         flexCount
 	Min, Max, Avg float64 // seconds
-	Data          []struct{ Start, End, Percent float64 }
-	Percentiles   []struct{ Percentile, Value float64 }
+	Data          []struct {
+		Start, End, Percent float64 // seconds; Percent is cumulative
+		Count               flexCount
+	}
+	Percentiles []struct{ Percentile, Value float64 }
 }
 
 // flexCount is a count written as a JSON number (Fortio) or as a string
@@ -214,12 +217,9 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 // for another tool's result the tool and its version); the runner adds the
 // rest (run id, scenario, mode, payload, mTLS, network, processes, path).
 func FromFortioJSON(data []byte) (Run, error) {
-	var f fortioResult
-	if err := json.Unmarshal(data, &f); err != nil {
-		return Run{}, fmt.Errorf("read load result: %w", err)
-	}
-	if f.DurationHistogram.Count == 0 && f.ActualDuration == 0 {
-		return Run{}, fmt.Errorf("read load result: no DurationHistogram or ActualDuration; not a Fortio result")
+	f, err := decodeFortioResult(data)
+	if err != nil {
+		return Run{}, err
 	}
 	r := Run{
 		Label:       f.Labels,
@@ -284,6 +284,18 @@ func protocolOf(runType string) string {
 		}
 	}
 	return ""
+}
+
+// decodeFortioResult decodes a load result, refusing JSON that is not one.
+func decodeFortioResult(data []byte) (fortioResult, error) {
+	var f fortioResult
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, fmt.Errorf("read load result: %w", err)
+	}
+	if f.DurationHistogram.Count == 0 && f.ActualDuration == 0 {
+		return f, fmt.Errorf("read load result: no DurationHistogram or ActualDuration; not a Fortio result")
+	}
+	return f, nil
 }
 
 // ReadFortioFile reads a result file and records its path in the Run.

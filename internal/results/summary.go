@@ -146,14 +146,14 @@ func Summarize(runs []Run) Summary {
 	}
 	sortModes(s.Modes)
 	for _, p := range s.Points {
-		sort.SliceStable(p.Modes, func(i, j int) bool { return modeRank(p.Modes[i].Mode) < modeRank(p.Modes[j].Mode) })
+		sort.SliceStable(p.Modes, func(i, j int) bool { return ModeRank(p.Modes[i].Mode) < ModeRank(p.Modes[j].Mode) })
 	}
 	sort.Slice(s.Points, func(i, j int) bool {
 		a, b := s.Points[i], s.Points[j]
 		if a.Connections != b.Connections {
 			return a.Connections < b.Connections
 		}
-		return qpsOrder(a.QPS) < qpsOrder(b.QPS)
+		return QPSOrder(a.QPS) < QPSOrder(b.QPS)
 	})
 	return s
 }
@@ -163,7 +163,9 @@ func Summarize(runs []Run) Summary {
 var modeOrder = []string{ModeNoMesh, "server-sidecar", "client-sidecar", "both-sidecars",
 	"ambient", "ambient-ztunnel", "ambient-waypoint", "ambient-waypoint-ztunnel"}
 
-func modeRank(m string) int {
+// ModeRank is the mode's place in modeOrder (unknown modes last), for
+// sorting modes as tables and legends show them.
+func ModeRank(m string) int {
 	for i, x := range modeOrder {
 		if x == m {
 			return i
@@ -173,11 +175,11 @@ func modeRank(m string) int {
 }
 
 func sortModes(m []string) {
-	sort.SliceStable(m, func(i, j int) bool { return modeRank(m[i]) < modeRank(m[j]) })
+	sort.SliceStable(m, func(i, j int) bool { return ModeRank(m[i]) < ModeRank(m[j]) })
 }
 
-// qpsOrder sorts "max" (0) after every set rate.
-func qpsOrder(q int) int {
+// QPSOrder is a requested rate's sort key: "max" (0) after every set rate.
+func QPSOrder(q int) int {
 	if q == 0 {
 		return math.MaxInt
 	}
@@ -296,7 +298,7 @@ func WriteSummary(w io.Writer, s Summary) error {
 	for _, p := range s.Points {
 		for _, m := range p.Modes {
 			fmt.Fprintf(tw, "%d\t%s\t  %-*s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-				p.Connections, qpsText(p.QPS), mw, m.Mode, m.Runs, f3(m.P50), f3(m.P90), f3(m.P99),
+				p.Connections, QPSText(p.QPS), mw, m.Mode, m.Runs, f3(m.P50), f3(m.P90), f3(m.P99),
 				added(m, m.AddedP50), added(m, m.AddedP90), added(m, m.AddedP99),
 				f3(m.VCPUPerProxy), f3(m.VCPUPer1000RPS), f1(m.MBPerProxy))
 		}
@@ -346,7 +348,7 @@ func writeProxyCosts(w io.Writer, s Summary, modeWidth int) {
 	for _, p := range s.Points {
 		for _, m := range p.Modes {
 			for _, c := range m.Proxies {
-				fmt.Fprintf(tw, "%d\t%s\t  %-*s\t  %-10s\t%d\t%s\t%s\t%s\t\n", p.Connections, qpsText(p.QPS), modeWidth, m.Mode,
+				fmt.Fprintf(tw, "%d\t%s\t  %-*s\t  %-10s\t%d\t%s\t%s\t%s\t\n", p.Connections, QPSText(p.QPS), modeWidth, m.Mode,
 					c.Kind, c.Count, f3(c.VCPU), f3(c.VCPUPer1000RPS), f1(c.MB))
 			}
 		}
@@ -364,7 +366,8 @@ func added(m ModeResult, v float64) string {
 	return fmt.Sprintf("%+.3f", v)
 }
 
-func qpsText(q int) string {
+// QPSText writes a requested rate, "max" for as fast as possible.
+func QPSText(q int) string {
 	if q == 0 {
 		return "max"
 	}
