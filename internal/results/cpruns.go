@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -49,17 +50,21 @@ type ControlPlaneRun struct {
 	AllSyncedMs, ConfigBytesMean         *float64
 	CPUSeconds, RSSMaxMB                 *float64
 	ReportJSON                           string
+	Provenance                           Provenance
 }
 
 // InsertControlPlaneRun stores a control-plane load test.
 func (s *Store) InsertControlPlaneRun(r ControlPlaneRun) error {
-	_, err := s.db.Exec(`INSERT INTO cp_runs (label, shape, start_time, start_unix_ns, target, external, delta, proxies, services,
+	cols := `label, shape, start_time, start_unix_ns, target, external, delta, proxies, services,
 		sidecar, churn, changes, pushes, convergence_p50_ms, convergence_p90_ms, convergence_p99_ms,
-		e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms, missed, all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms, missed, all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json, ` +
+		strings.Join(provenanceColumns, ", ")
+	values := append([]any{
 		r.Label, r.Shape, r.Start.UTC().Format(time.RFC3339Nano), r.Start.UnixNano(), r.Target, r.External, r.Delta,
 		r.Proxies, r.Services, r.Sidecar, r.Churn, r.Changes, r.Pushes, r.ConvergenceP50, r.ConvergenceP90, r.ConvergenceP99,
-		r.E2EP50, r.E2EP90, r.E2EP99, r.E2EMax, r.Missed, r.AllSyncedMs, r.ConfigBytesMean, r.CPUSeconds, r.RSSMaxMB, r.ReportJSON)
+		r.E2EP50, r.E2EP90, r.E2EP99, r.E2EMax, r.Missed, r.AllSyncedMs, r.ConfigBytesMean, r.CPUSeconds, r.RSSMaxMB, r.ReportJSON,
+	}, r.Provenance.values()...)
+	_, err := s.db.Exec(`INSERT INTO cp_runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
 	if err != nil {
 		return fmt.Errorf("store control-plane run %q in %s: %w", r.Label, s.path, err)
 	}
@@ -67,11 +72,11 @@ func (s *Store) InsertControlPlaneRun(r ControlPlaneRun) error {
 }
 
 // ControlPlaneRuns returns the stored control-plane runs, oldest first,
-// with their labels, start times, push counts and P99s (the columns a
-// comparison needs; report_json has the rest).
+// with their labels, start times, push counts, P99s and provenance (the
+// columns a comparison needs; report_json has the rest).
 func (s *Store) ControlPlaneRuns() ([]ControlPlaneRun, error) {
-	rows, err := s.db.Query(`SELECT label, shape, start_unix_ns, proxies, changes, missed, pushes, convergence_p99_ms, e2e_p99_ms, report_json
-		FROM cp_runs ORDER BY start_unix_ns, id`)
+	rows, err := s.db.Query(`SELECT label, shape, start_unix_ns, proxies, changes, missed, pushes, convergence_p99_ms, e2e_p99_ms, report_json, ` +
+		strings.Join(provenanceColumns, ", ") + ` FROM cp_runs ORDER BY start_unix_ns, id`)
 	if err != nil {
 		return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)
 	}
@@ -80,7 +85,10 @@ func (s *Store) ControlPlaneRuns() ([]ControlPlaneRun, error) {
 	for rows.Next() {
 		var r ControlPlaneRun
 		var ns int64
-		if err := rows.Scan(&r.Label, &r.Shape, &ns, &r.Proxies, &r.Changes, &r.Missed, &r.Pushes, &r.ConvergenceP99, &r.E2EP99, &r.ReportJSON); err != nil {
+		var machineKey string
+		dst := append([]any{&r.Label, &r.Shape, &ns, &r.Proxies, &r.Changes, &r.Missed, &r.Pushes, &r.ConvergenceP99, &r.E2EP99, &r.ReportJSON},
+			r.Provenance.scanTargets(&machineKey)...)
+		if err := rows.Scan(dst...); err != nil {
 			return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)
 		}
 		r.Start = time.Unix(0, ns).UTC()

@@ -126,6 +126,8 @@ type Run struct {
 	Failed        bool
 	FailureReason string
 	FortioJSON    string // path of the run's Fortio JSON
+	// Provenance says what the run measured and where.
+	Provenance Provenance
 }
 
 // fortioResult is the part of Fortio's (and meshperf load's) JSON read here.
@@ -144,6 +146,9 @@ type fortioResult struct {
 	CoordinatedOmissionCorrected bool
 	Sizes                        *fortioHistogram
 	RetCodes                     map[string]int64
+	// Provenance is meshperf's addition to the format (Fortio ignores
+	// fields it does not know); absent from other tools' results.
+	Provenance *Provenance
 }
 
 type fortioHistogram struct {
@@ -155,7 +160,7 @@ type fortioHistogram struct {
 
 // FromFortioJSON builds a Run from a load result. It fills what the JSON
 // holds (label, start, rates, duration, connections, latency, errors,
-// correction flag, response size); the runner adds the rest (run id,
+// correction flag, response size, and meshperf's provenance); the runner adds the rest (run id,
 // scenario, mode, protocol, payload, mTLS, network, processes, path).
 func FromFortioJSON(data []byte) (Run, error) {
 	var f fortioResult
@@ -177,6 +182,9 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Latency:     latencyFrom(f.DurationHistogram),
 		Spectrum:    spectrumFrom(f.DurationHistogram),
 		Codes:       f.RetCodes,
+	}
+	if f.Provenance != nil {
+		r.Provenance = *f.Provenance
 	}
 	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
 		q, err := strconv.ParseFloat(f.RequestedQPS, 64)

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] takes a database from version i to i+1. The schema, for
 // readers such as the dashboard:
@@ -34,6 +34,9 @@ const SchemaVersion = 3
 //   - run_percentiles: a run's latency spectrum (run_row = runs.id): ms at
 //     each of SpectrumPercentiles (percentile 0-100). Runs stored before
 //     schema 3 have none.
+//   - provenance columns on runs and cp_runs (provenance.go): what was
+//     measured and where; machine_key is Machine.Key(). Rows stored before
+//     schema 4 have empty strings and zeros there.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -83,6 +86,7 @@ var migrations = []string{
 		ms         REAL    NOT NULL,
 		PRIMARY KEY (run_row, percentile)
 	);`,
+	migrationProvenance, // provenance.go
 }
 
 // Store is the results database.
@@ -158,17 +162,20 @@ func (s *Store) Insert(r Run) error {
 	}
 	defer tx.Rollback()
 	l := r.Latency
-	res, err := tx.Exec(`INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition,
+	cols := `run_id, label, scenario, mode, protocol, repetition,
 		connections, requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls,
 		start_time, start_unix_ns, network, min_ms, max_ms, avg_ms, p50_ms, p75_ms, p90_ms, p99_ms,
-		p999_ms, p9999_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		p999_ms, p9999_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json, ` +
+		strings.Join(provenanceColumns, ", ")
+	values := append([]any{
 		r.RunID, r.Label, r.Scenario, r.Mode, r.Protocol, r.Repetition,
 		r.Connections, r.RequestedQPS, orZero(r.ActualQPS), int64(r.Duration), r.PayloadSize, orZero(r.ResponseSize), r.MTLS,
 		r.StartTime.UTC().Format(time.RFC3339Nano), r.StartTime.UnixNano(), r.Network,
 		nullable(l.Min), nullable(l.Max), nullable(l.Avg), nullable(l.P50), nullable(l.P75), nullable(l.P90),
 		nullable(l.P99), nullable(l.P999), nullable(l.P9999),
-		r.Corrected, r.Calls, r.Errors, orZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON)
+		r.Corrected, r.Calls, r.Errors, orZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON,
+	}, r.Provenance.values()...)
+	res, err := tx.Exec(`INSERT INTO runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
 	if err != nil {
 		return fmt.Errorf("store run %s: %w", r.Label, err)
 	}
@@ -201,6 +208,10 @@ type Filter struct {
 	RunID    string
 	Scenario string
 	From, To time.Time
+	// Labels matches the provenance's labels exactly; MachineKey the
+	// provenance's Machine.Key().
+	Labels     string
+	MachineKey string
 }
 
 // Runs returns the matching runs in start order.
@@ -214,18 +225,30 @@ func (s *Store) Runs(f Filter) ([]Run, error) {
 	if f.Scenario != "" {
 		add("scenario = ?", f.Scenario)
 	}
+	if f.Labels != "" {
+		add("labels = ?", f.Labels)
+	}
+	if f.MachineKey != "" {
+		add("machine_key = ?", f.MachineKey)
+	}
 	if !f.From.IsZero() {
 		add("start_unix_ns >= ?", f.From.UnixNano())
 	}
 	if !f.To.IsZero() {
 		add("start_unix_ns < ?", f.To.UnixNano())
 	}
+	return s.runsWhere(strings.Join(where, " AND "), args...)
+}
+
+// runsWhere returns the runs matching an SQL condition on runs' columns
+// ("" for all), with their processes and spectra, in start order.
+func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
 		actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, network, min_ms, max_ms,
 		avg_ms, p50_ms, p75_ms, p90_ms, p99_ms, p999_ms, p9999_ms, corrected, calls, errors,
-		error_percent, failed, failure_reason, fortio_json FROM runs`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		error_percent, failed, failure_reason, fortio_json, ` + strings.Join(provenanceColumns, ", ") + ` FROM runs`
+	if cond != "" {
+		q += " WHERE " + cond
 	}
 	q += " ORDER BY start_unix_ns, id"
 	rows, err := s.db.Query(q, args...)
@@ -262,10 +285,13 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 	var id, durNS int64
 	var start string
 	var lat [9]sql.NullFloat64
-	err := rows.Scan(&id, &r.RunID, &r.Label, &r.Scenario, &r.Mode, &r.Protocol, &r.Repetition,
+	var machineKey string
+	dst := append([]any{&id, &r.RunID, &r.Label, &r.Scenario, &r.Mode, &r.Protocol, &r.Repetition,
 		&r.Connections, &r.RequestedQPS, &r.ActualQPS, &durNS, &r.PayloadSize, &r.ResponseSize, &r.MTLS,
 		&start, &r.Network, &lat[0], &lat[1], &lat[2], &lat[3], &lat[4], &lat[5], &lat[6], &lat[7], &lat[8],
-		&r.Corrected, &r.Calls, &r.Errors, &r.ErrorPercent, &r.Failed, &r.FailureReason, &r.FortioJSON)
+		&r.Corrected, &r.Calls, &r.Errors, &r.ErrorPercent, &r.Failed, &r.FailureReason, &r.FortioJSON},
+		r.Provenance.scanTargets(&machineKey)...)
+	err := rows.Scan(dst...)
 	if err != nil {
 		return r, 0, err
 	}

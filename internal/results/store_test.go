@@ -24,6 +24,18 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 		},
 		Spectrum:   []PercentileValue{{50, 0.3}, {90, 0.5}, {99.99, 3.5}},
 		FortioJSON: "/tmp/x.json",
+		Provenance: sampleProvenance(),
+	}
+}
+
+func sampleProvenance() Provenance {
+	return Provenance{
+		Meshperf:     Build{Version: "dev-83dc9c3aa1b2", Commit: "83dc9c3aa1b2c3d4e5f60718293a4b5c6d7e8f90", Modified: true},
+		DataPlane:    Component{Name: "meshperf-proxy", Version: "0.1.0", Commit: "83dc9c3aa1b2"},
+		ControlPlane: Component{Name: "meshperf-pilot", Version: "dev-83dc9c3aa1b2"},
+		ParamsHash:   "0123456789abcdef",
+		Labels:       "nightly",
+		Machine:      Machine{Hostname: "ci-1", CPUs: 2, CPUModel: "Intel(R) Xeon(R) Processor", MemoryMB: 24000, Kernel: "Linux 6.18"},
 	}
 }
 
@@ -68,6 +80,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	a := sampleRun("aa", "quick", t0)
 	b := sampleRun("bb", "latency", t0.Add(time.Hour))
 	b.Failed, b.FailureReason, b.Processes = true, "proxy died: signal: killed", nil
+	b.Provenance.Labels, b.Provenance.Machine.CPUs = "candidate", 4
 	for _, r := range []Run{a, b} {
 		if err := st.Insert(r); err != nil {
 			t.Fatal(err)
@@ -103,6 +116,9 @@ func TestStoreRoundTrip(t *testing.T) {
 		{Filter{To: t0.Add(time.Minute)}, []string{"aa"}},
 		{Filter{From: t0, To: t0.Add(2 * time.Hour)}, []string{"aa", "bb"}},
 		{Filter{Scenario: "none"}, nil},
+		{Filter{Labels: "candidate"}, []string{"bb"}},
+		{Filter{MachineKey: a.Provenance.Machine.Key()}, []string{"aa"}},
+		{Filter{Labels: "nightly", MachineKey: b.Provenance.Machine.Key()}, nil},
 	} {
 		got, err := st.Runs(c.f)
 		if err != nil {
@@ -153,5 +169,84 @@ func TestStoreMigratesFromEmptyVersionTable(t *testing.T) {
 	defer st.Close()
 	if err := st.Insert(sampleRun("cc", "quick", time.Now())); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestStoreMigrationKeepsOlderRows(t *testing.T) {
+	// A schema-3 database (before provenance) with one run: opening it adds
+	// the provenance columns and keeps the run, with empty provenance.
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3)`},
+		migrations[:3]...)
+	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
+		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
+		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
+		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
+		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	st, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if v, _ := st.Version(); v != SchemaVersion {
+		t.Fatalf("version %d after migration, want %d", v, SchemaVersion)
+	}
+	runs, err := st.Runs(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].RunID != "old" || runs[0].Latency.P90 != 0.25 || runs[0].Provenance != (Provenance{}) {
+		t.Fatalf("after migration: %+v", runs)
+	}
+	// New rows go beside it with their provenance.
+	if err := st.Insert(sampleRun("new", "quick", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err = st.Runs(Filter{Labels: "nightly"}); err != nil || len(runs) != 1 || runs[0].Provenance != sampleProvenance() {
+		t.Fatalf("new run after migration: %+v, %v", runs, err)
+	}
+}
+
+func TestMachineKey(t *testing.T) {
+	a := Machine{Hostname: "a", CPUs: 2, CPUModel: "EPYC", MemoryMB: 24 * 1024, Kernel: "Linux 6.1"}
+	b := a
+	b.Hostname, b.Kernel, b.MemoryMB = "b", "Linux 6.18", 24*1024-100 // same class, rounded memory
+	c := a
+	c.CPUs = 4
+	if !a.SameAs(b) || a.SameAs(c) || (Machine{}).SameAs(Machine{}) {
+		t.Errorf("SameAs: a~b %v (want true), a~c %v (want false), unknown~unknown %v (want false)",
+			a.SameAs(b), a.SameAs(c), (Machine{}).SameAs(Machine{}))
+	}
+	if m := LocalMachine(); m.CPUs == 0 || m.Key() == "" {
+		t.Errorf("LocalMachine() = %+v: no CPUs or key", m)
+	}
+}
+
+func TestParamsHash(t *testing.T) {
+	type params struct {
+		QPS  []int
+		Mode map[string]bool
+	}
+	h1, err := ParamsHash(params{QPS: []int{1000}, Mode: map[string]bool{"a": true, "b": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := ParamsHash(params{QPS: []int{1000}, Mode: map[string]bool{"b": false, "a": true}})
+	h3, _ := ParamsHash(params{QPS: []int{500}, Mode: map[string]bool{"a": true, "b": false}})
+	if h1 != h2 || h1 == h3 || len(h1) != 16 {
+		t.Errorf("hashes %q %q %q: want equal parameters equal, others different, 16 hex digits", h1, h2, h3)
+	}
+	if _, err := ParamsHash(func() {}); err == nil {
+		t.Error("hashing a func did not fail")
 	}
 }

@@ -19,10 +19,29 @@ func String() string {
 	if v := info.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "dev-" + s.Value[:12]
-		}
+	if c := Commit(); len(c) >= 12 {
+		return "dev-" + c[:12]
 	}
 	return "dev"
+}
+
+// Commit is the full VCS revision the binary was built from, "" when the
+// build did not record one (go run, a build outside a checkout).
+func Commit() string { return buildSetting("vcs.revision") }
+
+// Modified says the checkout had uncommitted changes when the binary was
+// built: its results may not be reproducible from Commit alone.
+func Modified() bool { return buildSetting("vcs.modified") == "true" }
+
+func buildSetting(key string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range info.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
