@@ -44,9 +44,9 @@ type Options struct {
 	Seed uint64
 }
 
-// DefaultOptions are MongoDB's and the ecp package's test settings (199
-// permutations, 0.05), three points a side so that one bad run followed by
-// a recovery is not a level shift, and a 5% threshold.
+// DefaultOptions are the test settings of ecp, the method's authors' R
+// package (199 permutations, 0.05), three points a side so that one bad run
+// followed by a recovery is not a level shift, and a 5% threshold.
 func DefaultOptions() Options {
 	return Options{Permutations: 199, Significance: 0.05, MinSegment: 3, Threshold: 0.05, Seed: 1}
 }
