@@ -36,6 +36,7 @@ var errRegressed = errors.New("regression")
 type historyCommand struct {
 	*command
 	db, metric, by, mode, machine string
+	cpload, params                string
 	qps, conn                     int
 	thresholdPercent              float64
 	options                       changepoint.Options
@@ -47,11 +48,13 @@ func newHistoryCommand() *historyCommand {
 		"Shows a scenario's figure across the lab's invocations on one machine, one point per invocation (the median of\n"+
 			"its repetitions), and finds where it changed with E-Divisive means and a permutation test; each change beyond\n"+
 			"the threshold is a regression or an improvement between the versions (commits, dates) on either side of it.\n"+
-			"Exits 1 when the newest such change is a regression. Without SCENARIO, lists the scenarios the store holds."),
+			"Exits 1 when the newest such change is a regression. Without SCENARIO, lists the scenarios the store holds.\n"+
+			"With -cpload SHAPE, the same for the control-plane load tests cpload stored (cpload run -db), one point per run."),
 		options: changepoint.DefaultOptions()}
 	fs := c.flags
 	fs.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database `path`")
-	fs.StringVar(&c.metric, "metric", "p99", "the `figure`: "+history.MetricNames())
+	fs.StringVar(&c.metric, "metric", "p99", "the `figure`: "+history.MetricNames(false)+"; with -cpload one of "+history.MetricNames(true)+
+		", and "+history.DefaultControlPlaneMetric+" unless set")
 	fs.StringVar(&c.by, "by", string(history.ByVersion), "label points by `grouping`: version (the data plane's, else meshperf's), commit (meshperf's) or date")
 	fs.StringVar(&c.mode, "mode", "", "the `mode` (default: both-sidecars if it ran, else the first mesh mode)")
 	countVar(fs, &c.qps, "qps", 0, "the requested rate, 0 for max (default: the only one the mode ran at)")
@@ -62,6 +65,8 @@ func newHistoryCommand() *historyCommand {
 	positiveVar(fs, &c.options.Permutations, "permutations", c.options.Permutations, "shuffles in each permutation test")
 	intVar(fs, &c.options.MinSegment, "min-segment", c.options.MinSegment, 2, 0, "the fewest points on each side of a change point")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
+	fs.StringVar(&c.cpload, "cpload", "", "follow the cpload runs of this mesh `shape` instead of a lab scenario")
+	fs.StringVar(&c.params, "params", "", "with -cpload, the runs of these parameters (the `hash` the output names; default: the shape's only ones)")
 	return c
 }
 
@@ -75,19 +80,12 @@ func (c *historyCommand) run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	if q.Scenario == "" {
+	if q.Scenario == "" && c.cpload == "" {
 		return listScenarios(st, c.db, stdout)
 	}
-	runs, err := st.Runs(results.Filter{Scenario: q.Scenario})
+	series, err := c.series(st, q)
 	if err != nil {
 		return err
-	}
-	if len(runs) == 0 {
-		return c.unknownScenario(st, q.Scenario)
-	}
-	series, err := history.Build(runs, q)
-	if err != nil {
-		return selectionError(err)
 	}
 	a, analyzeErr := history.Analyze(series, c.options)
 	if analyzeErr != nil && !errors.Is(analyzeErr, history.ErrTooFewPoints) {
@@ -111,6 +109,29 @@ func (c *historyCommand) run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// series reads the query's series from the store: a lab scenario's, or
+// with -cpload a shape's.
+func (c *historyCommand) series(st *results.Store, q history.Query) (history.Series, error) {
+	if c.cpload != "" {
+		runs, err := st.ControlPlaneRuns()
+		if err != nil {
+			return history.Series{}, err
+		}
+		s, err := history.BuildControlPlane(runs, history.ControlPlaneQuery{Shape: c.cpload, Metric: q.Metric, By: q.By,
+			Machine: q.Machine, Local: q.Local, ParamsHash: c.params})
+		return s, selectionError(err)
+	}
+	runs, err := st.Runs(results.Filter{Scenario: q.Scenario})
+	if err != nil {
+		return history.Series{}, err
+	}
+	if len(runs) == 0 {
+		return history.Series{}, c.unknownScenario(st, q.Scenario)
+	}
+	s, err := history.Build(runs, q)
+	return s, selectionError(err)
+}
+
 // parse reads the command line into a query; every error is bad input.
 func (c *historyCommand) parse(args []string, stdout io.Writer) (history.Query, error) {
 	positional, err := c.command.parse(args, stdout)
@@ -124,25 +145,56 @@ func (c *historyCommand) parse(args []string, stdout io.Writer) (history.Query, 
 	if len(positional) == 1 {
 		q.Scenario = positional[0]
 	}
+	set := map[string]bool{}
+	c.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["qps"] {
+		q.QPS = c.qps
+	}
+	if set["conn"] {
+		q.Connections = c.conn
+	}
+	if c.cpload != "" && !set["metric"] {
+		c.metric = history.DefaultControlPlaneMetric
+	}
 	if q.Metric, err = history.LookupMetric(c.metric); err != nil {
 		return q, usageError{err.Error()}
+	}
+	if err := c.checkCploadFlags(q, set); err != nil {
+		return q, err
 	}
 	if q.By, err = history.ParseGroupBy(c.by); err != nil {
 		return q, usageError{err.Error()}
 	}
-	c.flags.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "qps":
-			q.QPS = c.qps
-		case "conn":
-			q.Connections = c.conn
-		}
-	})
 	c.options.Threshold = c.thresholdPercent / 100
 	if err := c.options.Validate(); err != nil {
 		return q, usageError{err.Error()}
 	}
 	return q, nil
+}
+
+// checkCploadFlags refuses what does not go with -cpload, or without it.
+func (c *historyCommand) checkCploadFlags(q history.Query, set map[string]bool) error {
+	if c.cpload == "" {
+		switch {
+		case q.Metric.ControlPlane():
+			return usagef("metric %s is a cpload figure: follow a shape with -cpload SHAPE", q.Metric.Name)
+		case set["params"]:
+			return usagef("-params picks cpload runs: it goes with -cpload SHAPE")
+		}
+		return nil
+	}
+	switch {
+	case q.Scenario != "":
+		return usagef("-cpload %s follows a shape, not a lab scenario: drop %q", c.cpload, q.Scenario)
+	case !q.Metric.ControlPlane():
+		return usagef("metric %s is a lab figure: with -cpload, want one of %s", q.Metric.Name, history.MetricNames(true))
+	}
+	for _, lab := range []string{"mode", "qps", "conn"} {
+		if set[lab] {
+			return usagef("-%s picks lab runs: it does not go with -cpload", lab)
+		}
+	}
+	return nil
 }
 
 // openExistingStore opens a results database that must exist already:
@@ -192,7 +244,8 @@ func (c *historyCommand) unknownScenario(st *results.Store, name string) error {
 	return inputError{fmt.Errorf("unknown scenario %q: %s holds %s", name, c.db, held)}
 }
 
-// selectionError makes history's selection errors bad input.
+// selectionError makes history's selection errors bad input; nil stays
+// nil.
 func selectionError(err error) error {
 	var se history.SelectionError
 	if errors.As(err, &se) {

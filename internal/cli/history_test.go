@@ -288,3 +288,54 @@ func TestHistoryBadSelection(t *testing.T) {
 		t.Errorf("-qps 1000: exit %d, want the three invocations\n%s", code, out)
 	}
 }
+
+// TestHistoryCploadSeries: a shape's cpload runs, one point per run, the
+// control plane's versions on either side of the change.
+func TestHistoryCploadSeries(t *testing.T) {
+	s := newLabStore(t)
+	store := func(version, params string, e2eP99 float64) {
+		s.n++
+		v := e2eP99 * (1 + 0.03*s.noise.NormFloat64())
+		pushes := 2.0
+		if err := s.st.InsertControlPlaneRun(results.ControlPlaneRun{
+			Label: fmt.Sprintf("cp%02d", s.n), Shape: "booklab", Start: s.start.Add(time.Duration(s.n) * time.Hour),
+			E2EP99: &v, Pushes: &pushes, ReportJSON: "{}",
+			Provenance: results.Provenance{Meshperf: results.Build{Version: "v0.9.0"}, ParamsHash: params, Machine: results.LocalMachine(),
+				ControlPlane: results.Component{Name: "meshperf-pilot", Version: version}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if i < 5 {
+			store("v1.0", "abc", 100)
+		} else {
+			store("v1.1", "abc", 150)
+		}
+	}
+	code, out, _ := runHistory(t, "-db", s.path, "-cpload", "booklab", "-json")
+	h := decodeHistory(t, out)
+	if code != exitFailed || len(h.ChangePoints) != 1 || h.ChangePoints[0].Index != 5 || h.ChangePoints[0].GroupBefore != "v1.0" || h.ChangePoints[0].GroupAfter != "v1.1" {
+		t.Errorf("exit %d, change points %+v; want 1 and a regression at index 5, v1.0 -> v1.1\n%s", code, h.ChangePoints, out)
+	}
+	if len(h.Points) != 10 || h.Points[0].RunID != "cp01" || h.Points[0].Runs != 1 {
+		t.Errorf("points %+v, want the 10 runs by label", h.Points)
+	}
+	if code, out, _ := runHistory(t, "-db", s.path, "-cpload", "booklab", "-metric", "pushes"); code != exitOK || !strings.Contains(out, "pushes of cpload shape booklab, parameters abc, by version") {
+		t.Errorf("pushes: exit %d, want 0 and the shape's header\n%s", code, out)
+	}
+
+	// Another set of parameters makes -params necessary.
+	store("v1.1", "def", 10)
+	code, _, errOut := runHistory(t, "-db", s.path, "-cpload", "booklab")
+	if code != exitBadInput || errOut != "meshperf history: cpload shape booklab ran with parameters abc (10 runs), def (1 run); choose one with -params\n" {
+		t.Errorf("two parameter sets: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ := runHistory(t, "-db", s.path, "-cpload", "booklab", "-params", "abc", "-json"); code != exitFailed || len(decodeHistory(t, out).Points) != 10 {
+		t.Errorf("-params abc: exit %d, want 1 over the 10 runs\n%s", code, out)
+	}
+	if code, _, errOut := runHistory(t, "-db", s.path, "-cpload", "uniform"); code != exitBadInput ||
+		errOut != `meshperf history: unknown cpload shape "uniform": the store holds cpload runs of shapes booklab (cpload stores runs with -db)`+"\n" {
+		t.Errorf("unknown shape: exit %d, stderr %q", code, errOut)
+	}
+}

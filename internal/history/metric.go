@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -19,10 +20,16 @@ type Metric struct {
 	// NeedsBaseline says the figure is against the no-mesh runs of the same
 	// invocation (added latency).
 	NeedsBaseline bool
-	// value reads the figure off one mode's medians at a point (the
+	// value reads a lab figure off one mode's medians at a point (the
 	// summary's), or off the runs it kept; NaN when it has none.
 	value func(m results.ModeResult, kept []results.Run) float64
+	// controlPlane reads a control-plane figure off a cpload run (-cpload);
+	// metrics have one of value and controlPlane.
+	controlPlane func(results.ControlPlaneRun) float64
 }
+
+// ControlPlane says the metric is a cpload figure.
+func (m Metric) ControlPlane() bool { return m.controlPlane != nil }
 
 // Metrics are the figures history follows, in the order the help lists them.
 var Metrics = []Metric{
@@ -45,13 +52,32 @@ var Metrics = []Metric{
 	// "max" rate, whose actual rate differs, stay comparable.
 	{Name: "vcpu", Unit: "vCPU per proxy per 1000 rps", Decimals: 3, value: func(m results.ModeResult, _ []results.Run) float64 { return m.VCPUPer1000RPS }},
 	{Name: "mem", Unit: "MB per proxy", Decimals: 1, value: func(m results.ModeResult, _ []results.Run) float64 { return m.MBPerProxy }},
+	// cpload's: the end-to-end time the simulated sidecars saw (a change
+	// applied to the push received), the control plane's own convergence
+	// time, and its pushes over the run.
+	{Name: "e2e-p99", Unit: "ms", Decimals: 1, controlPlane: func(r results.ControlPlaneRun) float64 { return orNaN(r.E2EP99) }},
+	{Name: "convergence-p99", Unit: "ms", Decimals: 1, controlPlane: func(r results.ControlPlaneRun) float64 { return orNaN(r.ConvergenceP99) }},
+	{Name: "pushes", Unit: "pushes", Decimals: 1, controlPlane: func(r results.ControlPlaneRun) float64 { return orNaN(r.Pushes) }},
 }
 
-// MetricNames lists the metrics' names, for help and errors.
-func MetricNames() string {
-	names := make([]string, len(Metrics))
-	for i, m := range Metrics {
-		names[i] = m.Name
+// DefaultControlPlaneMetric is -metric's default with -cpload.
+const DefaultControlPlaneMetric = "e2e-p99"
+
+func orNaN(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
+}
+
+// MetricNames lists the names of the lab's metrics or of cpload's, for
+// help and errors.
+func MetricNames(controlPlane bool) string {
+	var names []string
+	for _, m := range Metrics {
+		if m.ControlPlane() == controlPlane {
+			names = append(names, m.Name)
+		}
 	}
 	return strings.Join(names, ", ")
 }
@@ -63,7 +89,7 @@ func LookupMetric(name string) (Metric, error) {
 			return m, nil
 		}
 	}
-	return Metric{}, selectionErrorf("unknown metric %q: want one of %s", name, MetricNames())
+	return Metric{}, selectionErrorf("unknown metric %q: want one of %s (with -cpload: %s)", name, MetricNames(false), MetricNames(true))
 }
 
 // GroupBy is what labels each point of a series.
@@ -84,14 +110,15 @@ func ParseGroupBy(s string) (GroupBy, error) {
 	return "", selectionErrorf("unknown grouping %q: want version, commit or date", s)
 }
 
-// group is the label of the invocation whose first run is r.
-func (g GroupBy) group(r results.Run) string {
-	p := r.Provenance
+// group is the label of a point whose component under test (the data
+// plane of a lab run, the control plane of a cpload run) is c, and which
+// started at start.
+func (g GroupBy) group(p results.Provenance, c results.Component, start time.Time) string {
 	label := ""
 	switch g {
 	case ByVersion:
-		label = p.DataPlane.Version
-		if p.DataPlane.Name == "" || label == "" {
+		label = c.Version
+		if c.Name == "" || label == "" {
 			label = p.Meshperf.Version
 		}
 	case ByCommit:
@@ -103,7 +130,7 @@ func (g GroupBy) group(r results.Run) string {
 			label += "-modified"
 		}
 	case ByDate:
-		return r.StartTime.UTC().Format("2006-01-02")
+		return start.UTC().Format("2006-01-02")
 	}
 	if label == "" {
 		return "unrecorded"

@@ -15,7 +15,7 @@ import (
 func WriteTable(w io.Writer, a Analysis) error {
 	s := a.Series
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s of %s: %s at %s qps, %s connections, by %s\n", s.Metric.Name, s.Scenario, s.Mode, qpsText(s.QPS), strconv.Itoa(s.Connections), s.By)
+	fmt.Fprintf(&b, "%s of %s, by %s\n", s.Metric.Name, s.Cell(), s.By)
 	fmt.Fprintf(&b, "machine: %s", s.Machine)
 	if s.MachineChoice != "" {
 		fmt.Fprintf(&b, " (%s)", s.MachineChoice)
@@ -108,7 +108,7 @@ func WriteJSON(w io.Writer, a Analysis) error {
 	s := a.Series
 	doc := jsonReport{
 		Scenario: s.Scenario, Machine: s.Machine, MachineChoice: s.MachineChoice,
-		Mode: s.Mode, QPS: s.QPS, Connections: s.Connections,
+		Mode: s.Mode, ParamsHash: s.ParamsHash,
 		Metric: s.Metric.Name, Unit: s.Metric.Unit, By: string(s.By),
 		Method: jsonMethod{
 			Name: "e-divisive means", Permutations: a.Options.Permutations, Significance: a.Options.Significance,
@@ -118,6 +118,9 @@ func WriteJSON(w io.Writer, a Analysis) error {
 		ChangePoints: []jsonChange{},
 		Detected:     a.Detected,
 		Regression:   a.Regressed(),
+	}
+	if !s.Metric.ControlPlane() {
+		doc.QPS, doc.Connections = &s.QPS, &s.Connections
 	}
 	for _, p := range s.Points {
 		doc.Points = append(doc.Points, jsonPoint{Group: p.Group, RunID: p.RunID, Start: p.Start.UTC(), Runs: p.Runs, Value: orNil(p.Value)})
@@ -136,12 +139,13 @@ func WriteJSON(w io.Writer, a Analysis) error {
 }
 
 type jsonReport struct {
-	Scenario      string       `json:"scenario"`
+	Scenario      string       `json:"scenario"` // a cpload series' shape
 	Machine       string       `json:"machine"`
 	MachineChoice string       `json:"machine_choice,omitempty"`
-	Mode          string       `json:"mode"`
-	QPS           int          `json:"qps"` // 0: as fast as possible
-	Connections   int          `json:"connections"`
+	Mode          string       `json:"mode,omitempty"`
+	QPS           *int         `json:"qps,omitempty"` // 0: as fast as possible
+	Connections   *int         `json:"connections,omitempty"`
+	ParamsHash    string       `json:"params_hash,omitempty"` // a cpload series' parameters
 	Metric        string       `json:"metric"`
 	Unit          string       `json:"unit"`
 	By            string       `json:"by"`

@@ -33,17 +33,28 @@ type Query struct {
 
 // Series is one figure over the invocations, oldest first.
 type Series struct {
-	Scenario    string
+	Scenario    string // for a cpload series, the shape
 	Mode        string
 	QPS         int // requested; 0: as fast as possible
 	Connections int
-	Metric      Metric
-	By          GroupBy
-	Machine     string
+	// ParamsHash is a cpload series' parameters (the provenance's hash), in
+	// place of a lab series' mode, rate and connections.
+	ParamsHash string
+	Metric     Metric
+	By         GroupBy
+	Machine    string
 	// MachineChoice says how Machine was picked when the query left it
 	// open.
 	MachineChoice string
 	Points        []Point
+}
+
+// Cell says what the points measure, for the output's first line.
+func (s Series) Cell() string {
+	if s.Metric.ControlPlane() {
+		return "cpload shape " + s.Scenario + ", parameters " + s.ParamsHash
+	}
+	return fmt.Sprintf("%s: %s at %s qps, %d connections", s.Scenario, s.Mode, qpsText(s.QPS), s.Connections)
 }
 
 // Point is one invocation's figure.
@@ -74,8 +85,12 @@ func Build(runs []results.Run, q Query) (Series, error) {
 	if len(runs) == 0 {
 		return s, selectionErrorf("scenario %q has no runs", q.Scenario)
 	}
+	counts := map[string]int{}
+	for _, r := range runs {
+		counts[machineKey(r.Provenance.Machine)]++
+	}
 	var err error
-	if s.Machine, s.MachineChoice, err = pickMachine(runs, q); err != nil {
+	if s.Machine, s.MachineChoice, err = pickMachine(counts, q.Machine, q.Local, q.Scenario); err != nil {
 		return s, err
 	}
 	runs = slices.DeleteFunc(slices.Clone(runs), func(r results.Run) bool { return machineKey(r.Provenance.Machine) != s.Machine })
@@ -117,7 +132,7 @@ func (s *Series) point(runs []results.Run) (Point, bool) {
 		return Point{}, false
 	}
 	// The mode's runs carry the data plane under test; no-mesh's have none.
-	p := Point{Group: s.By.group(mode[0]), RunID: runs[0].RunID, Start: runs[0].StartTime, Value: nan()}
+	p := Point{Group: s.By.group(mode[0].Provenance, mode[0].Provenance.DataPlane, mode[0].StartTime), RunID: runs[0].RunID, Start: runs[0].StartTime, Value: nan()}
 	kept := slices.DeleteFunc(mode, func(r results.Run) bool { return r.Excluded() != "" })
 	sum := results.Summarize(runs)
 	for _, pt := range sum.Points {
@@ -130,25 +145,22 @@ func (s *Series) point(runs []results.Run) (Point, bool) {
 	return p, true
 }
 
-// pickMachine is the query's machine, or the current one's when it has
-// runs, else the one with most runs, and how it was picked.
-func pickMachine(runs []results.Run, q Query) (string, string, error) {
-	counts := map[string]int{}
-	for _, r := range runs {
-		counts[machineKey(r.Provenance.Machine)]++
-	}
-	if q.Machine != "" {
-		if counts[q.Machine] == 0 {
-			return "", "", selectionErrorf("no runs of %s on machine %q; it has runs on %s", q.Scenario, q.Machine, countsText(counts, "run"))
+// pickMachine is the machine asked for, or the current one's when it has
+// runs, else the one with most runs, and how it was picked; counts are the
+// runs of what (a scenario, a cpload shape) by machine.
+func pickMachine(counts map[string]int, want string, local results.Machine, what string) (string, string, error) {
+	if want != "" {
+		if counts[want] == 0 {
+			return "", "", selectionErrorf("no runs of %s on machine %q; it has runs on %s", what, want, countsText(counts, "run"))
 		}
-		return q.Machine, "", nil
+		return want, "", nil
 	}
-	local := machineKey(q.Local)
-	if counts[local] > 0 {
+	here := machineKey(local)
+	if counts[here] > 0 {
 		if len(counts) == 1 {
-			return local, "this machine", nil
+			return here, "this machine", nil
 		}
-		return local, fmt.Sprintf("this machine; the scenario also has runs on %s (-machine)", countsText(otherThan(counts, local), "run")), nil
+		return here, fmt.Sprintf("this machine; %s also has runs on %s (-machine)", what, countsText(otherThan(counts, here), "run")), nil
 	}
 	keys := sortedByCount(counts)
 	return keys[0], fmt.Sprintf("the machine with most runs (%d); this machine has none", counts[keys[0]]), nil

@@ -49,11 +49,11 @@ func TestGroupLabels(t *testing.T) {
 		{ByDate, results.Component{}, "2026-11-01"},
 	} {
 		r.Provenance.DataPlane = c.dataPlane
-		if got := c.by.group(r); got != c.want {
+		if got := c.by.group(r.Provenance, r.Provenance.DataPlane, r.StartTime); got != c.want {
 			t.Errorf("by %s with data plane %v: %q, want %q", c.by, c.dataPlane, got, c.want)
 		}
 	}
-	if got := ByCommit.group(run("a", "both-sidecars", 0, 1)); got != "unrecorded" {
+	if got := ByCommit.group(results.Provenance{}, results.Component{}, day0); got != "unrecorded" {
 		t.Errorf("by commit without provenance: %q, want unrecorded", got)
 	}
 }
