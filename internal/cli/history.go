@@ -103,7 +103,7 @@ func (c *historyCommand) run(args []string, stdout, stderr io.Writer) error {
 		return inputError{analyzeErr} // the series is printed; too short to analyze
 	case a.Regressed():
 		newest := a.Changes[len(a.Changes)-1]
-		_, _ = fmt.Fprintf(stderr, "%s: regression: %s -> %s, %s %+.1f%%\n", c.name, newest.GroupBefore, newest.GroupAfter, series.Metric.Name, 100*newest.Relative)
+		_, _ = fmt.Fprintf(stderr, "%s: regression: %s -> %s, %s %s\n", c.name, newest.GroupBefore, newest.GroupAfter, series.Metric.Name, newest.Size())
 		return errRegressed
 	}
 	return nil

@@ -67,6 +67,10 @@ func (a Analysis) Regressed() bool {
 	return false
 }
 
+// Size is the change relative to the level before it, as the output
+// writes it ("+23.6%", "n/a %" from a level of 0).
+func (c Change) Size() string { return percent(c.Relative) }
+
 // Analyze finds the series' change points. A series shorter than
 // MinPoints gives ErrTooFewPoints (the Analysis holds the series); bad
 // options give their error.
