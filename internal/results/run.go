@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -133,35 +134,85 @@ type Run struct {
 // fortioResult is the part of Fortio's (and meshperf load's) JSON read here.
 // Decoding the JSON rather than importing the load generator's types keeps
 // the file format, which other tools share, the contract.
+//
+// Nighthawk's `--output-format fortio` writes the same names from a protobuf
+// message through protobuf's JSON mapping, so its values differ in type:
+// RequestedQPS is a number (a string in its experimental_fortio_pedantic
+// form), the 64-bit counts (histogram Count, RetCodes) are strings, and
+// ActualDuration is a double. It has no ErrorsDurationHistogram and counts
+// only 2xx answers, under RetCodes "200". The flexible types below read
+// both spellings.
 type fortioResult struct {
 	RunType                      string
+	Version                      string
 	Labels                       string
 	StartTime                    time.Time
-	RequestedQPS                 string
+	RequestedQPS                 flexString
 	ActualQPS                    float64
-	ActualDuration               int64 // ns
+	ActualDuration               float64 // ns
 	NumThreads                   int
 	DurationHistogram            fortioHistogram
-	ErrorsDurationHistogram      fortioHistogram
+	ErrorsDurationHistogram      *fortioHistogram
 	CoordinatedOmissionCorrected bool
 	Sizes                        *fortioHistogram
-	RetCodes                     map[string]int64
+	RetCodes                     map[string]flexCount
 	// Provenance is meshperf's addition to the format (Fortio ignores
 	// fields it does not know); absent from other tools' results.
 	Provenance *Provenance
+	// ServiceTimeHistogram is written by meshperf's load generator only,
+	// BytesSent by Nighthawk only: they tell the tool that wrote a result.
+	ServiceTimeHistogram, BytesSent *json.RawMessage
 }
 
 type fortioHistogram struct {
-	Count         int64
+	Count         flexCount
 	Min, Max, Avg float64 // seconds
 	Data          []struct{ Start, End, Percent float64 }
 	Percentiles   []struct{ Percentile, Value float64 }
 }
 
+// flexCount is a count written as a JSON number (Fortio) or as a string
+// holding one (protobuf's JSON form of a uint64, as Nighthawk writes it).
+type flexCount int64
+
+func (c *flexCount) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "null" {
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("count %s is not a whole number", b)
+	}
+	*c = flexCount(n)
+	return nil
+}
+
+// flexString is a string field that Nighthawk writes as a JSON number.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%s is neither a string nor a number", b)
+	}
+	*f = flexString(n)
+	return nil
+}
+
 // FromFortioJSON builds a Run from a load result. It fills what the JSON
 // holds (label, start, rates, duration, connections, latency, errors,
-// correction flag, response size, and meshperf's provenance); the runner adds the rest (run id,
-// scenario, mode, protocol, payload, mTLS, network, processes, path).
+// correction flag, response size, protocol, and meshperf's provenance, or
+// for another tool's result the tool and its version); the runner adds the
+// rest (run id, scenario, mode, payload, mTLS, network, processes, path).
 func FromFortioJSON(data []byte) (Run, error) {
 	var f fortioResult
 	if err := json.Unmarshal(data, &f); err != nil {
@@ -174,24 +225,45 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Label:       f.Labels,
 		StartTime:   f.StartTime,
 		ActualQPS:   f.ActualQPS,
-		Duration:    time.Duration(f.ActualDuration),
+		Duration:    time.Duration(math.Round(f.ActualDuration)),
 		Connections: f.NumThreads,
 		Corrected:   f.CoordinatedOmissionCorrected,
-		Calls:       f.DurationHistogram.Count,
-		Errors:      f.ErrorsDurationHistogram.Count,
+		Calls:       int64(f.DurationHistogram.Count),
 		Latency:     latencyFrom(f.DurationHistogram),
 		Spectrum:    spectrumFrom(f.DurationHistogram),
-		Codes:       f.RetCodes,
+		Codes:       make(map[string]int64, len(f.RetCodes)),
 	}
-	if f.Provenance != nil {
+	r.Protocol = protocolOf(f.RunType)
+	switch {
+	case f.Provenance != nil:
 		r.Provenance = *f.Provenance
-	}
-	if f.RequestedQPS != "max" && f.RequestedQPS != "" {
-		q, err := strconv.ParseFloat(f.RequestedQPS, 64)
-		if err != nil {
-			return Run{}, fmt.Errorf("read load result: RequestedQPS %q is not a number or max", f.RequestedQPS)
+	case f.ServiceTimeHistogram == nil:
+		// Another tool's result: its Version is the only provenance it
+		// has, and it stands as the build that took the measurement.
+		tool := "fortio"
+		if f.BytesSent != nil {
+			tool = "nighthawk"
 		}
-		r.RequestedQPS = int(math.Round(q))
+		r.Provenance.Meshperf = Build{Version: strings.TrimSpace(tool + " " + f.Version)}
+	}
+	for code, n := range f.RetCodes {
+		r.Codes[code] = int64(n)
+	}
+	if len(r.Codes) == 0 {
+		r.Codes = nil
+	}
+	if f.ErrorsDurationHistogram != nil {
+		r.Errors = int64(f.ErrorsDurationHistogram.Count)
+	} else if ok, found := r.Codes["200"]; found {
+		// Nighthawk: no error histogram; what is not a 2xx answer failed.
+		r.Errors = max(0, r.Calls-ok)
+	}
+	if q := string(f.RequestedQPS); q != "max" && q != "" {
+		n, err := strconv.ParseFloat(q, 64)
+		if err != nil {
+			return Run{}, fmt.Errorf("read load result: RequestedQPS %q is not a number or max", q)
+		}
+		r.RequestedQPS = int(math.Round(n))
 	}
 	if r.Calls > 0 {
 		r.ErrorPercent = 100 * float64(r.Errors) / float64(r.Calls)
@@ -200,6 +272,18 @@ func FromFortioJSON(data []byte) (Run, error) {
 		r.ResponseSize = f.Sizes.Avg
 	}
 	return r, nil
+}
+
+// protocolOf is the protocol a result's RunType names (Fortio writes "HTTP",
+// "GRPC Ping", "TCP"), "" when it names none.
+func protocolOf(runType string) string {
+	rt := strings.ToLower(runType)
+	for _, p := range []string{"grpc", "tcp", "udp", "http"} {
+		if strings.HasPrefix(rt, p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // ReadFortioFile reads a result file and records its path in the Run.

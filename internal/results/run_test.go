@@ -31,6 +31,9 @@ func TestReadFortioFile(t *testing.T) {
 	if math.IsNaN(r.Latency.P9999) || r.Latency.P9999 < r.Latency.P999 || r.Latency.P9999 > r.Latency.Max {
 		t.Errorf("interpolated p99.99 %v outside [p99.9 %v, max %v]", r.Latency.P9999, r.Latency.P999, r.Latency.Max)
 	}
+	if r.Protocol != "http" || r.Provenance.Meshperf.Version != "fortio 1.75.3-0.20260710012006-45e18710810d" {
+		t.Errorf("protocol %q, measured by %q; want http, fortio and its version", r.Protocol, r.Provenance.Meshperf.Version)
+	}
 	if r.FortioJSON != "testdata/fortio-http.json" || r.StartTime.Year() != 2026 {
 		t.Errorf("path %q start %v", r.FortioJSON, r.StartTime)
 	}
@@ -89,5 +92,47 @@ func TestPerProxyFigures(t *testing.T) {
 	}
 	if v := (Run{ActualQPS: 500}).VCPUPer1000RPS(); !math.IsNaN(v) {
 		t.Errorf("no sidecar: %v, want NaN", v)
+	}
+}
+
+// Nighthawk's --output-format fortio: the same names through protobuf's
+// JSON mapping (RequestedQPS a number, 64-bit counts as strings,
+// ActualDuration a double), no error histogram and only 2xx answers
+// counted. The file is written by hand in that shape.
+func TestReadNighthawkFortioFile(t *testing.T) {
+	r, err := ReadFortioFile("testdata/nighthawk-fortio.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RequestedQPS != 500 || r.ActualQPS != 499.5 || r.Connections != 4 ||
+		r.Duration != 10010010010*time.Nanosecond || r.Calls != 5000 {
+		t.Errorf("run = %+v", r)
+	}
+	if r.Errors != 10 || !near(r.ErrorPercent, 0.2) || r.Codes["200"] != 4990 || r.Corrected {
+		t.Errorf("errors %d (%v%%), codes %v, corrected %v; want the 10 calls not answered 2xx", r.Errors, r.ErrorPercent, r.Codes, r.Corrected)
+	}
+	if !near(r.Latency.P50, 0.4) || !near(r.Latency.P99, 1) || !near(r.Latency.Max, 4) || !near(r.Latency.Avg, 0.45) {
+		t.Errorf("latency = %+v", r.Latency)
+	}
+	if r.Provenance.Meshperf.Version != "nighthawk 0.5.0" || r.Protocol != "http" {
+		t.Errorf("measured by %q over %q, want nighthawk 0.5.0 over http", r.Provenance.Meshperf.Version, r.Protocol)
+	}
+	if r.ResponseSize != 1024 || r.StartTime != time.Date(2026, 11, 25, 9, 30, 0, 125e6, time.UTC) {
+		t.Errorf("size %v start %v", r.ResponseSize, r.StartTime)
+	}
+	// Its experimental_fortio_pedantic form writes RequestedQPS as a string
+	// and the counts as numbers, as Fortio does.
+	pedantic := `{"RequestedQPS":"500","ActualDuration":1e9,"DurationHistogram":{"Count":3},"RetCodes":{"200":3}}`
+	if r, err := FromFortioJSON([]byte(pedantic)); err != nil || r.RequestedQPS != 500 || r.Calls != 3 || r.Errors != 0 {
+		t.Errorf("pedantic form: run %+v, err %v", r, err)
+	}
+	// meshperf's load generator writes ServiceTimeHistogram; its results
+	// are not another tool's, and the lab fills their provenance.
+	own := `{"ActualDuration":1e9,"Version":"v0.9.0","DurationHistogram":{"Count":3},"ServiceTimeHistogram":{"Count":3}}`
+	if r, err := FromFortioJSON([]byte(own)); err != nil || r.Provenance != (Provenance{}) {
+		t.Errorf("meshperf's own result: provenance %+v, err %v; want none", r.Provenance, err)
+	}
+	if _, err := FromFortioJSON([]byte(`{"ActualDuration":1,"DurationHistogram":{"Count":"many"}}`)); err == nil {
+		t.Error("a count that is not a number was accepted")
 	}
 }
