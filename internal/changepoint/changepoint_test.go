@@ -17,9 +17,18 @@ func noisy(r *rand.Rand, n int, level, cv float64) []float64 {
 	return xs
 }
 
+// ecpOptions are the test settings of ecp, the method's authors' R package
+// (0.05, 199 permutations): the method's statistical properties are tested
+// at its published level; the stricter defaults have tests of their own.
+func ecpOptions() Options {
+	o := DefaultOptions()
+	o.Significance, o.Permutations = 0.05, 199
+	return o
+}
+
 func detect(t *testing.T, xs []float64) []ChangePoint {
 	t.Helper()
-	cps, err := Detect(xs, DefaultOptions())
+	cps, err := Detect(xs, ecpOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +82,6 @@ func TestStepFoundAtItsIndex(t *testing.T) {
 // these thirty may have a change point, and at 0.01 none does.
 func TestNoStepNoChangePoint(t *testing.T) {
 	strict := DefaultOptions()
-	strict.Significance = 0.01
 	withChange := 0
 	for _, cv := range []float64{0.03, 0.05, 0.08} {
 		for seed := uint64(1); seed <= 10; seed++ {
@@ -147,7 +155,7 @@ func TestSmallSignificantShiftIsBelowThreshold(t *testing.T) {
 	if cps[0].Shift != ShiftBelowThreshold || cps[0].PValue > 0.05 {
 		t.Errorf("%+v: a significant 3%% change is a shift below the 5%% threshold", cps[0])
 	}
-	o := DefaultOptions()
+	o := ecpOptions()
 	o.Threshold = 0.01
 	cps, err := Detect(xs, o)
 	if err != nil || len(cps) != 1 || cps[0].Shift != Increase {
@@ -242,10 +250,13 @@ func divergence(left, right []float64) float64 {
 }
 
 func TestMinPoints(t *testing.T) {
-	if got := DefaultOptions().MinPoints(); got != 8 {
-		t.Errorf("MinPoints() = %d with the defaults, want 8 (C(8,4) = 70, 2/70 < 0.05; C(7,3) = 35, 2/35 > 0.05)", got)
+	if got := ecpOptions().MinPoints(); got != 8 {
+		t.Errorf("MinPoints() = %d at 0.05, want 8 (C(8,4) = 70, 2/70 < 0.05; C(7,3) = 35, 2/35 > 0.05)", got)
 	}
-	o := DefaultOptions()
+	if got := DefaultOptions().MinPoints(); got != 10 {
+		t.Errorf("MinPoints() = %d with the defaults, want 10 (2/C(10,5) = 0.008 < 0.01; 2/C(9,4) = 0.016)", got)
+	}
+	o := ecpOptions()
 	o.Significance = 0.1
 	if got := o.MinPoints(); got != 6 {
 		t.Errorf("MinPoints() = %d at 0.1, want 6 (2/C(6,3) = 0.1)", got)
@@ -304,4 +315,25 @@ func FuzzDetect(f *testing.F) {
 			prev = cp.Index
 		}
 	})
+}
+
+// TestDefaultsFindARegressionAfterAnUnchangedStretch: the shape of a
+// project's history: ten invocations of an unchanged build at the noise of
+// a shared machine, then five of a build 20% slower. At the defaults the
+// unchanged stretch alone has no change point, and the whole series has
+// one, at the first slow invocation (or next to it), flagged as an increase.
+func TestDefaultsFindARegressionAfterAnUnchangedStretch(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		unchanged := noisy(r, 10, 100, 0.05)
+		cps, err := Detect(unchanged, DefaultOptions())
+		if err != nil || len(cps) != 0 {
+			t.Errorf("seed %d: unchanged stretch: %+v %v, want no change point", seed, cps, err)
+		}
+		xs := append(unchanged, noisy(r, 5, 120, 0.05)...)
+		cps, err = Detect(xs, DefaultOptions())
+		if err != nil || len(flagged(cps)) != 1 || cps[0].Shift != Increase || cps[0].Index < 9 || cps[0].Index > 11 {
+			t.Errorf("seed %d: %+v %v, want one increase at 10", seed, cps, err)
+		}
+	}
 }

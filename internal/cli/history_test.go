@@ -235,9 +235,9 @@ func TestHistoryTooFewPoints(t *testing.T) {
 	if !strings.Contains(out, "v1.0") || !strings.Contains(out, "v1.1") || strings.Contains(out, "change points") {
 		t.Errorf("want the two points and no change-point section:\n%s", out)
 	}
-	// Between 3 and 7 points detection runs, and says a clean step needs 8.
+	// Between 3 and 9 points detection runs, and says a clean step needs 10.
 	s.invocation("v1.1", results.LocalMachine(), 3.0)
-	if code, out, _ := runHistory(t, "quick", "-db", s.path); code != exitOK || !strings.Contains(out, "note: with 3 points a change is unlikely to reach p <= 0.05; a clean step needs about 8") {
+	if code, out, _ := runHistory(t, "quick", "-db", s.path); code != exitOK || !strings.Contains(out, "note: with 3 points a change is unlikely to reach p <= 0.01; a clean step needs about 10") {
 		t.Errorf("3 points: exit %d, want 0 and the note\n%s", code, out)
 	}
 }

@@ -91,7 +91,7 @@ func compareMetric(d metricDef, a, b *cellRuns, opt Options) Metric {
 	m.DiffPct = Number(percentChange(float64(m.A.Mean), float64(m.B.Mean)))
 	m.CI = welchInterval(m.A, m.B, opt.Confidence)
 	m.Significant = m.CI.excludesZero()
-	m.Verdict = verdict(m.A, m.B, m.CI, float64(m.DiffPct), opt.ThresholdPct)
+	m.Verdict = verdict(m.A, m.B, m.CI, opt.ThresholdPct)
 	return m
 }
 

@@ -107,18 +107,23 @@ func welchInterval(a, b SampleStats, confidence float64) Interval {
 }
 
 // verdict judges a metric for which higher is worse: "worse" when the
-// interval of the difference excludes 0 and the change is beyond the
-// threshold (percent of A's mean) upwards, "better" symmetrically, "~"
-// otherwise; too few repetitions on either side give no verdict.
-func verdict(a, b SampleStats, ci Interval, changePct, thresholdPct float64) string {
+// whole interval of the difference lies above the threshold (percent of A's
+// mean), i.e. B is worse than A by more than the threshold at the
+// confidence level; "better" when it lies wholly below minus the
+// threshold; "~" otherwise; too few repetitions on either side give no
+// verdict. Asking the interval, not only its middle, to clear the
+// threshold is what keeps the many metrics of a comparison quiet on an
+// unchanged build: a chance difference must then be both significant and
+// large, which on a shared machine's noise it rarely is, while a real
+// regression of twice the threshold clears it with a few repetitions.
+func verdict(a, b SampleStats, ci Interval, thresholdPct float64) string {
+	margin := math.Abs(float64(a.Mean)) * thresholdPct / 100
 	switch {
 	case a.N < MinRepetitions || b.N < MinRepetitions:
 		return VerdictTooFew
-	case !ci.excludesZero():
-		return VerdictUnchanged
-	case changePct > thresholdPct:
+	case float64(ci.Lo) > margin:
 		return VerdictWorse
-	case changePct < -thresholdPct:
+	case float64(ci.Hi) < -margin:
 		return VerdictBetter
 	}
 	return VerdictUnchanged

@@ -55,6 +55,11 @@ func TestVerdicts(t *testing.T) {
 		{"20% faster, small noise", []float64{1.00, 1.02, 0.98, 1.01, 0.99}, []float64{0.80, 0.82, 0.78, 0.81, 0.79}, VerdictBetter},
 		// Significant (the noise is tiny) but within the 5% threshold.
 		{"2% slower", []float64{1.000, 1.001, 0.999, 1.000}, []float64{1.020, 1.021, 1.019, 1.020}, VerdictUnchanged},
+		// 7% slower on average but the interval reaches below +5%: not
+		// shown to be worse by more than the threshold.
+		{"7% slower, interval within threshold", []float64{1.00, 1.03, 0.97, 1.02, 0.98}, []float64{1.07, 1.10, 1.04, 1.09, 1.05}, VerdictUnchanged},
+		// 7% slower with the whole interval above +5%.
+		{"7% slower, interval beyond threshold", []float64{1.000, 1.002, 0.998, 1.001, 0.999}, []float64{1.070, 1.072, 1.068, 1.071, 1.069}, VerdictWorse},
 		// 20% apart on average, but the noise swamps it.
 		{"20% apart in noise", []float64{0.5, 1.5, 1.0, 0.6, 1.4}, []float64{1.9, 0.7, 1.2, 0.8, 1.4}, VerdictUnchanged},
 		{"n=2", []float64{1.00, 1.01}, []float64{2.00, 2.01, 2.02}, VerdictTooFew},
