@@ -65,10 +65,11 @@ func Cells(row Row, m Metric) []string {
 // Method says how the figures were made, for the table and the page.
 func Method(rep Report) string {
 	conf := pctText(rep.Confidence * 100)
-	return fmt.Sprintf("B-A: mean(B) - mean(A) over the repetitions, with Welch's %s interval; worse or better when the interval\n"+
-		"excludes 0 and the change is beyond %s of A (higher is worse for every metric). hist: the percentile of\n"+
+	thr := pctText(rep.ThresholdPct)
+	return fmt.Sprintf("B-A: mean(B) - mean(A) over the repetitions, with Welch's %s interval; worse when the whole interval\n"+
+		"lies above +%s of A, better when below -%s (higher is worse for every metric). hist: the percentile of\n"+
 		"each side's pooled calls with a distribution-free %s interval (sampling within runs only; not used for the verdict).",
-		conf, pctText(rep.ThresholdPct), conf)
+		conf, thr, thr, conf)
 }
 
 // writeSides says what each side is made of and where it ran, side by
@@ -88,9 +89,7 @@ func writeSides(w io.Writer, rep Report) {
 	}{{"A", rep.A}, {"B", rep.B}} {
 		if n := len(s.sum.Excluded); n > 0 {
 			fmt.Fprintf(w, "left out of %s (failed, or more than %d%% errors): %s\n", s.name, results.MaxErrorPercent, plural(n, "run"))
-			for _, e := range s.sum.Excluded {
-				fmt.Fprintf(w, "  %s: %s\n", e.Label, e.Reason)
-			}
+			writeExcluded(w, s.sum.Excluded)
 		}
 	}
 }
@@ -164,4 +163,24 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// writeExcluded lists the runs left out, one line per reason: a lab that
+// could not recover leaves dozens of runs with the same one.
+func writeExcluded(w io.Writer, excluded []Excluded) {
+	var reasons []string
+	labels := map[string][]string{}
+	for _, e := range excluded {
+		if _, ok := labels[e.Reason]; !ok {
+			reasons = append(reasons, e.Reason)
+		}
+		labels[e.Reason] = append(labels[e.Reason], e.Label)
+	}
+	for _, r := range reasons {
+		if l := labels[r]; len(l) == 1 {
+			fmt.Fprintf(w, "  %s: %s\n", l[0], r)
+		} else {
+			fmt.Fprintf(w, "  %s (%s and %d more): %s\n", plural(len(l), "run"), l[0], len(l)-1, r)
+		}
+	}
 }
