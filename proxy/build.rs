@@ -8,12 +8,17 @@
 //! security/v1alpha1), which the control plane compiles against, so both sides
 //! of the wire always speak the same version. `go mod download` finds them in
 //! (or fetches them into) Go's module cache.
+//!
+//! It also records the git commit the proxy is built from (and whether its
+//! sources differed from it) in MESHPERF_PROXY_COMMIT, which `--version`
+//! prints: results name the data plane they measured by it.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    println!("cargo:rustc-env=MESHPERF_PROXY_COMMIT={}", git_commit());
     let go_mod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../go.mod");
     println!("cargo:rerun-if-changed={}", go_mod.display());
     let go_mod = std::fs::read_to_string(&go_mod).map_err(|e| format!("reading {}: {e}", go_mod.display()))?;
@@ -32,6 +37,40 @@ fn main() -> Result<(), Box<dyn Error>> {
         .build_transport(false)
         .compile_fds(descriptors)?;
     Ok(())
+}
+
+/// The commit HEAD names, with "-dirty" when the proxy's sources have
+/// uncommitted changes; "unknown" outside a git checkout (a source tarball)
+/// or without git. The build script re-runs when HEAD moves (a commit, a
+/// checkout) or the sources or index change, so the answer stays true.
+fn git_commit() -> String {
+    let manifest_dir = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").args(args).current_dir(manifest_dir).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let Some(commit) = git(&["rev-parse", "HEAD"]) else {
+        return "unknown".to_string();
+    };
+    // HEAD is a file naming a branch; the branch's ref file (or packed-refs)
+    // is what a commit changes. Worktrees keep HEAD apart from the refs, so
+    // git says where each is.
+    let mut watched = vec!["HEAD".to_string(), "index".to_string(), "packed-refs".to_string()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", &name]) {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    for source in ["src", "Cargo.toml", "Cargo.lock", "build.rs"] {
+        println!("cargo:rerun-if-changed={manifest_dir}/{source}");
+    }
+    match git(&["status", "--porcelain", "--", "."]) {
+        Some(changes) if changes.is_empty() => commit,
+        _ => commit + "-dirty",
+    }
 }
 
 /// The directory of `module` at the version go.mod requires.

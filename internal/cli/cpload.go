@@ -59,6 +59,7 @@ type cploadRunFlags struct {
 	perConn                            int
 	timeout                            time.Duration
 	jsonOut, db, name                  string
+	meshName, meshVersion, labels      string
 }
 
 func (f *cploadRunFlags) define(fs *flag.FlagSet) {
@@ -96,6 +97,9 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE`")
 	fs.StringVar(&f.db, "db", "", "store the run in this results database `PATH`")
 	fs.StringVar(&f.name, "name", "", "the run's label")
+	fs.StringVar(&f.meshName, "mesh-name", "", "with --target: the control plane's `name` (e.g. istiod), recorded in the results' provenance")
+	fs.StringVar(&f.meshVersion, "mesh-version", "", "with --target: its `version` (e.g. 1.24.0)")
+	fs.StringVar(&f.labels, "labels", "", "labels recorded with the run (compare and history select runs by them)")
 }
 
 func (f *cploadRunFlags) mesh() (*shape.Mesh, string, error) {
@@ -142,7 +146,7 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	}
 	c := driver.Config{Name: f.name, Shape: f.shape, Mesh: m, Proxies: f.proxies, Scoping: scoping, Knobs: f.knobs, Delta: f.delta, NoSDS: f.noSDS,
 		Churn: f.churn, Namespace: ns, Service: svc, Reps: f.reps, Delay: f.delay, Rate: f.rate, Duration: f.duration,
-		Target: f.target, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
+		Target: f.target, MeshName: f.meshName, MeshVersion: f.meshVersion, Labels: f.labels, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
 		Prometheus: f.prometheus, PromURL: f.promURL, PromInterval: f.promInterval, PilotCommand: pilotCommand,
 		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
 	if f.excludeNS != "" {
@@ -202,6 +206,7 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	durationVar(fs, &lc.Timeout, "timeout", time.Minute, "bound on each wait")
 	fs.StringVar(&jsonOut, "json", "", "write the steps as JSON to `FILE`")
 	fs.StringVar(&db, "db", "", "store each step in this results database `PATH`")
+	fs.StringVar(&lc.Labels, "labels", "", "labels recorded with each step")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}

@@ -84,6 +84,7 @@ func labClean(args []string, stdout, stderr io.Writer) int {
 // labRunFlags are `lab run`'s own flags beside the scenario overrides.
 type labRunFlags struct {
 	out, db, proxy, network, ztunnel string
+	labels                           string
 	keep                             bool
 }
 
@@ -167,6 +168,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
+	fs.StringVar(&f.labels, "labels", "", "labels recorded with every run (e.g. \"before the fix\"); compare and history select runs by them")
 	fs.StringVar(&f.ztunnel, "ztunnel", "", "measure this ztunnel `binary` beside meshperf's node proxy: each ambient mode also runs as its -ztunnel twin")
 	overrideFlags(fs, &o)
 	rest, err := cmd.parse(args, stdout)
@@ -195,7 +197,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	if f.ztunnel != "" {
 		s.WithZtunnelTwins()
 	}
-	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel}
+	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel, Labels: f.labels}
 	if cfg.Network, err = labNetwork(f.network); err != nil {
 		return cfg, usageError{err.Error()}
 	}

@@ -109,7 +109,11 @@ func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, e
 	if err != nil {
 		return nil, d, err
 	}
-	d = loadgen.Describe{Labels: f.labels, Version: version.String(), Percentiles: ps, RunID: f.runID}
+	prov, err := f.loadProvenance(target, ps, len(payload))
+	if err != nil {
+		return nil, d, err
+	}
+	d = loadgen.Describe{Labels: f.labels, Version: version.String(), Percentiles: ps, RunID: f.runID, Provenance: prov}
 	if d.Labels == "" {
 		host, _ := os.Hostname()
 		d.Labels = strings.TrimPrefix(strings.TrimPrefix(target, "http://"), "https://") + " , " + host

@@ -30,6 +30,10 @@ func TestLoadBadInput(t *testing.T) {
 		{"header without value", []string{"-H", "novalue", url}, "novalue"},
 		{"ping without grpc", []string{"-ping", "127.0.0.1:1"}, "-grpc"},
 		{"cert without key", []string{"-cert", "/tmp/cert.pem", "https://127.0.0.1:1/"}, "-key"},
+		{"mesh version without name", []string{"-mesh-version", "1.24.0", url}, "-mesh-version needs -mesh-name"},
+		{"provenance not JSON", []string{"-provenance", "{meshperf", url}, "-provenance: not a provenance JSON object"},
+		{"provenance unknown field", []string{"-provenance", `{"mesh":"istio"}`, url}, `unknown field "mesh"`},
+		{"provenance and mesh name", []string{"-provenance", "{}", "-mesh-name", "istio", url}, "without -mesh-name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runLoadT(t, append([]string{"-quiet"}, tc.args...)...)

@@ -45,6 +45,11 @@ type loadFlags struct {
 	pingDelay          time.Duration
 	runID              int64
 	quiet              bool
+	// The mesh the target is behind, which the load generator cannot see
+	// (-mesh-name, -mesh-version), or a whole provenance object from a
+	// caller that knows more (-provenance, what meshperf lab passes).
+	meshName, meshVersion string
+	provenance            string
 }
 
 func (f *loadFlags) define(fs *flag.FlagSet) {
@@ -82,6 +87,9 @@ func (f *loadFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.pingDelay, "grpc-ping-delay", 0, "with -ping: ask the server to delay each reply this long")
 	fs.Int64Var(&f.runID, "runid", 0, "run id to put in the JSON result")
 	fs.BoolVar(&f.quiet, "quiet", false, "no live status")
+	fs.StringVar(&f.meshName, "mesh-name", "", "the mesh `name` the target is behind, e.g. istio, for the result's provenance (the load generator cannot see it; default none)")
+	fs.StringVar(&f.meshVersion, "mesh-version", "", "that mesh's `version`, e.g. 1.24.0 (default: unknown)")
+	fs.StringVar(&f.provenance, "provenance", "", "record this provenance `JSON` object instead of one from the flags (how meshperf lab passes what it knows of the mesh)")
 }
 
 // ignoredFortioFlags are Fortio flags that have no meaning for meshperf's load
@@ -139,6 +147,12 @@ func parsePercentiles(s string) ([]float64, error) {
 func (f *loadFlags) checkCombinations() error {
 	if f.ping && !f.grpc {
 		return errors.New("-ping needs -grpc")
+	}
+	if f.provenance != "" && (f.meshName != "" || f.meshVersion != "") {
+		return errors.New("-provenance names the mesh itself; give it without -mesh-name and -mesh-version")
+	}
+	if f.meshVersion != "" && f.meshName == "" {
+		return errors.New("-mesh-version needs -mesh-name (the mesh it is the version of)")
 	}
 	return nil
 }

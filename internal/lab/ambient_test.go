@@ -132,14 +132,14 @@ func TestZtunnelInterop(t *testing.T) {
 	}
 	testenv.NeedNetns(t)
 	needAmbientBinaries(t)
-	version, err := ztunnelVersion(zt)
+	zc, err := ztunnelComponent(zt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, on := range []string{NodeClient, NodeServer} {
 		t.Run("ztunnel on "+on, func(t *testing.T) {
 			rep := runConfig(t, Config{Scenario: ambientScenario(t), Network: pod.KindNetns, ZtunnelBin: zt, ZtunnelNode: on})
-			client, server := "ztunnel "+version, "meshperf-proxy"
+			client, server := zc.String(), "meshperf-proxy"
 			if on == NodeServer {
 				client, server = server, client
 			}

@@ -55,6 +55,9 @@ type Config struct {
 	OutDir string
 	// DBPath is the results store; empty skips the store.
 	DBPath string
+	// Labels are the user's labels for every run of the invocation
+	// (Fortio's -labels), recorded in their provenance.
+	Labels string
 	// Keep leaves pods and processes up at the end, for debugging.
 	Keep bool
 	// Out receives notices, per-run lines and the summary; Progress the
@@ -173,7 +176,11 @@ func newLab(cfg Config) (*lab, error) {
 	if cfg.OutDir == "" {
 		cfg.OutDir = filepath.Join("results", "lab", cfg.RunID)
 	}
-	l := &lab{cfg: cfg, logDir: filepath.Join(cfg.OutDir, "logs")}
+	prov, err := newLabProvenance(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &lab{cfg: cfg, logDir: filepath.Join(cfg.OutDir, "logs"), prov: prov}
 	if err := os.MkdirAll(l.logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lab: output directory: %w", err)
 	}

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -73,7 +74,7 @@ func (l *lab) base(spec scenario.RunSpec) results.Run {
 		RunID: l.cfg.RunID, Label: spec.Label(l.cfg.RunID), Scenario: spec.Scenario,
 		Mode: string(spec.Mode), Protocol: string(spec.Protocol), Repetition: spec.Repetition,
 		Connections: spec.Connections, RequestedQPS: spec.QPS, PayloadSize: spec.PayloadSize,
-		MTLS: spec.MTLS, Network: string(l.kind()), StartTime: time.Now(),
+		MTLS: spec.MTLS, Network: string(l.kind()), StartTime: time.Now(), Provenance: l.prov.forMode(spec.Mode),
 		Latency: results.Latency{Min: math.NaN(), Max: math.NaN(), Avg: math.NaN(), P50: math.NaN(),
 			P75: math.NaN(), P90: math.NaN(), P99: math.NaN(), P999: math.NaN(), P9999: math.NaN()},
 	}
@@ -135,7 +136,14 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 			_ = sampler.Add(role, p.PID())
 		}
 	}
-	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), l.target(spec)...)
+	// The load generator records the run's provenance in its result, so
+	// that the file says what it measured wherever it is taken.
+	prov, err := json.Marshal(r.Provenance)
+	if err != nil {
+		return l.failed(spec, "provenance: "+err.Error())
+	}
+	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
+	args = append(args, l.target(spec)...)
 	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args,
 		LogPath: filepath.Join(l.logDir, "load.log")})
 	if err != nil {

@@ -161,11 +161,11 @@ func (l *lab) listenZDS(n *node, socket string) error {
 func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []string, binary string, err error) {
 	path, args, binary = l.cfg.ProxyBin, []string{"--proxy-type", "ztunnel"}, "meshperf-proxy"
 	if m.Ztunnel() || (l.cfg.ZtunnelBin != "" && l.cfg.ZtunnelNode == n.name) {
-		v, err := ztunnelVersion(l.cfg.ZtunnelBin)
+		zt, err := ztunnelComponent(l.cfg.ZtunnelBin)
 		if err != nil {
 			return "", nil, "", err
 		}
-		path, args, binary = l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, "ztunnel "+v
+		path, args, binary = l.cfg.ZtunnelBin, []string{"proxy", "ztunnel"}, zt.String()
 	}
 	if path, err = filepath.Abs(path); err != nil {
 		return "", nil, "", err

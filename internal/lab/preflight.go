@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/results"
 	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
@@ -36,7 +37,7 @@ func Preflight(cfg Config) error {
 		return nil
 	}
 	if cfg.ZtunnelBin != "" {
-		if _, err := ztunnelVersion(cfg.ZtunnelBin); err != nil {
+		if _, err := ztunnelComponent(cfg.ZtunnelBin); err != nil {
 			return err
 		}
 	}
@@ -58,38 +59,69 @@ func ambientNetwork(mode string, kind pod.Kind) error {
 	return nil
 }
 
-// ztunnelVersionTimeout bounds `ztunnel version`, which answers at once.
-const ztunnelVersionTimeout = 5 * time.Second
+// versionTimeout bounds a binary's answer to being asked its version,
+// which comes at once.
+const versionTimeout = 5 * time.Second
 
-// ztunnelVersionRE finds the version in ztunnel's answer to `version`
-// (a Go-style BuildInfo line: Version:"1.24.0" or a git revision).
-var ztunnelVersionRE = regexp.MustCompile(`Version:"([^"]*)"`)
+// The version and commit in ztunnel's answer to `version`, a Go-style
+// BuildInfo line: Version:"1.24.0" (or a git revision), GitRevision:"62d8...".
+var (
+	ztunnelVersionRE  = regexp.MustCompile(`\bVersion:"([^"]*)"`)
+	ztunnelRevisionRE = regexp.MustCompile(`\bGitRevision:"([^"]*)"`)
+)
 
-// ztunnelVersion checks that path is a ztunnel that runs, by asking it
-// `version`, and returns the version it gives.
-func ztunnelVersion(path string) (string, error) {
+// ztunnelComponent checks that path is a ztunnel that runs, by asking it
+// `version`, and returns what it says it is.
+func ztunnelComponent(path string) (results.Component, error) {
+	out, m, err := askVersion(versionQuery{flagName: "-ztunnel", path: path, arg: "version", answers: ztunnelVersionRE, as: "ztunnel"})
+	if err != nil {
+		return results.Component{}, err
+	}
+	c := results.Component{Name: "ztunnel", Version: m[1]}
+	if r := ztunnelRevisionRE.FindStringSubmatch(out); r != nil {
+		c.Commit = r[1]
+	}
+	return c, nil
+}
+
+// versionQuery is how to ask a binary what it is.
+type versionQuery struct {
+	flagName, path string         // the flag that gave the binary, for errors
+	arg            string         // its version command or flag
+	answers        *regexp.Regexp // what its answer must match
+	as             string         // the binary it must be, for errors
+}
+
+// askVersion runs the binary with its version argument and returns what it
+// printed and the match of q.answers in it; the error names the flag that
+// gave the path.
+func askVersion(q versionQuery) (string, []string, error) {
+	flagName, path := q.flagName, q.path
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("-ztunnel %s: no such file (build ztunnel as docs/lab.md says)", path)
+		return "", nil, fmt.Errorf("%s %s: no such file (build %s as docs/lab.md says)", flagName, path, q.as)
 	case st.IsDir():
-		return "", fmt.Errorf("-ztunnel %s: is a directory, want the ztunnel binary", path)
+		return "", nil, fmt.Errorf("%s %s: is a directory, want the %s binary", flagName, path, q.as)
 	case st.Mode()&0o111 == 0:
-		return "", fmt.Errorf("-ztunnel %s: not executable", path)
+		return "", nil, fmt.Errorf("%s %s: not executable", flagName, path)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), ztunnelVersionTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), versionTimeout)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, "version")
+	cmd := exec.CommandContext(ctx, path, q.arg)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
-		return "", fmt.Errorf("-ztunnel %s: `%s version` failed (%v): %s", path, path, err, first)
+		return "", nil, fmt.Errorf("%s %s: `%s %s` failed (%v): %s", flagName, path, path, q.arg, err, firstLine(out.String()))
 	}
-	m := ztunnelVersionRE.FindStringSubmatch(out.String())
+	m := q.answers.FindStringSubmatch(out.String())
 	if m == nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
-		return "", fmt.Errorf("-ztunnel %s: does not answer `version` as ztunnel does (got %q)", path, first)
+		return "", nil, fmt.Errorf("%s %s: does not answer `%s` as %s does (got %q)", flagName, path, q.arg, q.as, firstLine(out.String()))
 	}
-	return m[1], nil
+	return out.String(), m, nil
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return first
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 func writeScript(t *testing.T, body string) string {
@@ -25,8 +26,9 @@ func TestZtunnelVersion(t *testing.T) {
 	good := writeScript(t, `[ "$1" = version ] || exit 1
 echo 'version.BuildInfo{Version:"1.24.0", GitRevision:"abc", RustVersion:"1.90.0"}'
 `)
-	if v, err := ztunnelVersion(good); err != nil || v != "1.24.0" {
-		t.Errorf("ztunnelVersion(good) = %q, %v", v, err)
+	want := results.Component{Name: "ztunnel", Version: "1.24.0", Commit: "abc"}
+	if c, err := ztunnelComponent(good); err != nil || c != want {
+		t.Errorf("ztunnelComponent(good) = %+v, %v; want %+v", c, err, want)
 	}
 	notExec := filepath.Join(t.TempDir(), "ztunnel")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -39,9 +41,9 @@ echo 'version.BuildInfo{Version:"1.24.0", GitRevision:"abc", RustVersion:"1.90.0
 		{writeScript(t, "echo hello\n"), "does not answer `version` as ztunnel does"},
 		{writeScript(t, "echo broken >&2; exit 4\n"), "failed (exit status 4): broken"},
 	} {
-		_, err := ztunnelVersion(c.path)
+		_, err := ztunnelComponent(c.path)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "-ztunnel "+c.path+": ") {
-			t.Errorf("ztunnelVersion(%s) = %v, want an error saying %q", c.path, err, c.want)
+			t.Errorf("ztunnelComponent(%s) = %v, want an error saying %q", c.path, err, c.want)
 		}
 	}
 }

@@ -27,6 +27,7 @@ type lab struct {
 	cfg    Config
 	logDir string
 	net    pod.Network
+	prov   labProvenance // what each run records about itself
 
 	client, server *pod.Pod
 	pilotIP        netip.Addr  // where the control plane listens

@@ -26,10 +26,17 @@ var IstioColumns = []string{
 
 // ExtraColumns are meshperf's, after Istio's: p99.99 (µs), the mean
 // sidecar's vCPU per 1000 rps and RSS (MiB), whether latency is corrected for
-// coordinated omission, and what Istio's label encodes or leaves out.
+// coordinated omission, and what Istio's label encodes or leaves out; then
+// the run's provenance: meshperf's version and commit ("-dirty" when built
+// with uncommitted changes), the data and control plane under test with
+// their versions and commits ("none" for no mesh), the parameters hash, the
+// labels, and the machine as its Key (CPU model/CPUs/memory: equal keys,
+// comparable runs).
 var ExtraColumns = []string{
 	"p9999", "vcpu_per_1k_rps_per_proxy", "mb_per_proxy", "co_corrected",
 	"mode", "network", "mtls", "protocol", "scenario", "run_id", "repetition", "failed", "failure_reason",
+	"meshperf_version", "meshperf_commit", "data_plane", "data_plane_version", "data_plane_commit",
+	"control_plane", "control_plane_version", "control_plane_commit", "params_hash", "labels", "machine",
 }
 
 // istioMaxQPS is how Istio's CSV writes an unlimited requested rate.
@@ -73,6 +80,8 @@ func csvRow(r Run) []string {
 		cpuS, memS = num(p.VCPU*1000), num(p.RSSMB)
 	}
 	mb, _ := r.SidecarRSSMB()
+	p := r.Provenance
+	meshperfCommit := p.Meshperf.Component("").Commit
 	return []string{
 		r.Label, r.StartTime.Format(time.RFC3339Nano), strconv.Itoa(reqQPS),
 		strconv.FormatInt(int64(math.Round(r.ActualQPS)), 10), strconv.Itoa(r.Connections),
@@ -83,7 +92,18 @@ func csvRow(r Run) []string {
 		micros(l.P9999), num(r.VCPUPer1000RPS()), num(mb), strconv.FormatBool(r.Corrected),
 		r.Mode, r.Network, strconv.FormatBool(r.MTLS), r.Protocol, r.Scenario, r.RunID,
 		strconv.Itoa(r.Repetition), strconv.FormatBool(r.Failed), r.FailureReason,
+		p.Meshperf.Version, meshperfCommit, componentName(p, p.DataPlane), p.DataPlane.Version, p.DataPlane.Commit,
+		componentName(p, p.ControlPlane), p.ControlPlane.Version, p.ControlPlane.Commit, p.ParamsHash, p.Labels, p.Machine.Key(),
 	}
+}
+
+// componentName is c's name, "none" when the run had none (no-mesh), ""
+// when the run recorded no provenance at all (stored before it was).
+func componentName(p Provenance, c Component) string {
+	if c.Name == "" && p.Meshperf.Version != "" {
+		return "none"
+	}
+	return c.Name
 }
 
 // runType is Fortio's RunType for a protocol.

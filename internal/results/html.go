@@ -11,7 +11,8 @@ import (
 
 // WriteHTML writes the report: one self-contained HTML file (inline CSS and
 // SVG, no scripts, fonts or links to fetch) with a header (scenario, date,
-// machine, network), the summary table, the charts for the axes that vary,
+// machine, network, and the runs' provenance: meshperf's build, the data
+// and control planes with their versions, the parameters hash, labels), the summary table, the charts for the axes that vary,
 // and every run with failures flagged.
 func WriteHTML(w io.Writer, runs []Run, s Summary) error {
 	secs, err := chartSections(s)
@@ -75,6 +76,7 @@ var funcs = template.FuncMap{
 	},
 	"maxErr": func() int { return MaxErrorPercent },
 	"join":   func(v []string) string { return strings.Join(v, ",") },
+	"semi":   func(v []string) string { return strings.Join(v, "; ") },
 }
 
 // styleTemplate is the pages' CSS, shared by the lab's report and the
@@ -108,7 +110,12 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 <dl class="meta">
 <dt>Date</dt><dd>{{.Date}}</dd>
 {{with .Summary.RunID}}<dt>Run id</dt><dd>{{.}}</dd>{{end}}
-<dt>Machine</dt><dd>{{.Summary.Machine}}</dd>
+<dt>Machine</dt><dd>{{.Summary.Machine}}{{with .Summary.Provenance.Machines}}{{if gt (len .) 1}} (runs on more than one machine: {{semi .}}){{end}}{{end}}</dd>
+{{with .Summary.Provenance}}{{with .Meshperf}}<dt>meshperf</dt><dd>{{semi .}}</dd>{{end}}
+{{with .DataPlanes}}<dt>Data plane</dt><dd>{{range .}}{{.}}<br>{{end}}</dd>{{end}}
+{{with .ControlPlanes}}<dt>Control plane</dt><dd>{{range .}}{{.}}<br>{{end}}</dd>{{end}}
+{{with .ParamsHashes}}<dt>Parameters hash</dt><dd><code>{{semi .}}</code></dd>{{end}}
+{{with .Labels}}<dt>Labels</dt><dd>{{semi .}}</dd>{{end}}{{end}}
 <dt>Network</dt><dd>{{with .Summary.Network}}{{.}}{{with networkNote .}}: {{.}}{{end}}{{else}}unknown{{end}}</dd>
 <dt>Runs</dt><dd>{{len .Runs}}{{with .Summary.Excluded}}, {{len .}} left out of the summary{{end}}</dd>
 </dl>

@@ -19,7 +19,12 @@ type Summary struct {
 	Modes    []string // in the order first seen
 	Points   []Point  // by connections, then qps
 	Excluded []Excluded
-	Machine  Machine // set by the caller; WriteHTML fills it from this host if empty
+	// Machine is the runs' machine (their provenance's, the first run's
+	// that has one); WriteHTML fills it from this host if none does.
+	Machine Machine
+	// Provenance is what the runs recorded about their builds, mesh,
+	// parameters, labels and machines.
+	Provenance RunsProvenance
 }
 
 // Point is one (connections, requested qps) cell of the matrix.
@@ -91,13 +96,16 @@ type Excluded struct {
 // runs with more than MaxErrorPercent errors (listing them, as Istio drops
 // them), and takes medians over repetitions.
 func Summarize(runs []Run) Summary {
-	s := Summary{}
+	s := Summary{Provenance: ProvenanceOf(runs)}
 	type key struct{ conn, qps int }
 	groups := map[key]map[string][]Run{}
 	networks := map[string]bool{}
 	for _, r := range runs {
 		if s.Scenario == "" {
 			s.Scenario, s.RunID = r.Scenario, r.RunID
+		}
+		if s.Machine == (Machine{}) {
+			s.Machine = r.Provenance.Machine
 		}
 		if r.Network != "" && !networks[r.Network] {
 			networks[r.Network] = true
@@ -287,6 +295,9 @@ func WriteSummary(w io.Writer, s Summary) error {
 		title += " (" + s.Network + ")"
 	}
 	fmt.Fprintf(ew, "%s: latency (median of repetitions) and what the mesh adds against no-mesh\n", title)
+	if line := s.Provenance.Line(); line != "" {
+		fmt.Fprintf(ew, "provenance: %s\n", line)
+	}
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// The mode column reads better left-aligned; tabwriter aligns every
 	// column one way, so pad it here.

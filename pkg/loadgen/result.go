@@ -49,6 +49,10 @@ type RunResult struct {
 	CoordinatedOmissionCorrected bool
 	SkippedCalls                 int64 // late calls skipped with NoCatchUp
 	Aborted                      bool  // stopped by AbortOn
+	// Provenance says what the result measured and where (the build, the
+	// mesh under test, the parameters, the machine), as the caller gave it
+	// in Describe; omitted when it gave none.
+	Provenance any `json:",omitempty"`
 }
 
 // Describe says what was asked for, for a result's RunResult.
@@ -58,6 +62,9 @@ type Describe struct {
 	Version     string
 	Percentiles []float64
 	RunID       int64
+	// Provenance is copied into the result as is: the load generator does
+	// not know the mesh under test, its caller does.
+	Provenance any
 }
 
 // NewRunResult fills a RunResult from the options of a run and what it measured.
@@ -86,6 +93,7 @@ func NewRunResult(d Describe, o Options, s *Stats) RunResult {
 		CoordinatedOmissionCorrected: o.paced(),
 		SkippedCalls:                 s.Skipped,
 		Aborted:                      s.Aborted,
+		Provenance:                   d.Provenance,
 	}
 	if o.paced() {
 		r.RequestedQPS = strconv.FormatFloat(o.QPS, 'f', -1, 64)

@@ -15,10 +15,16 @@ use std::time::Duration;
 use clap::{ArgAction, Parser, ValueEnum};
 use serde::Serialize;
 
+/// What `--version` prints after the name: the crate's version and the git
+/// commit it was built from ("-dirty" when the sources had uncommitted
+/// changes, "unknown" outside a checkout), which results record as the data
+/// plane's version.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("MESHPERF_PROXY_COMMIT"), ")");
+
 /// The command line as clap sees it; [`Cli::into_config`] validates and
 /// assembles it into a [`Config`].
 #[derive(Parser, Debug)]
-#[command(name = "meshperf-proxy", version, about = "meshperf's sidecar proxy, configured over xDS")]
+#[command(name = "meshperf-proxy", version = VERSION, about = "meshperf's sidecar proxy, configured over xDS")]
 pub struct Cli {
     /// Address of the control plane's ADS: HOST:PORT (plain-text gRPC) for a
     /// sidecar; https://HOST:PORT (TLS) for the node proxy, as ztunnel's.
@@ -408,6 +414,21 @@ mod tests {
         let mut argv = vec!["meshperf-proxy"];
         argv.extend_from_slice(args);
         Cli::try_parse_from(argv).map_err(|e| e.to_string())?.into_config()
+    }
+
+    #[test]
+    fn version_names_the_commit_built_from() {
+        let err = Cli::try_parse_from(["meshperf-proxy", "--version"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        let printed = err.to_string();
+        let commit = printed
+            .trim()
+            .strip_prefix(concat!("meshperf-proxy ", env!("CARGO_PKG_VERSION"), " (commit "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("--version printed {printed:?}"));
+        // Built in the project's checkout: a full commit, not "unknown".
+        let hex = commit.strip_suffix("-dirty").unwrap_or(commit);
+        assert!(hex.len() == 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()), "commit {commit:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cli"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/results"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
 
@@ -114,5 +116,45 @@ func TestPrometheusMatchesScrape(t *testing.T) {
 	// the same pushes here, but rate() extrapolates, so allow some slack.
 	if p, s := r.Prometheus.P99, r.ControlPlane.Convergence.P99; s == 0 || math.Abs(p-s) > 0.5*s {
 		t.Errorf("PromQL P99 %.1fms, scraped P99 %.1fms", p, s)
+	}
+}
+
+// A run's report and its stored cp_runs row carry its provenance: meshperf
+// pilot started here as the control plane, no data plane, the labels.
+func TestRunStoresProvenance(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 1, ServicesPerNamespace: 2, Replicas: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := driver.Run(ctx, driver.Config{Name: "prov", Shape: "uniform", Mesh: m, Churn: driver.ChurnNone, Labels: "baseline a",
+		PilotCommand: pilotCommand(t), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := r.StoreRow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := results.Open(filepath.Join(t.TempDir(), "meshperf.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.InsertControlPlaneRun(row); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.ControlPlaneRuns()
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	p := rows[0].Provenance
+	if p.ControlPlane != results.ThisBuild().Component("meshperf-pilot") || p.DataPlane.Name != "" || p.Labels != "baseline a" ||
+		p.ParamsHash == "" || !p.Machine.SameAs(results.LocalMachine()) || p.Meshperf.Version == "" {
+		t.Errorf("stored provenance %+v", p)
+	}
+	if !strings.Contains(rows[0].ReportJSON, `"provenance":{"meshperf":`) {
+		t.Errorf("the stored report has no provenance: %s", rows[0].ReportJSON)
 	}
 }

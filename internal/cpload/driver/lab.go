@@ -26,6 +26,7 @@ type LabConfig struct {
 	PromInterval      time.Duration
 	PilotCommand      []string
 	Timeout           time.Duration
+	Labels            string // recorded in each step's provenance
 	Progress          io.Writer
 }
 
@@ -76,7 +77,7 @@ func Lab(ctx context.Context, lc LabConfig) (*LabReport, error) {
 	defer os.RemoveAll(dir)
 	base := Config{Shape: "booklab", Mesh: mesh, Delta: lc.Delta, Churn: ChurnPerfTest, Namespace: shape.BookNamespace,
 		Reps: lc.Reps, Delay: lc.Delay, Prometheus: lc.Prometheus, PromInterval: lc.PromInterval,
-		PilotCommand: lc.PilotCommand, DataDir: dir, Timeout: lc.Timeout, Progress: lc.Progress, ConnectRate: -1}
+		PilotCommand: lc.PilotCommand, DataDir: dir, Timeout: lc.Timeout, Progress: lc.Progress, ConnectRate: -1, Labels: lc.Labels}
 	steps := []struct {
 		name       string
 		book       float64

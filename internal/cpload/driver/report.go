@@ -13,6 +13,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 // Percentiles in milliseconds.
@@ -46,6 +47,10 @@ type Report struct {
 	Prometheus   *PromFigures         `json:"prometheus,omitempty"`
 	Process      *ProcessFigures      `json:"process,omitempty"`
 	Notes        []string             `json:"notes,omitempty"`
+	// Provenance says what was measured and where: meshperf's build, the
+	// control plane (no data plane: the proxies are simulated), the
+	// parameters hash, the labels, the machine.
+	Provenance results.Provenance `json:"provenance"`
 }
 
 // ConnectFigures are the first sync after connecting.

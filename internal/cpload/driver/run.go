@@ -106,6 +106,11 @@ type Config struct {
 
 	// Target is an existing ADS server; empty starts meshperf pilot.
 	Target string
+	// MeshName and MeshVersion name an external Target's control plane
+	// (istiod, 1.24.0) for the results' provenance; meshperf cannot ask it.
+	MeshName, MeshVersion string
+	// Labels are the user's labels for the run, recorded in its provenance.
+	Labels string
 	// ApplyWith is how changes reach an external target: "none",
 	// "meshperf-api" (APIURL), or "dir:PATH" (files in the directory it
 	// watches, as istiod's --configDir).
@@ -151,6 +156,10 @@ func (c *Config) Validate() error {
 		return errors.New("--apply-with meshperf-api needs --api-url (the control plane's --httpAddr)")
 	case c.Target != "" && c.Prometheus && c.MetricsURL == "":
 		return errors.New("--prometheus against --target needs --metrics-url (what Prometheus should scrape)")
+	case c.Target == "" && (c.MeshName != "" || c.MeshVersion != ""):
+		return errors.New("--mesh-name and --mesh-version name an external control plane: give them with --target (meshperf pilot names itself)")
+	case c.MeshVersion != "" && c.MeshName == "":
+		return errors.New("--mesh-version needs --mesh-name (the control plane it is the version of)")
 	}
 	switch c.Churn {
 	case ChurnNone, "":

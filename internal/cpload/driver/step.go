@@ -20,6 +20,11 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	e.waitQuiet(ctx, quietPeriod(c))
 	specs := pick(c.Mesh.Proxies, c.Proxies)
 	r := newReport(c, e, len(specs))
+	prov, err := c.provenance(len(specs))
+	if err != nil {
+		return nil, err
+	}
+	r.Provenance = prov
 	f, err := sim.NewFleet(specs, sim.Options{Target: e.xds, Delta: c.Delta, NoSDS: c.NoSDS, ConnectRate: c.ConnectRate, ProxiesPerConn: c.ProxiesPerConn})
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ func (r *Report) StoreRow() (results.ControlPlaneRun, error) {
 	}
 	row := results.ControlPlaneRun{Label: orDefault(r.Name, "cpload run"), Shape: r.Shape, Target: r.Target, Sidecar: string(r.Scoping),
 		Start: r.Started, External: r.External, Delta: r.Delta, Proxies: r.Proxies, Services: r.Services, ReportJSON: string(js),
-		AllSyncedMs: num(r.Connect.AllSynced), ConfigBytesMean: num(r.ConfigSize.SidecarMean)}
+		AllSyncedMs: num(r.Connect.AllSynced), ConfigBytesMean: num(r.ConfigSize.SidecarMean), Provenance: r.Provenance}
 	row.Churn = "none"
 	if c := r.Churn; c != nil {
 		row.Churn, row.Changes, row.Missed = c.Kind, c.Changes, c.Missed
