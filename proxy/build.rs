@@ -11,14 +11,24 @@
 //!
 //! It also records the git commit the proxy is built from (and whether its
 //! sources differed from it) in MESHPERF_PROXY_COMMIT, which `--version`
-//! prints: results name the data plane they measured by it.
+//! prints: results name the data plane they measured by it. A build may set
+//! MESHPERF_PROXY_COMMIT itself (a release from a tarball; or two checkouts
+//! built into one target directory, as scripts/regression does, where Cargo
+//! would otherwise keep the first checkout's answer: it re-runs a build
+//! script only when the paths that script named change, and those are the
+//! first checkout's).
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    println!("cargo:rustc-env=MESHPERF_PROXY_COMMIT={}", git_commit());
+    println!("cargo:rerun-if-env-changed=MESHPERF_PROXY_COMMIT");
+    let commit = match std::env::var("MESHPERF_PROXY_COMMIT") {
+        Ok(given) if !given.is_empty() => given,
+        _ => git_commit(),
+    };
+    println!("cargo:rustc-env=MESHPERF_PROXY_COMMIT={commit}");
     let go_mod = Path::new(env!("CARGO_MANIFEST_DIR")).join("../go.mod");
     println!("cargo:rerun-if-changed={}", go_mod.display());
     let go_mod = std::fs::read_to_string(&go_mod).map_err(|e| format!("reading {}: {e}", go_mod.display()))?;
