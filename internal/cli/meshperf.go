@@ -28,6 +28,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},
 			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
+			{name: "perfcheck", about: "run the micro-benchmarks and compare them with the baselines kept beside them", run: with(Perfcheck)},
 			{name: "version", aliases: []string{"-version", "--version"}, about: "print the version", run: with(printVersion)},
 		},
 		notes: exitStatusHelp,
