@@ -25,8 +25,9 @@ const (
 	// perfcheckBenchtime keeps the whole tree's Go benchmarks at about
 	// 2-3 minutes with perfcheckCount runs each.
 	perfcheckBenchtime = 300 * time.Millisecond
-	// perfcheckThreshold (percent) is above the drift an unchanged tree
-	// shows between runs minutes apart on a shared 2-core machine.
+	// perfcheckThreshold (percent) is above the noise of the allocation
+	// figures; the timings of load-sensitive benchmarks drift further on a
+	// shared machine (docs/tracking.md, ## perfcheck, has the figures).
 	perfcheckThreshold = 10
 )
 
