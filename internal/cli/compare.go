@@ -34,8 +34,8 @@ func Compare(args []string, stdout, stderr io.Writer) int {
 type compareCommand struct {
 	*command
 	db         string
-	confidence float64 // percent
-	threshold  float64 // percent
+	confidence float64 // a fraction (0.95)
+	threshold  float64 // a fraction (0.05)
 	json       bool
 	html       string
 	failOn     string
@@ -50,8 +50,8 @@ func newCompareCommand() *compareCommand {
 			"labels; a side's repetitions pool over all the invocations it names. Exit status 1 when a row is worse.")}
 	flags := c.flags
 	flags.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database `path` to look run ids and labels up in")
-	flags.Float64Var(&c.confidence, "confidence", compare.DefaultOptions.Confidence*100, "confidence level of the intervals, `percent` (more than 0, less than 100)")
-	rateVar(flags, &c.threshold, "threshold", compare.DefaultOptions.ThresholdPct, "smallest change, `percent` of A, called worse or better")
+	percentVar(flags, &c.confidence, "confidence", compare.DefaultOptions.Confidence*100, true, "confidence level of the intervals, `percent` (more than 0, less than 100)")
+	percentVar(flags, &c.threshold, "threshold", compare.DefaultOptions.ThresholdPct, false, "smallest change, `percent` of A, called worse or better")
 	flags.BoolVar(&c.json, "json", false, "print the comparison as JSON (docs/tracking.md gives the schema) instead of the table")
 	flags.StringVar(&c.html, "html", "", "also write the comparison as a standalone HTML page to `file`")
 	flags.StringVar(&c.failOn, "fail-on", "worse", "`when` to exit 1: worse (a row is worse) or none (never)")
@@ -69,8 +69,6 @@ func (c *compareCommand) parse(args []string, stdout io.Writer) (string, string,
 		return "", "", usagef("want two sides, A and B (run ids, result files, lab output directories or labels), got %d", len(positional))
 	case len(positional) > 2:
 		return "", "", usagef("unexpected argument %q: meshperf compare takes two sides, A and B", positional[2])
-	case !(c.confidence > 0 && c.confidence < 100):
-		return "", "", usagef("-confidence %v: must be more than 0 and less than 100 (a percent)", c.confidence)
 	case c.failOn != "worse" && c.failOn != "none":
 		return "", "", usagef("-fail-on %q: want worse or none", c.failOn)
 	}
@@ -93,7 +91,7 @@ func (c *compareCommand) run(selA, selB string, stdout io.Writer) (int, error) {
 		}
 		sides[i] = compare.Side{Selector: sel, Runs: runs}
 	}
-	rep := compare.Compare(sides[0], sides[1], compare.Options{Confidence: c.confidence / 100, ThresholdPct: c.threshold})
+	rep := compare.Compare(sides[0], sides[1], compare.Options{Confidence: c.confidence, ThresholdPct: c.threshold * 100})
 	if c.html != "" {
 		var page bytes.Buffer
 		if err := compare.WriteHTML(&page, rep); err != nil {

@@ -116,6 +116,42 @@ func joinFloats(vs []float64) string {
 	return strings.Join(s, " or ")
 }
 
+// percentFlag is a percentage, written 95 or 95%, kept as a fraction
+// (0.95): a confidence level (strictly between 0 and 100) or a threshold
+// (0 or more).
+type percentFlag struct {
+	p     *float64
+	level bool // a confidence level: more than 0 and less than 100
+}
+
+// percentVar registers a percentage flag; value is in percent. level
+// restricts it to a confidence level's range.
+func percentVar(fs *flag.FlagSet, p *float64, name string, value float64, level bool, usage string) {
+	*p = value / 100
+	fs.Var(&percentFlag{p: p, level: level}, name, usage)
+}
+
+func (f *percentFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(*f.p*100, 'g', -1, 64) + "%"
+}
+
+func (f *percentFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+	switch {
+	case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+		return errors.New("not a percentage (e.g. 5 or 5%)")
+	case f.level && (v <= 0 || v >= 100):
+		return errors.New("must be more than 0% and less than 100%")
+	case v < 0:
+		return errors.New("must be 0% or more")
+	}
+	*f.p = v / 100
+	return nil
+}
+
 // durationFlag is a duration of 0 or more.
 type durationFlag struct{ p *time.Duration }
 
@@ -315,5 +351,6 @@ func aliasOf(fs *flag.FlagSet, fl *flag.Flag) (string, bool) {
 func (f *intFlag[T]) valueName() string  { return "int" }
 func (f *rateFlag) valueName() string    { return "number" }
 func (f durationFlag) valueName() string { return "duration" }
+func (f *percentFlag) valueName() string { return "percent" }
 func (f *addrFlag) valueName() string    { return "address" }
 func (f urlFlag) valueName() string      { return "URL" }

@@ -1,0 +1,3 @@
+module example.com/perfchecktiny
+
+go 1.26
