@@ -39,13 +39,15 @@ Rust results with criterion's own estimate of the change. A benchmark is worse w
 B/op or allocs/op is significant and larger than -threshold; any worse benchmark makes perfcheck exit 1.
 -update rewrites the baselines instead. Baselines record their machine: a comparison with another machine's
 is made but said so at the top. PATH is a folder (dir/... for everything under it) or a Go package pattern;
-the default is ./..., the whole module.`
+the default is ./..., the whole module. With -compare, perfcheck runs nothing: it compares two files of Go
+benchmark output (OLD as the baseline, NEW as the results) with the same statistics, as the regression job
+does with two builds' runs interleaved on one machine.`
 
 // Perfcheck runs `meshperf perfcheck`.
 func Perfcheck(args []string, stdout, stderr io.Writer) int {
-	cmd := newCommand("meshperf perfcheck", "[PATH] [flags]", perfcheckAbout)
+	cmd := newCommand("meshperf perfcheck", "[PATH] [flags] | -compare OLD NEW", perfcheckAbout)
 	var o perfcheck.Options
-	var update, asJSON bool
+	var update, asJSON, compareFiles bool
 	fs := cmd.flags
 	fs.StringVar(&o.Bench, "bench", ".", "run only the benchmarks matching this `regexp` (go test -bench; criterion's filter for Rust)")
 	intVar(fs, &o.Count, "count", perfcheckCount, 2, 0, "runs of each Go benchmark (2 or more; 6 or more for a 95% interval)")
@@ -56,9 +58,23 @@ func Perfcheck(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.RustOnly, "rust-only", false, "run only the proxy's criterion benches")
 	fs.BoolVar(&asJSON, "json", false, "print the comparison as JSON")
 	fs.BoolVar(&update, "update", false, "rewrite the baselines with this run's results instead of comparing")
+	fs.BoolVar(&compareFiles, "compare", false, "compare two files of go test -bench output, OLD and NEW, instead of running anything")
 	rest, err := cmd.parse(args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)
+	}
+	if compareFiles {
+		if len(rest) != 2 || update {
+			return cmd.exit(stderr, usagef("-compare takes two files, OLD and NEW, and no -update"))
+		}
+		report, err := perfcheck.CompareFiles(rest[0], rest[1], o.Stats)
+		if ie := (perfcheck.InputError{}); errors.As(err, &ie) {
+			err = inputError{ie}
+		}
+		if err != nil {
+			return cmd.exit(stderr, err)
+		}
+		return writePerfcheckReport(cmd, report, asJSON, stdout, stderr)
 	}
 	switch {
 	case len(rest) > 1:
@@ -98,6 +114,13 @@ func Perfcheck(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
+	return writePerfcheckReport(cmd, report, asJSON, stdout, stderr)
+}
+
+// writePerfcheckReport prints a comparison as a table or JSON, and exits 1
+// when a benchmark is significantly worse.
+func writePerfcheckReport(cmd *command, report *perfcheck.Report, asJSON bool, stdout, stderr io.Writer) int {
+	var err error
 	if asJSON {
 		err = report.WriteJSON(stdout)
 	} else {

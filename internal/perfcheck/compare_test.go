@@ -1,6 +1,7 @@
 package perfcheck
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -181,5 +182,43 @@ func TestReadGoBaselineBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// TestCompareFiles: two files of go test output, as the regression job
+// writes them, compared with Check's statistics: the doubled generation is
+// worse, the unchanged snapshot the same, and a benchmark only in one file
+// new or gone.
+func TestCompareFiles(t *testing.T) {
+	rep, err := CompareFiles("testdata/compare/baseline.txt", "testdata/compare/new.txt", Stats{Confidence: 0.95, Threshold: 0.10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]Verdict{}
+	for _, g := range rep.Groups {
+		for _, r := range g.Rows {
+			verdicts[r.Name+" "+r.Unit] = r.Verdict
+		}
+	}
+	for key, want := range map[string]Verdict{
+		"GenerateProxy1000Services allocs/op": Worse,
+		"GenerateProxy1000Services sec/op":    Worse,
+		"BuildSnapshot1000Services allocs/op": Same,
+		"Added sec/op":                        New,
+		"Removed sec/op":                      Gone,
+	} {
+		if verdicts[key] != want {
+			t.Errorf("%s: %q, want %q", key, verdicts[key], want)
+		}
+	}
+	if !rep.Failed() || rep.Summary.Worse != 3 {
+		t.Errorf("summary %+v: want failed with 3 worse", rep.Summary)
+	}
+	var ie InputError
+	if _, err := CompareFiles("testdata/compare/nope.txt", "testdata/compare/new.txt", Stats{Confidence: 0.95}); !errors.As(err, &ie) {
+		t.Errorf("missing file: %v, want an InputError", err)
+	}
+	if _, err := CompareFiles("testdata/compare/baseline.txt", "compare_test.go", Stats{Confidence: 0.95}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "no Go benchmark results") {
+		t.Errorf("not benchmark output: %v, want an InputError saying so", err)
 	}
 }

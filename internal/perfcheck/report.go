@@ -107,10 +107,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		switch {
 		case g.Baseline == "":
 			b.WriteString("  (no baseline: every benchmark is new)")
-		case g.BaselineCommit != "":
-			fmt.Fprintf(&b, "  (baseline %s, %s, commit %s)", g.Baseline, g.BaselineDate, g.BaselineCommit)
 		default:
-			fmt.Fprintf(&b, "  (baseline %s, %s)", g.Baseline, g.BaselineDate)
+			parts := []string{"baseline " + g.Baseline}
+			if g.BaselineDate != "" {
+				parts = append(parts, g.BaselineDate)
+			}
+			if g.BaselineCommit != "" {
+				parts = append(parts, "commit "+g.BaselineCommit)
+			}
+			fmt.Fprintf(&b, "  (%s)", strings.Join(parts, ", "))
 		}
 		b.WriteString("\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
