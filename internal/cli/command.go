@@ -13,13 +13,14 @@ import (
 // package use them; `meshperf help` and the README document them.
 const (
 	exitOK       = 0 // done (help included)
-	exitFailed   = 1 // the command ran and failed: a run, a server, a refused or unanswered request
+	exitFailed   = 1 // the command ran and failed: a run, a server, a refused or unanswered request, a regression found
 	exitBadInput = 2 // the command line or an input file was wrong; nothing was started
 )
 
 // exitStatusHelp is the paragraph of `meshperf help` on exit statuses.
-const exitStatusHelp = "exit status: 0 done; 1 failed (a run, a server, or a request the control plane refused or did not answer);\n" +
-	"2 bad input (flags, arguments or files), reported on one line before anything starts."
+const exitStatusHelp = "exit status: 0 done; 1 failed (a run, a server, or a request the control plane refused or did not answer;\n" +
+	"for compare, history and perfcheck, a significant regression); 2 bad input (flags, arguments or files), reported\n" +
+	"on one line before anything starts."
 
 // usageError is a bad flag or argument: exit status 2, and its line points
 // at the command's -h.
