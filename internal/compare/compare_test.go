@@ -86,7 +86,7 @@ func TestAcrossMachinesIsSaid(t *testing.T) {
 	if !strings.HasPrefix(b.String(), "note: "+want[0]+"\n") {
 		t.Errorf("the table does not start with the machines' note:\n%s", b.String())
 	}
-	for _, fact := range []string{"meshperf-proxy v0.9.0", "v0.9.0 (abc1234)", "meshperf-pilot v0.9.0", "Intel Xeon 8375C"} {
+	for _, fact := range []string{"meshperf-proxy v0.9.0", "v0.9.0 (commit abc1234)", "meshperf-pilot v0.9.0", "Intel Xeon 8375C"} {
 		if !strings.Contains(b.String(), fact) {
 			t.Errorf("the table lacks the provenance %q", fact)
 		}

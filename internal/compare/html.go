@@ -62,9 +62,9 @@ func facts(rep Report) []results.ComparisonFact {
 		}},
 		{"invocations", func(s SideSummary) string { return strings.Join(s.Invocations, ", ") }},
 		{"scenario", func(s SideSummary) string { return strings.Join(s.Scenarios, ", ") }},
-		{"meshperf", provenanceOf(func(p results.Provenance) string { return buildText(p.Meshperf) })},
-		{"data plane", provenanceOf(func(p results.Provenance) string { return componentText(p.DataPlane) })},
-		{"control plane", provenanceOf(func(p results.Provenance) string { return componentText(p.ControlPlane) })},
+		{"meshperf", provenanceOf(func(p results.Provenance) string { return p.Meshperf.String() })},
+		{"data plane", provenanceOf(func(p results.Provenance) string { return p.DataPlane.Describe() })},
+		{"control plane", provenanceOf(func(p results.Provenance) string { return p.ControlPlane.Describe() })},
 		{"params hash", provenanceOf(func(p results.Provenance) string { return p.ParamsHash })},
 		{"labels", provenanceOf(func(p results.Provenance) string { return p.Labels })},
 		{"machine", provenanceOf(func(p results.Provenance) string { return p.Machine.String() })},
@@ -91,29 +91,4 @@ func provenanceOf(get func(results.Provenance) string) func(SideSummary) string 
 		}
 		return strings.Join(vs, "; ")
 	}
-}
-
-// buildText is "version (commit, modified)".
-func buildText(b results.Build) string {
-	if b.Version == "" {
-		return ""
-	}
-	s := b.Version
-	if b.Commit != "" {
-		s += " (" + b.Commit
-		if b.Modified {
-			s += ", modified"
-		}
-		s += ")"
-	}
-	return s
-}
-
-// componentText is "name version (commit)", or "none".
-func componentText(c results.Component) string {
-	s := c.String()
-	if c.Commit != "" {
-		s += " (" + c.Commit + ")"
-	}
-	return s
 }

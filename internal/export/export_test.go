@@ -163,8 +163,8 @@ func TestSMPFieldsOfAStoredRun(t *testing.T) {
 
 	mesh := meshes[0].(map[string]any)
 	want(t, mesh, "mtlsEnabled", true)
-	want(t, mesh, "meshBuild", "meshperf-pilot v0.9.0 (1e81577c0ffe)")
-	want(t, mesh, "proxyBuild", "meshperf-proxy v0.9.0 (1e81577c0ffe)")
+	want(t, mesh, "meshBuild", "meshperf-pilot v0.9.0 (commit 1e81577c0ffe)")
+	want(t, mesh, "proxyBuild", "meshperf-proxy v0.9.0 (commit 1e81577c0ffe)")
 	want(t, mesh["meshType"].(map[string]any), "type", "ISTIO")
 	sidecar := mesh["sidecar"].(map[string]any)
 	want(t, sidecar, "count", 2.0)

@@ -386,19 +386,13 @@ func meshType(dataPlane, controlPlane string) string {
 	return ""
 }
 
-// build is a component as one line: name, version and commit.
+// build is a component as one line: name, version and commit; "" for
+// none, which SMP leaves out.
 func build(c results.Component) string {
 	if c.Name == "" {
 		return ""
 	}
-	s := c.Name
-	if c.Version != "" {
-		s += " " + c.Version
-	}
-	if c.Commit != "" {
-		s += " (" + c.Commit + ")"
-	}
-	return s
+	return c.Describe()
 }
 
 // environment is the EnvironmentConfig of the run's machine: one node, as
