@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Exit statuses, the same for every command, as Fortio and the Go flag
@@ -57,6 +61,15 @@ func exitStatus(stderr io.Writer, name string, err error) int {
 	}
 	_, _ = fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	return exitFailed
+}
+
+// untilSignalled runs a command that runs until stopped, with a context
+// that ends on SIGINT or SIGTERM. Each such command installs the handler
+// itself, not Main: the lab lets a second Ctrl-C through (labContext).
+func untilSignalled(run func(context.Context, []string, io.Writer, io.Writer) int, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args, stdout, stderr)
 }
 
 // command is one command's line: its flags, its help, and how its errors

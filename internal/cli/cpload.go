@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/driver"
@@ -19,9 +17,9 @@ import (
 
 // Cpload is `meshperf cpload run|lab`: the control-plane load test.
 func Cpload(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runCpload(ctx, args, stdout, stderr, nil)
+	return untilSignalled(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+		return runCpload(ctx, args, stdout, stderr, nil)
+	}, args, stdout, stderr)
 }
 
 // runCpload dispatches; pilotCommand (tests) replaces how pilot is run.

@@ -238,7 +238,13 @@ func checkAddr(s string, form addrForm) error {
 	}
 	_, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return fmt.Errorf("want host:port (%v)", errors.Unwrap(err))
+		// The *net.AddrError repeats the value; its Err alone says what is
+		// wrong with it ("missing port in address").
+		var addrErr *net.AddrError
+		if errors.As(err, &addrErr) {
+			return fmt.Errorf("want host:port (%s)", addrErr.Err)
+		}
+		return fmt.Errorf("want host:port (%v)", err)
 	}
 	return checkPort(port)
 }

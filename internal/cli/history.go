@@ -200,14 +200,23 @@ func (c *historyCommand) checkCploadFlags(q history.Query, set map[string]bool) 
 // openExistingStore opens a results database that must exist already:
 // history reads, and opening a mistyped path would create an empty one.
 func openExistingStore(path string) (*results.Store, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, inputError{fmt.Errorf("results database %s: %w (meshperf lab run stores runs there; -db names another)", path, errors.Unwrap(err))}
+	if err := checkStoreExists(path); err != nil {
+		return nil, err
 	}
 	st, err := results.Open(path)
 	if err != nil {
 		return nil, inputError{err}
 	}
 	return st, nil
+}
+
+// checkStoreExists refuses a results database path where there is none
+// (bad input): opening it would create an empty database.
+func checkStoreExists(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return inputError{fmt.Errorf("results database %s: %w (meshperf lab run stores runs there; -db names another)", path, errors.Unwrap(err))}
+	}
+	return nil
 }
 
 func listScenarios(st *results.Store, db string, stdout io.Writer) error {

@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/meshperf/meshperf/internal/version"
 	"github.com/meshperf/meshperf/pkg/loadgen"
@@ -23,9 +21,7 @@ import (
 
 // Load is `meshperf load [flags] TARGET`.
 func Load(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runLoad(ctx, args, stdout, stderr)
+	return untilSignalled(runLoad, args, stdout, stderr)
 }
 
 // protocolLoad is a prepared run of one protocol.

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -68,9 +66,7 @@ func defaultDataDir() string {
 
 // Pilot is `meshperf pilot`: the control plane.
 func Pilot(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runPilot(ctx, args, stdout, stderr)
+	return untilSignalled(runPilot, args, stdout, stderr)
 }
 
 func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int {

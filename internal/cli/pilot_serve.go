@@ -189,15 +189,25 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	if secureServer != nil {
 		fmt.Fprintf(stdout, "meshperf pilot: TLS xDS on %s (root certificate: %s)\n", ls.get(listenerSecureGRPC).Addr(), filepath.Join(f.dataDir, "ca", "root-cert.pem"))
 	}
-	if f.readyFile != "" {
-		if err := proc.WriteReady(f.readyFile, ls.ready()); err != nil {
-			cancel()
-			return errors.Join(err, g.Wait())
-		}
-		// A file that outlives the process would say it listens where
-		// nothing does (a SIGKILL leaves it; the supervisor removes it
-		// before the next start).
-		defer os.Remove(f.readyFile)
+	removeReady, err := writeReadyFile(f.readyFile, ls.ready())
+	if err != nil {
+		cancel()
+		return errors.Join(err, g.Wait())
 	}
+	defer removeReady()
 	return g.Wait()
+}
+
+// writeReadyFile writes a server's ready file, if path names one, and
+// returns what removes it when the server stops: a file that outlived the
+// process would say it listens where nothing does (a SIGKILL leaves it;
+// the supervisor removes it before the next start, see proc.Spec.ReadyFile).
+func writeReadyFile(path string, r proc.Ready) (remove func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	if err := proc.WriteReady(path, r); err != nil {
+		return nil, err
+	}
+	return func() { _ = os.Remove(path) }, nil
 }

@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/echo"
@@ -25,9 +23,7 @@ const disabled = "disabled"
 // work unchanged. It serves until SIGINT or SIGTERM and returns the exit
 // status: 0 after a clean stop, 1 if a listener cannot start, 2 for bad flags.
 func Server(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return runServer(ctx, args, stdout, stderr)
+	return untilSignalled(runServer, args, stdout, stderr)
 }
 
 // serverFlags are the flags `meshperf server` acts on.
@@ -126,15 +122,12 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			ready.Listeners[l.name] = l.addr
 		}
 	}
-	if f.readyFile != "" {
-		if err := proc.WriteReady(f.readyFile, ready); err != nil {
-			_ = srv.Close()
-			return cmd.exit(stderr, err)
-		}
-		// Gone with the process, so that it never says where nothing
-		// listens (unless the process is killed; see proc.Spec.ReadyFile).
-		defer os.Remove(f.readyFile)
+	removeReady, err := writeReadyFile(f.readyFile, ready)
+	if err != nil {
+		_ = srv.Close()
+		return cmd.exit(stderr, err)
 	}
+	defer removeReady()
 	<-ctx.Done()
 	if err := srv.Close(); err != nil {
 		return cmd.exit(stderr, fmt.Errorf("while stopping: %w", err))

@@ -41,15 +41,41 @@ func Resolve(st *Store, arg string) ([]Run, error) {
 		return nil, fmt.Errorf("read %s: %w", arg, err)
 	}
 	if st != nil {
-		if runs, err := st.Runs(Filter{Labels: arg}); err != nil || len(runs) > 0 {
-			return runs, err
-		}
-		if runs, err := st.runsWhere("label = ?", arg); err != nil || len(runs) > 0 {
+		if runs, err := st.runsLabelled(arg); err != nil || len(runs) > 0 {
 			return runs, err
 		}
 		return nil, fmt.Errorf("no run matches %q: not a run id or label in %s, nor a file or directory", arg, st.path)
 	}
 	return nil, fmt.Errorf("no run matches %q: not a file or directory (and no results database to look up run ids and labels in)", arg)
+}
+
+// ResolveStored is Resolve without the paths: a run id or a label, looked
+// up in the store only. A server answering selectors from the network uses
+// it, so that a request cannot make it read files from its disk.
+func ResolveStored(st *Store, arg string) ([]Run, error) {
+	if arg == "" {
+		return nil, errors.New("empty run selector: want a run id or a label")
+	}
+	if runs, err := st.Runs(Filter{RunID: arg}); err != nil || len(runs) > 0 {
+		return runs, err
+	}
+	if runs, err := st.runsLabelled(arg); err != nil || len(runs) > 0 {
+		return runs, err
+	}
+	return nil, fmt.Errorf("%w %q: not a run id or label in %s", ErrNoRunMatches, arg, st.path)
+}
+
+// ErrNoRunMatches is ResolveStored's error for a selector that names no
+// stored run, told apart from a store that cannot be read.
+var ErrNoRunMatches = errors.New("no run matches")
+
+// runsLabelled are the runs whose provenance labels equal label, else the
+// run whose Istio label (<runid>_qps_...) does.
+func (s *Store) runsLabelled(label string) ([]Run, error) {
+	if runs, err := s.Runs(Filter{Labels: label}); err != nil || len(runs) > 0 {
+		return runs, err
+	}
+	return s.runsWhere("label = ?", label)
 }
 
 // resolveLabDir reads the invocation a lab output directory holds from the

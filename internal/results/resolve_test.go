@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,6 +87,23 @@ func TestResolve(t *testing.T) {
 	runs, err := Resolve(st, file)
 	if err != nil || len(runs) != 1 || runs[0].Provenance != sampleProvenance() || runs[0].FortioJSON != file {
 		t.Errorf("Resolve(file) = %+v, %v: want one run with the file's provenance", runs, err)
+	}
+	// ResolveStored reads the store only: the same ids and labels, but a
+	// path on the machine is no selector.
+	for arg, want := range map[string]string{"aa": "aa,aa", "candidate": "bb", b.Label: "bb"} {
+		runs, err := ResolveStored(st, arg)
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.RunID)
+		}
+		if err != nil || strings.Join(ids, ",") != want {
+			t.Errorf("ResolveStored(%q) = runs %q, %v; want %q", arg, ids, err, want)
+		}
+	}
+	for _, arg := range []string{file, labDir} {
+		if _, err := ResolveStored(st, arg); !errors.Is(err, ErrNoRunMatches) || !strings.Contains(err.Error(), "not a run id or label in") {
+			t.Errorf("ResolveStored(%q) = %v, want no match: it reads no files", arg, err)
+		}
 	}
 	// Without a store only files are read.
 	if _, err := Resolve(nil, "aa"); err == nil || !strings.Contains(err.Error(), "no results database") {

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/dashboard"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// defaultDashboardAddress is loopback: the API has no authentication, and
+// the store may hold what a team would not publish.
+const defaultDashboardAddress = "127.0.0.1:8088"
+
+// Dashboard runs `meshperf dashboard`: the results store's read-only JSON
+// API, until SIGINT or SIGTERM. Exit status: 0 after a clean stop, 1 when
+// the address is taken or the database cannot be opened, 2 for bad flags
+// or a database path where there is none.
+func Dashboard(args []string, stdout, stderr io.Writer) int {
+	return untilSignalled(runDashboard, args, stdout, stderr)
+}
+
+// dashboardFlags are the flags `meshperf dashboard` acts on.
+type dashboardFlags struct {
+	db        string
+	readyFile string
+	listeners listenerSet
+}
+
+func newDashboardCommand(f *dashboardFlags) *command {
+	cmd := newCommand("meshperf dashboard", "[flags]",
+		"Serves the results store (lab, load and cpload runs) read-only over HTTP: a JSON API under /api/ for runs,\n"+
+			"a run's records and CSV, compare's report and history's analysis; GET / lists the endpoints and\n"+
+			"docs/dashboard.md describes them. Binds loopback unless -listen says otherwise.")
+	fs := cmd.flags
+	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path` (must exist: it is not created)")
+	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,
+		usage: "the API's `address`, host:port (port 0 picks a free one)"}}
+	f.listeners.define(fs)
+	fs.StringVar(&f.readyFile, "ready-file", "", "once the API listens, write its address to this `file` as JSON (pid and listeners by name: http), for a parent that passed port 0")
+	return cmd
+}
+
+// runDashboard is Dashboard with the stop signal passed in, so tests can
+// stop it.
+func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var f dashboardFlags
+	cmd := newDashboardCommand(&f)
+	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	if err := f.listeners.check(); err != nil {
+		return cmd.exit(stderr, inputError{err})
+	}
+	if err := checkStoreExists(f.db); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	// A database that exists but cannot be opened (not one, or a schema
+	// newer than this binary) is a failure, not a typo: exit 1.
+	st, err := results.Open(f.db)
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	defer st.Close()
+	if err := f.listeners.bind(); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	defer f.listeners.close()
+	return cmd.exit(stderr, serveDashboard(ctx, st, &f, stderr, stdout))
+}
+
+// serveDashboard serves the API on the bound listener until ctx ends or
+// the server fails.
+func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, stderr, stdout io.Writer) error {
+	ln := f.listeners.get(listenerHTTP)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	srv := &http.Server{Handler: dashboard.New(st, log), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "meshperf dashboard: API on http://%s/ (results database %s)\n", ln.Addr(), f.db)
+	removeReady, err := writeReadyFile(f.readyFile, f.listeners.ready())
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer removeReady()
+	select {
+	case err := <-served:
+		return fmt.Errorf("the API on %s stopped: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	// Let requests in flight finish, but not hold the stop up for long.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("while stopping: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+// Package dashboard serves the results store over HTTP: a read-only JSON
+// API under /api/ (runs, a run's records and CSV, compare's report,
+// history's analysis, control-plane runs) for `meshperf dashboard`, for
+// scripts, and for the browser pages built on it. It answers from the
+// store through the packages that already own each question (results,
+// compare, history) and adds only the JSON forms and the HTTP status codes.
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// Server answers the API from one store.
+type Server struct {
+	store *results.Store
+	log   *slog.Logger
+}
+
+// endpoint is one route of the API: the index at / lists them, so what is
+// served and what is listed cannot differ.
+type endpoint struct {
+	pattern string   // net/http's ServeMux pattern
+	params  []string // the query parameters it accepts; any other is refused
+	about   string
+	handle  func(s *Server, r *http.Request) (response, error)
+}
+
+var endpoints = []endpoint{
+	{pattern: "GET /api/scenarios", about: "the scenarios the store holds, with their invocation and run counts",
+		handle: (*Server).scenarios},
+	{pattern: "GET /api/runs", params: []string{"scenario", "mode", "label", "machine", "from", "to"},
+		about:  "the invocations (run ids) matching, newest first, with their modes, run counts, labels and provenance",
+		handle: (*Server).invocations},
+	{pattern: "GET /api/runs/{id}", about: "every run of an invocation",
+		handle: (*Server).invocation},
+	{pattern: "GET /api/runs/{id}/csv", about: "an invocation's runs as Istio's benchmark CSV (text/csv)",
+		handle: (*Server).invocationCSV},
+	{pattern: "GET /api/compare", params: []string{"a", "b", "threshold", "confidence"},
+		about:  "meshperf compare's report of B against A (run ids or labels), as compare -json writes it",
+		handle: (*Server).compare},
+	{pattern: "GET /api/history", params: []string{"scenario", "metric", "mode", "qps", "conn", "by", "machine"},
+		about:  "a scenario's figure across invocations and its change points, as history -json writes it",
+		handle: (*Server).history},
+	{pattern: "GET /api/cpruns", about: "the stored control-plane load tests (meshperf cpload), oldest first",
+		handle: (*Server).controlPlaneRuns},
+}
+
+// New returns the API's handler over st, which the caller keeps open
+// while the handler serves. log gets the requests that failed on the
+// server's side (a store that cannot be read); nil discards them.
+func New(st *results.Store, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{store: st, log: log}
+	mux := http.NewServeMux()
+	for _, e := range endpoints {
+		mux.Handle(e.pattern, s.serve(e))
+	}
+	mux.Handle("GET /{$}", s.serve(endpoint{handle: (*Server).index}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s: GET / lists them", r.Method, r.URL.Path))
+	})
+	return s.withLog(mux)
+}
+
+// response is what a handler answers: a value written as indented JSON,
+// or, with contentType set, body as it is.
+type response struct {
+	value       any
+	contentType string
+	body        []byte
+}
+
+// requestError is an answer other than 200 with its one-line message:
+// 400 for a malformed request, 404 for something the store does not hold.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func (e requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return requestError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) error {
+	return requestError{http.StatusNotFound, fmt.Sprintf(format, args...)}
+}
+
+// serve runs e's handler after refusing query parameters it does not
+// take (a misspelt filter would otherwise silently match everything).
+func (s *Server) serve(e endpoint) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name := range r.URL.Query() {
+			if !slices.Contains(e.params, name) {
+				writeError(w, http.StatusBadRequest, unknownParam(name, e.params))
+				return
+			}
+		}
+		resp, err := e.handle(s, r)
+		var re requestError
+		switch {
+		case errors.As(err, &re):
+			writeError(w, re.status, re.msg)
+			return
+		case err != nil:
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		body, contentType := resp.body, resp.contentType
+		if contentType == "" {
+			if body, err = encodeJSON(resp.value); err != nil {
+				s.log.Error("encode response", "path", r.URL.Path, "error", err)
+				writeError(w, http.StatusInternalServerError, err.Error())
+				return
+			}
+			contentType = jsonType
+		}
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(body)
+	})
+}
+
+func unknownParam(name string, known []string) string {
+	if len(known) == 0 {
+		return fmt.Sprintf("unknown query parameter %q: this endpoint takes none", name)
+	}
+	return fmt.Sprintf("unknown query parameter %q: want one of %s", name, strings.Join(known, ", "))
+}
+
+// withLog logs each request at debug level: quiet by default.
+func (s *Server) withLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.log.Debug("request", "method", r.Method, "url", r.URL.String())
+		next.ServeHTTP(w, r)
+	})
+}
+
+const jsonType = "application/json"
+
+// encodeJSON is the API's JSON: indented, for people reading it with curl.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode JSON: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// writeError answers {"error": msg} with status.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	body, _ := encodeJSON(map[string]string{"error": msg}) // a string always encodes
+	w.Header().Set("Content-Type", jsonType)
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// indexEntry is one endpoint as GET / lists it.
+type indexEntry struct {
+	Method string   `json:"method"`
+	Path   string   `json:"path"`
+	Params []string `json:"params"`
+	About  string   `json:"about"`
+}
+
+func (s *Server) index(*http.Request) (response, error) {
+	out := make([]indexEntry, 0, len(endpoints))
+	for _, e := range endpoints {
+		method, path, _ := strings.Cut(e.pattern, " ")
+		out = append(out, indexEntry{Method: method, Path: path, Params: orEmpty(e.params), About: e.about})
+	}
+	return response{value: map[string]any{"endpoints": out}}, nil
+}
+
+// orEmpty makes a nil list [] in JSON, so that readers need not tell
+// null from empty.
+func orEmpty[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}

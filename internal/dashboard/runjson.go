@@ -1,0 +1,129 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/compare"
+	"github.com/meshperf/meshperf/internal/results"
+)
+
+// runJSON is results.Run as the API writes it: snake_case keys, units in
+// the names, unknown figures (NaN) as null. results.Run has no JSON form
+// of its own; this is it for readers of the store.
+type runJSON struct {
+	RunID           string             `json:"run_id"`
+	Label           string             `json:"label"` // Istio's, <runid>_qps_<q>_c_<c>_<size>_<mode>
+	Scenario        string             `json:"scenario"`
+	Mode            string             `json:"mode"`
+	Protocol        string             `json:"protocol"`
+	Repetition      int                `json:"repetition"`
+	Connections     int                `json:"connections"`
+	RequestedQPS    int                `json:"requested_qps"` // 0: as fast as possible
+	ActualQPS       compare.Number     `json:"actual_qps"`
+	DurationSeconds float64            `json:"duration_seconds"`
+	PayloadBytes    int                `json:"payload_bytes"`
+	ResponseBytes   compare.Number     `json:"response_bytes"`
+	MTLS            bool               `json:"mtls"`
+	StartTime       time.Time          `json:"start_time"`
+	Network         string             `json:"network"`
+	LatencyMs       latencyJSON        `json:"latency_ms"`
+	Spectrum        []percentileJSON   `json:"spectrum"`
+	Corrected       bool               `json:"corrected"` // for coordinated omission
+	Calls           int64              `json:"calls"`
+	Errors          int64              `json:"errors"`
+	ErrorPercent    compare.Number     `json:"error_percent"`
+	Codes           map[string]int64   `json:"codes,omitempty"`
+	Processes       []processJSON      `json:"processes"`
+	Failed          bool               `json:"failed"`
+	FailureReason   string             `json:"failure_reason,omitempty"`
+	FortioJSON      string             `json:"fortio_json"` // the result file's path where the run was made
+	Provenance      results.Provenance `json:"provenance"`
+}
+
+type latencyJSON struct {
+	Min   compare.Number `json:"min"`
+	Max   compare.Number `json:"max"`
+	Avg   compare.Number `json:"avg"`
+	P50   compare.Number `json:"p50"`
+	P75   compare.Number `json:"p75"`
+	P90   compare.Number `json:"p90"`
+	P99   compare.Number `json:"p99"`
+	P999  compare.Number `json:"p999"`
+	P9999 compare.Number `json:"p9999"`
+}
+
+type percentileJSON struct {
+	Percentile float64        `json:"percentile"` // 0-100
+	Ms         compare.Number `json:"ms"`
+}
+
+// processJSON is results.Process with NaN as null (its own JSON tags would
+// fail on an unknown PSS).
+type processJSON struct {
+	Role     string         `json:"role"`
+	PID      int            `json:"pid"`
+	VCPU     compare.Number `json:"vcpu"`
+	RSSMB    compare.Number `json:"rss_mb"`
+	PSSMB    compare.Number `json:"pss_mb"`
+	MaxRSSMB compare.Number `json:"max_rss_mb"`
+}
+
+func runJSONOf(r results.Run) runJSON {
+	n := func(v float64) compare.Number { return compare.Number(v) }
+	l := r.Latency
+	j := runJSON{
+		RunID: r.RunID, Label: r.Label, Scenario: r.Scenario, Mode: r.Mode, Protocol: r.Protocol,
+		Repetition: r.Repetition, Connections: r.Connections, RequestedQPS: r.RequestedQPS, ActualQPS: n(r.ActualQPS),
+		DurationSeconds: r.Duration.Seconds(), PayloadBytes: r.PayloadSize, ResponseBytes: n(r.ResponseSize),
+		MTLS: r.MTLS, StartTime: r.StartTime.UTC(), Network: r.Network,
+		LatencyMs: latencyJSON{Min: n(l.Min), Max: n(l.Max), Avg: n(l.Avg), P50: n(l.P50), P75: n(l.P75),
+			P90: n(l.P90), P99: n(l.P99), P999: n(l.P999), P9999: n(l.P9999)},
+		Spectrum: []percentileJSON{}, Corrected: r.Corrected, Calls: r.Calls, Errors: r.Errors,
+		ErrorPercent: n(r.ErrorPercent), Codes: r.Codes, Processes: []processJSON{}, Failed: r.Failed,
+		FailureReason: r.FailureReason, FortioJSON: r.FortioJSON, Provenance: r.Provenance,
+	}
+	for _, pv := range r.Spectrum {
+		j.Spectrum = append(j.Spectrum, percentileJSON{Percentile: pv.Percentile, Ms: n(pv.Ms)})
+	}
+	for _, p := range r.Processes {
+		j.Processes = append(j.Processes, processJSON{Role: p.Role, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
+			PSSMB: n(p.PSSMB), MaxRSSMB: n(p.MaxRSSMB)})
+	}
+	return j
+}
+
+// controlPlaneRunJSON is a stored control-plane load test: the columns
+// results.Store.ControlPlaneRuns reads, and the whole report cpload wrote.
+type controlPlaneRunJSON struct {
+	Label            string             `json:"label"`
+	Shape            string             `json:"shape"`
+	Start            time.Time          `json:"start"`
+	Proxies          int                `json:"proxies"`
+	Changes          int                `json:"changes"`
+	Missed           int                `json:"missed"`
+	Pushes           *float64           `json:"pushes"`
+	ConvergenceP99Ms *float64           `json:"convergence_p99_ms"`
+	E2EP99Ms         *float64           `json:"e2e_p99_ms"`
+	Provenance       results.Provenance `json:"provenance"`
+	// Report is cpload's --json report as stored; null if it is not JSON.
+	Report json.RawMessage `json:"report"`
+}
+
+func (s *Server) controlPlaneRuns(*http.Request) (response, error) {
+	runs, err := s.store.ControlPlaneRuns()
+	if err != nil {
+		return response{}, err
+	}
+	out := make([]controlPlaneRunJSON, 0, len(runs))
+	for _, r := range runs {
+		j := controlPlaneRunJSON{Label: r.Label, Shape: r.Shape, Start: r.Start, Proxies: r.Proxies, Changes: r.Changes,
+			Missed: r.Missed, Pushes: r.Pushes, ConvergenceP99Ms: r.ConvergenceP99, E2EP99Ms: r.E2EP99, Provenance: r.Provenance}
+		if json.Valid([]byte(r.ReportJSON)) {
+			j.Report = json.RawMessage(r.ReportJSON)
+		}
+		out = append(out, j)
+	}
+	return response{value: out}, nil
+}
