@@ -18,7 +18,7 @@ import (
 // compare answers meshperf compare's report. The sides are looked up in
 // the store only (results.ResolveStored): a request names runs, never
 // files on the server's disk.
-func (s *Server) compare(r *http.Request) (response, error) {
+func (s *server) compare(r *http.Request) (response, error) {
 	q := r.URL.Query()
 	opt := compare.DefaultOptions
 	confidence, err := floatParam(q, "confidence", 100*opt.Confidence)
@@ -60,7 +60,7 @@ func (s *Server) compare(r *http.Request) (response, error) {
 // history answers meshperf history's analysis of a lab scenario, with the
 // command's defaults: p99, grouped by version, this machine's runs if it
 // has any.
-func (s *Server) history(r *http.Request) (response, error) {
+func (s *server) history(r *http.Request) (response, error) {
 	q := r.URL.Query()
 	hq := history.Query{Scenario: q.Get("scenario"), Mode: q.Get("mode"), Machine: q.Get("machine"),
 		Local: results.LocalMachine()}

@@ -20,8 +20,8 @@ import (
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// Server answers the API from one store.
-type Server struct {
+// server answers the API from one store.
+type server struct {
 	store *results.Store
 	log   *slog.Logger
 }
@@ -32,27 +32,27 @@ type endpoint struct {
 	pattern string   // net/http's ServeMux pattern
 	params  []string // the query parameters it accepts; any other is refused
 	about   string
-	handle  func(s *Server, r *http.Request) (response, error)
+	handle  func(s *server, r *http.Request) (response, error)
 }
 
 var endpoints = []endpoint{
 	{pattern: "GET /api/scenarios", about: "the scenarios the store holds, with their invocation and run counts",
-		handle: (*Server).scenarios},
+		handle: (*server).scenarios},
 	{pattern: "GET /api/runs", params: []string{"scenario", "mode", "label", "machine", "from", "to"},
 		about:  "the invocations (run ids) matching, newest first, with their modes, run counts, labels and provenance",
-		handle: (*Server).invocations},
+		handle: (*server).invocations},
 	{pattern: "GET /api/runs/{id}", about: "every run of an invocation",
-		handle: (*Server).invocation},
+		handle: (*server).invocation},
 	{pattern: "GET /api/runs/{id}/csv", about: "an invocation's runs as Istio's benchmark CSV (text/csv)",
-		handle: (*Server).invocationCSV},
+		handle: (*server).invocationCSV},
 	{pattern: "GET /api/compare", params: []string{"a", "b", "threshold", "confidence"},
 		about:  "meshperf compare's report of B against A (run ids or labels), as compare -json writes it",
-		handle: (*Server).compare},
+		handle: (*server).compare},
 	{pattern: "GET /api/history", params: []string{"scenario", "metric", "mode", "qps", "conn", "by", "machine"},
 		about:  "a scenario's figure across invocations and its change points, as history -json writes it",
-		handle: (*Server).history},
+		handle: (*server).history},
 	{pattern: "GET /api/cpruns", about: "the stored control-plane load tests (meshperf cpload), oldest first",
-		handle: (*Server).controlPlaneRuns},
+		handle: (*server).controlPlaneRuns},
 }
 
 // New returns the API's handler over st, which the caller keeps open
@@ -62,12 +62,12 @@ func New(st *results.Store, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{store: st, log: log}
+	s := &server{store: st, log: log}
 	mux := http.NewServeMux()
 	for _, e := range endpoints {
 		mux.Handle(e.pattern, s.serve(e))
 	}
-	mux.Handle("GET /{$}", s.serve(endpoint{handle: (*Server).index}))
+	mux.Handle("GET /{$}", s.serve(endpoint{handle: (*server).index}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s: GET / lists them", r.Method, r.URL.Path))
 	})
@@ -101,7 +101,7 @@ func notFound(format string, args ...any) error {
 
 // serve runs e's handler after refusing query parameters it does not
 // take (a misspelt filter would otherwise silently match everything).
-func (s *Server) serve(e endpoint) http.Handler {
+func (s *server) serve(e endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for name := range r.URL.Query() {
 			if !slices.Contains(e.params, name) {
@@ -142,7 +142,7 @@ func unknownParam(name string, known []string) string {
 }
 
 // withLog logs each request at debug level: quiet by default.
-func (s *Server) withLog(next http.Handler) http.Handler {
+func (s *server) withLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("request", "method", r.Method, "url", r.URL.String())
 		next.ServeHTTP(w, r)
@@ -178,7 +178,7 @@ type indexEntry struct {
 	About  string   `json:"about"`
 }
 
-func (s *Server) index(*http.Request) (response, error) {
+func (s *server) index(*http.Request) (response, error) {
 	out := make([]indexEntry, 0, len(endpoints))
 	for _, e := range endpoints {
 		method, path, _ := strings.Cut(e.pattern, " ")

@@ -172,6 +172,17 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 	}
 	wantError(t, srv, "/api/nosuch", http.StatusNotFound, "no such endpoint GET /api/nosuch")
 	wantError(t, srv, "/index.html", http.StatusNotFound, "no such endpoint")
+	// The API is read-only: anything but GET is answered as a path it
+	// does not serve, in JSON like every error.
+	resp, err := http.Post(srv.URL+"/api/runs", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"no such endpoint POST /api/runs: GET / lists them"`) {
+		t.Errorf("POST /api/runs = %d %s, want 404 and a JSON error", resp.StatusCode, body)
+	}
 }
 
 func TestScenarios(t *testing.T) {

@@ -111,7 +111,7 @@ type controlPlaneRunJSON struct {
 	Report json.RawMessage `json:"report"`
 }
 
-func (s *Server) controlPlaneRuns(*http.Request) (response, error) {
+func (s *server) controlPlaneRuns(*http.Request) (response, error) {
 	runs, err := s.store.ControlPlaneRuns()
 	if err != nil {
 		return response{}, err

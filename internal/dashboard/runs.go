@@ -19,7 +19,7 @@ type scenarioJSON struct {
 	Last        time.Time `json:"last"`
 }
 
-func (s *Server) scenarios(*http.Request) (response, error) {
+func (s *server) scenarios(*http.Request) (response, error) {
 	held, err := s.store.Scenarios()
 	if err != nil {
 		return response{}, err
@@ -60,7 +60,7 @@ func provenanceOf(runs []results.Run) provenanceJSON {
 	}
 }
 
-func (s *Server) invocations(r *http.Request) (response, error) {
+func (s *server) invocations(r *http.Request) (response, error) {
 	q := r.URL.Query()
 	f := results.Filter{Scenario: q.Get("scenario"), Labels: q.Get("label"), MachineKey: q.Get("machine")}
 	var err error
@@ -117,7 +117,7 @@ func groupByInvocation(runs []results.Run) [][]results.Run {
 }
 
 // knownScenario is a 404 for a scenario the store has no run of.
-func (s *Server) knownScenario(name string) error {
+func (s *server) knownScenario(name string) error {
 	held, err := s.store.Scenarios()
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (s *Server) knownScenario(name string) error {
 }
 
 // invocationRuns are the runs of the request's {id}, or a 404.
-func (s *Server) invocationRuns(r *http.Request) ([]results.Run, error) {
+func (s *server) invocationRuns(r *http.Request) ([]results.Run, error) {
 	id := r.PathValue("id")
 	runs, err := s.store.Runs(results.Filter{RunID: id})
 	if err == nil && len(runs) == 0 {
@@ -146,7 +146,7 @@ type invocationDetail struct {
 	Runs       []runJSON      `json:"runs"`
 }
 
-func (s *Server) invocation(r *http.Request) (response, error) {
+func (s *server) invocation(r *http.Request) (response, error) {
 	runs, err := s.invocationRuns(r)
 	if err != nil {
 		return response{}, err
@@ -158,7 +158,7 @@ func (s *Server) invocation(r *http.Request) (response, error) {
 	return response{value: d}, nil
 }
 
-func (s *Server) invocationCSV(r *http.Request) (response, error) {
+func (s *server) invocationCSV(r *http.Request) (response, error) {
 	runs, err := s.invocationRuns(r)
 	if err != nil {
 		return response{}, err
