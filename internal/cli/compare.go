@@ -2,11 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/meshperf/meshperf/internal/atomicfile"
@@ -76,7 +73,7 @@ func (c *compareCommand) parse(args []string, stdout io.Writer) (string, string,
 }
 
 func (c *compareCommand) run(selA, selB string, stdout io.Writer) (int, error) {
-	st, err := c.openStore()
+	st, err := openStoreIfExists(c.db)
 	if err != nil {
 		return exitFailed, err
 	}
@@ -112,14 +109,4 @@ func (c *compareCommand) run(selA, selB string, stdout io.Writer) (int, error) {
 		return exitFailed, nil
 	}
 	return exitOK, nil
-}
-
-// openStore opens the results database if it exists: comparing result
-// files or lab directories needs none, and a comparison must not create
-// an empty database where it looked for one.
-func (c *compareCommand) openStore() (*results.Store, error) {
-	if _, err := os.Stat(c.db); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return results.Open(c.db)
 }

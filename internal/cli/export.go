@@ -3,10 +3,8 @@ package cli
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,14 +63,12 @@ func Export(args []string, stdout, stderr io.Writer) int {
 // database is opened only if it exists: files and lab directories need
 // none, and a mistyped -db must not leave an empty database behind.
 func resolveRuns(db string, selectors []string) ([]results.Run, error) {
-	var store *results.Store
-	if _, err := os.Stat(db); err == nil {
-		if store, err = results.Open(db); err != nil {
-			return nil, err
-		}
+	store, err := openStoreIfExists(db)
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
 		defer store.Close()
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, inputError{fmt.Errorf("-db %s: %w", db, err)}
 	}
 	var runs []results.Run
 	for _, s := range selectors {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -208,6 +209,18 @@ func openExistingStore(path string) (*results.Store, error) {
 		return nil, inputError{err}
 	}
 	return st, nil
+}
+
+// openStoreIfExists opens the results database when there is one, and
+// returns nil when there is none: reading result files or lab directories
+// needs no database, and a mistyped -db must not leave an empty one behind.
+func openStoreIfExists(path string) (*results.Store, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, inputError{fmt.Errorf("-db %s: %w", path, err)}
+	}
+	return results.Open(path)
 }
 
 // checkStoreExists refuses a results database path where there is none

@@ -60,7 +60,7 @@ func rebuild(r results.Run) rebuiltResult {
 			StartTime:                    r.StartTime,
 			RequestedQPS:                 qps,
 			RequestedDuration:            r.Duration.Round(1e9).String(),
-			ActualQPS:                    finite(r.ActualQPS),
+			ActualQPS:                    results.OrZero(r.ActualQPS),
 			ActualDuration:               r.Duration,
 			NumThreads:                   r.Connections,
 			Version:                      r.Provenance.Meshperf.Version,
@@ -103,7 +103,7 @@ func latencyHistogram(r results.Run) histogram.Data {
 	if r.Calls == 0 || math.IsNaN(l.Min) {
 		return h
 	}
-	h.Min, h.Max, h.Avg = l.Min*s, l.Max*s, finite(l.Avg)*s
+	h.Min, h.Max, h.Avg = l.Min*s, l.Max*s, results.OrZero(l.Avg)*s
 	h.Sum = h.Avg * float64(r.Calls)
 	points := r.Spectrum
 	if len(points) == 0 {

@@ -252,7 +252,7 @@ func testResult(r results.Run, id string) SMPTestResult {
 	res := SMPTestResult{
 		SMPVersion: SMPVersion,
 		ID:         id,
-		ActualQPS:  finite(r.ActualQPS),
+		ActualQPS:  results.OrZero(r.ActualQPS),
 		LatenciesMs: &SMPLatency{Min: nanos(l.Min), Average: nanos(l.Avg), P50: nanos(l.P50),
 			P90: nanos(l.P90), P99: nanos(l.P99), Max: nanos(l.Max)},
 		Labels: map[string]string{
@@ -354,15 +354,15 @@ func proxies(r results.Run, kind string) (SMPProxies, bool) {
 	for _, proc := range r.Processes {
 		if proc.ProxyKind() == kind {
 			p.Count++
-			cpu += finite(proc.VCPU) * 1000
-			mem += finite(proc.RSSMB)
+			cpu += results.OrZero(proc.VCPU) * 1000
+			mem += results.OrZero(proc.RSSMB)
 		}
 	}
 	if p.Count == 0 {
 		return p, false
 	}
 	p.CPUMcores, p.MemMB = int32(math.Round(cpu)), int32(math.Round(mem))
-	p.RPS = int32(math.Round(finite(r.ActualQPS)))
+	p.RPS = int32(math.Round(results.OrZero(r.ActualQPS)))
 	return p, true
 }
 
@@ -439,18 +439,10 @@ func timestamp(t time.Time) string {
 	return t.Format("2006-01-02T15:04:05.000000000Z")
 }
 
-// finite is v, or 0 (a field left out) when it is unknown.
-func finite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
-}
-
 // nanos is a latency in ms rounded to the nanosecond, which is as fine as
 // any load generator measures: the seconds-to-ms conversion's float noise
 // (0.5469999999999999) goes.
-func nanos(ms float64) float64 { return math.Round(finite(ms)*1e6) / 1e6 }
+func nanos(ms float64) float64 { return math.Round(results.OrZero(ms)*1e6) / 1e6 }
 
 // number writes a figure for a label, "" (the label left out) when unknown.
 func number(v float64) string {

@@ -169,11 +169,11 @@ func (s *Store) Insert(r Run) error {
 		strings.Join(provenanceColumns, ", ")
 	values := append([]any{
 		r.RunID, r.Label, r.Scenario, r.Mode, r.Protocol, r.Repetition,
-		r.Connections, r.RequestedQPS, orZero(r.ActualQPS), int64(r.Duration), r.PayloadSize, orZero(r.ResponseSize), r.MTLS,
+		r.Connections, r.RequestedQPS, OrZero(r.ActualQPS), int64(r.Duration), r.PayloadSize, OrZero(r.ResponseSize), r.MTLS,
 		r.StartTime.UTC().Format(time.RFC3339Nano), r.StartTime.UnixNano(), r.Network,
 		nullable(l.Min), nullable(l.Max), nullable(l.Avg), nullable(l.P50), nullable(l.P75), nullable(l.P90),
 		nullable(l.P99), nullable(l.P999), nullable(l.P9999),
-		r.Corrected, r.Calls, r.Errors, orZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON,
+		r.Corrected, r.Calls, r.Errors, OrZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON,
 	}, r.Provenance.values()...)
 	res, err := tx.Exec(`INSERT INTO runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
 	if err != nil {
@@ -351,7 +351,9 @@ func nullable(v float64) any {
 	return v
 }
 
-func orZero(v float64) float64 {
+// OrZero is v, or 0 when v is not a number a store or a JSON document can
+// carry (NaN, an infinity): for fields where 0 reads as "not measured".
+func OrZero(v float64) float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
 	}
