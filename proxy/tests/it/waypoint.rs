@@ -396,7 +396,13 @@ async fn the_drain_ends_hbone_connections_with_goaway_not_at_the_deadline() {
 
     let period = std::time::Duration::from_secs(30);
     let report = tokio::time::timeout(WAIT, xds.proxy.start_drain(period)).await.expect("drained in time").unwrap();
-    assert_eq!((report.open_at_start, report.closed_at_deadline), (1, 0), "{report:?}");
+    // The idle connection ends on the GOAWAY as soon as the drain starts, which
+    // can be before the listeners have all closed and the drain counts what is
+    // open: it is counted once at most. What the test is about is that none was
+    // left for the deadline to close, well before the period ran out.
+    assert!(report.open_at_start <= 1, "{report:?}");
+    assert_eq!(report.closed_at_deadline, 0, "{report:?}");
+    assert!(report.elapsed < period / 2, "{report:?}");
     eventually("the client sees the connection end", WAIT, async || (client.connection_count() == 0).then_some(()))
         .await;
 }
