@@ -35,9 +35,10 @@ type dashboardFlags struct {
 
 func newDashboardCommand(f *dashboardFlags) *command {
 	cmd := newCommand("meshperf dashboard", "[flags]",
-		"Serves the results store (lab, load and cpload runs) read-only over HTTP: a JSON API under /api/ for runs,\n"+
-			"a run's records and CSV, compare's report and history's analysis; GET / lists the endpoints and\n"+
-			"docs/dashboard.md describes them. Binds loopback unless -listen says otherwise.")
+		"Serves the results store (lab, load and cpload runs) over HTTP: pages to browse, compare and follow\n"+
+			"the runs, and a JSON API under /api/ for runs, a run's records and CSV, compare's report and\n"+
+			"history's analysis; GET /api/ lists the endpoints and docs/dashboard.md describes them. Binds\n"+
+			"loopback unless -listen says otherwise.")
 	fs := cmd.flags
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path` (must exist: it is not created)")
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,

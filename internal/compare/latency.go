@@ -29,30 +29,28 @@ type sideDistribution struct {
 	buckets []results.HistogramBucket
 }
 
-// readSideLatency pools the runs' distributions: each run's histogram from
-// its load result file when that can be read, else its stored spectrum
-// (a run stored before the files were moved, or imported without them).
+// readSideLatency pools the runs' distributions: each run's histogram (the
+// stored one, or its load result file's for a run stored before histograms
+// were) when there is one, else its stored spectrum.
 func readSideLatency(runs []results.Run) sideDistribution {
 	var d sideDistribution
 	var cdfs []cdf
 	fromHistogram, fromSpectrum := 0, 0
 	byEnd := map[float64]*results.HistogramBucket{}
 	for _, r := range runs {
-		if r.FortioJSON != "" {
-			if bs, err := results.ReadLatencyHistogram(r.FortioJSON); err == nil {
-				if c, ok := cdfFromHistogram(bs); ok {
-					cdfs = append(cdfs, c)
-					fromHistogram++
-					for _, b := range bs {
-						if m := byEnd[b.EndMs]; m != nil {
-							m.StartMs, m.Count = math.Min(m.StartMs, b.StartMs), m.Count+b.Count
-						} else {
-							b := b
-							byEnd[b.EndMs] = &b
-						}
+		if bs := results.RunHistogram(r); bs != nil {
+			if c, ok := cdfFromHistogram(bs); ok {
+				cdfs = append(cdfs, c)
+				fromHistogram++
+				for _, b := range bs {
+					if m := byEnd[b.EndMs]; m != nil {
+						m.StartMs, m.Count = math.Min(m.StartMs, b.StartMs), m.Count+b.Count
+					} else {
+						b := b
+						byEnd[b.EndMs] = &b
 					}
-					continue
 				}
+				continue
 			}
 		}
 		if c, ok := cdfFromSpectrum(r); ok {

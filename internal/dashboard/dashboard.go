@@ -1,7 +1,8 @@
-// Package dashboard serves the results store over HTTP: a read-only JSON
-// API under /api/ (runs, a run's records and CSV, compare's report,
-// history's analysis, control-plane runs) for `meshperf dashboard`, for
-// scripts, and for the browser pages built on it. It answers from the
+// Package dashboard serves the results store over HTTP for `meshperf
+// dashboard`: browser pages (pages.go, web/) and a read-only JSON API
+// under /api/ (runs, a run's records and CSV, compare's report, history's
+// analysis, control-plane runs) for scripts and other UIs. The pages are
+// built on the API's functions. It answers from the
 // store through the packages that already own each question (results,
 // compare, history) and adds only the JSON forms and the HTTP status codes.
 package dashboard
@@ -26,7 +27,7 @@ type server struct {
 	log   *slog.Logger
 }
 
-// endpoint is one route of the API: the index at / lists them, so what is
+// endpoint is one route of the API: the index at /api/ lists them, so what is
 // served and what is listed cannot differ.
 type endpoint struct {
 	pattern string   // net/http's ServeMux pattern
@@ -38,7 +39,7 @@ type endpoint struct {
 var endpoints = []endpoint{
 	{pattern: "GET /api/scenarios", about: "the scenarios the store holds, with their invocation and run counts",
 		handle: (*server).scenarios},
-	{pattern: "GET /api/runs", params: []string{"scenario", "mode", "label", "machine", "from", "to"},
+	{pattern: "GET /api/runs", params: invocationFilters,
 		about:  "the invocations (run ids) matching, newest first, with their modes, run counts, labels and provenance",
 		handle: (*server).invocations},
 	{pattern: "GET /api/runs/{id}", about: "every run of an invocation",
@@ -67,9 +68,16 @@ func New(st *results.Store, log *slog.Logger) http.Handler {
 	for _, e := range endpoints {
 		mux.Handle(e.pattern, s.serve(e))
 	}
-	mux.Handle("GET /{$}", s.serve(endpoint{handle: (*server).index}))
+	mux.Handle("GET /api/{$}", s.serve(endpoint{handle: (*server).index}))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s: GET /api/ lists them", r.Method, r.URL.Path))
+	})
+	for _, p := range pageRoutes {
+		mux.Handle(p.pattern, s.servePage(p))
+	}
+	mux.Handle("GET /static/", staticFiles())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s: GET / lists them", r.Method, r.URL.Path))
+		s.writeErrorPage(w, http.StatusNotFound, fmt.Sprintf("no such page %s %s", r.Method, r.URL.Path))
 	})
 	return s.withLog(mux)
 }
@@ -170,7 +178,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	_, _ = w.Write(body)
 }
 
-// indexEntry is one endpoint as GET / lists it.
+// indexEntry is one endpoint as GET /api/ lists it.
 type indexEntry struct {
 	Method string   `json:"method"`
 	Path   string   `json:"path"`

@@ -158,7 +158,7 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 	var index struct {
 		Endpoints []struct{ Method, Path, About string }
 	}
-	getJSON(t, srv, "/", &index)
+	getJSON(t, srv, "/api/", &index)
 	var paths []string
 	for _, e := range index.Endpoints {
 		if e.Method != "GET" || e.About == "" {
@@ -171,7 +171,11 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 		t.Errorf("index lists %s, want %s", got, want)
 	}
 	wantError(t, srv, "/api/nosuch", http.StatusNotFound, "no such endpoint GET /api/nosuch")
-	wantError(t, srv, "/index.html", http.StatusNotFound, "no such endpoint")
+	// Outside /api/ a path the dashboard does not serve is a page.
+	if status, ctype, body := get(t, srv, "/index.html"); status != http.StatusNotFound ||
+		!strings.HasPrefix(ctype, "text/html") || !strings.Contains(string(body), "no such page GET /index.html") {
+		t.Errorf("GET /index.html = %d %s %q, want 404 and an HTML page saying so", status, ctype, body)
+	}
 	// The API is read-only: anything but GET is answered as a path it
 	// does not serve, in JSON like every error.
 	resp, err := http.Post(srv.URL+"/api/runs", "application/json", strings.NewReader("{}"))
@@ -180,7 +184,7 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"no such endpoint POST /api/runs: GET / lists them"`) {
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"no such endpoint POST /api/runs: GET /api/ lists them"`) {
 		t.Errorf("POST /api/runs = %d %s, want 404 and a JSON error", resp.StatusCode, body)
 	}
 }
@@ -257,6 +261,13 @@ func TestRunsNewestFirstWithProvenance(t *testing.T) {
 		"?from=2026-11-01T09:09:00Z&to=2026-11-02":  "run02",
 		"?scenario=quick&to=2026-11-02T09:00:00Z":   "run01",
 		"?scenario=quick&from=2026-11-03&mode=none": "",
+		"?mesh=meshperf-proxy+1.1":                  "run02",
+		"?mesh=MESHPERF-PROXY":                      "run02,run01", // case does not matter
+		"?mesh=istiod":                              "",
+		"?search=run01":                             "run01",
+		"?search=NIGHT":                             "run02,run01", // the provenance's labels
+		"?search=c_16_1024_both":                    "run02,run01", // the runs' labels
+		"?search=ambient":                           "",
 	} {
 		var got []invocation
 		getJSON(t, srv, "/api/runs"+query, &got)
@@ -266,7 +277,7 @@ func TestRunsNewestFirstWithProvenance(t *testing.T) {
 	}
 	wantError(t, srv, "/api/runs?from=yesterday", http.StatusBadRequest, `from="yesterday": want RFC 3339`)
 	wantError(t, srv, "/api/runs?to=2026-13-01", http.StatusBadRequest, `to="2026-13-01"`)
-	wantError(t, srv, "/api/runs?scenari=quick", http.StatusBadRequest, `unknown query parameter "scenari": want one of scenario, mode, label, machine, from, to`)
+	wantError(t, srv, "/api/runs?scenari=quick", http.StatusBadRequest, `unknown query parameter "scenari": want one of scenario, mode, mesh, label, search, machine, from, to`)
 	wantError(t, srv, "/api/runs?scenario=slow", http.StatusNotFound, `unknown scenario "slow"`)
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/results"
@@ -61,31 +62,56 @@ func provenanceOf(runs []results.Run) provenanceJSON {
 }
 
 func (s *server) invocations(r *http.Request) (response, error) {
-	q := r.URL.Query()
+	out, err := s.listInvocations(r.URL.Query())
+	if err != nil {
+		return response{}, err
+	}
+	return response{value: out}, nil
+}
+
+// invocationFilters are the query parameters that select invocations, for
+// /api/runs and the runs page alike.
+var invocationFilters = []string{"scenario", "mode", "mesh", "label", "search", "machine", "from", "to"}
+
+// listInvocations answers the invocations matching q's filters, newest
+// first. scenario, label (the provenance's labels) and machine (its key)
+// match exactly, as the store selects them; mode is one of the
+// invocation's modes; mesh and search are case-insensitive substrings,
+// mesh of the data and control planes under test ("meshperf-proxy 1.1",
+// "istiod"), search of the run id, the runs' labels and the provenance's
+// labels.
+func (s *server) listInvocations(q url.Values) ([]invocationJSON, error) {
 	f := results.Filter{Scenario: q.Get("scenario"), Labels: q.Get("label"), MachineKey: q.Get("machine")}
 	var err error
 	if f.From, err = parseTime(q, "from", false); err != nil {
-		return response{}, err
+		return nil, err
 	}
 	if f.To, err = parseTime(q, "to", true); err != nil {
-		return response{}, err
+		return nil, err
 	}
 	if f.Scenario != "" {
 		if err := s.knownScenario(f.Scenario); err != nil {
-			return response{}, err
+			return nil, err
 		}
 	}
 	runs, err := s.store.Runs(f)
 	if err != nil {
-		return response{}, err
+		return nil, err
 	}
 	mode := q.Get("mode")
+	mesh, search := strings.ToLower(q.Get("mesh")), strings.ToLower(q.Get("search"))
 	out := []invocationJSON{}
 	for _, inv := range groupByInvocation(runs) {
 		if mode != "" && !slices.ContainsFunc(inv, func(r results.Run) bool { return r.Mode == mode }) {
 			continue
 		}
 		prov := provenanceOf(inv)
+		if mesh != "" && !anyContains(mesh, prov.DataPlanes, prov.ControlPlanes) {
+			continue
+		}
+		if search != "" && !anyContains(search, []string{inv[0].RunID}, runLabels(inv), prov.Labels) {
+			continue
+		}
 		j := invocationJSON{RunID: inv[0].RunID, Scenario: inv[0].Scenario, Start: inv[0].StartTime.UTC(),
 			Modes: []string{}, Runs: len(inv), Labels: prov.Labels, Provenance: prov}
 		for _, r := range inv {
@@ -96,7 +122,28 @@ func (s *server) invocations(r *http.Request) (response, error) {
 		out = append(out, j)
 	}
 	slices.SortStableFunc(out, func(a, b invocationJSON) int { return b.Start.Compare(a.Start) })
-	return response{value: out}, nil
+	return out, nil
+}
+
+// anyContains reports whether any string of the lists contains needle
+// (lower case), ignoring case.
+func anyContains(needle string, lists ...[]string) bool {
+	for _, list := range lists {
+		for _, v := range list {
+			if strings.Contains(strings.ToLower(v), needle) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func runLabels(runs []results.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = r.Label
+	}
+	return out
 }
 
 // groupByInvocation splits runs (in start order) by run id, each group in

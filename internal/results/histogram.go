@@ -26,10 +26,47 @@ func ReadLatencyHistogram(path string) ([]HistogramBucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return histogramFrom(f.DurationHistogram), nil
+}
+
+// histogramFrom is a result's latency histogram in milliseconds; nil when
+// it had no calls.
+func histogramFrom(h fortioHistogram) []HistogramBucket {
+	if len(h.Data) == 0 {
+		return nil
+	}
 	const ms = 1e3
-	out := make([]HistogramBucket, 0, len(f.DurationHistogram.Data))
-	for _, b := range f.DurationHistogram.Data {
+	out := make([]HistogramBucket, 0, len(h.Data))
+	for _, b := range h.Data {
 		out = append(out, HistogramBucket{StartMs: b.Start * ms, EndMs: b.End * ms, Count: int64(b.Count)})
 	}
-	return out, nil
+	return out
 }
+
+// RunHistogram is a run's latency histogram: the one stored with it, or,
+// for a run stored before histograms were (schema 5), its result file's
+// where that file is still readable; nil when neither is.
+func RunHistogram(r Run) []HistogramBucket {
+	if len(r.Histogram) > 0 {
+		return r.Histogram
+	}
+	if r.FortioJSON == "" {
+		return nil
+	}
+	h, err := ReadLatencyHistogram(r.FortioJSON)
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// migrationHistograms (schema 4 -> 5) stores each run's latency histogram,
+// so that a shared store draws it where the result file is not at hand.
+// Portable SQL: SQLite and PostgreSQL take it as it is.
+const migrationHistograms = `CREATE TABLE run_histogram (
+	run_row  INTEGER          NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+	start_ms DOUBLE PRECISION NOT NULL,
+	end_ms   DOUBLE PRECISION NOT NULL,
+	count    INTEGER          NOT NULL,
+	PRIMARY KEY (run_row, start_ms)
+);`

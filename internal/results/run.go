@@ -113,6 +113,11 @@ type Run struct {
 	// Spectrum is the latency at SpectrumPercentiles, ms; nil when the
 	// result had no successful calls (or the run predates it).
 	Spectrum []PercentileValue
+	// Histogram is every call's latency, bucketed as the load generator
+	// bucketed it (Fortio's DurationHistogram.Data), ms; nil when the run
+	// had no calls or was stored before schema 5 (RunHistogram then reads
+	// the result file).
+	Histogram []HistogramBucket
 	// Corrected says Latency is corrected for coordinated omission (meshperf's
 	// load generator at a set rate); false for Fortio's own results.
 	Corrected    bool
@@ -231,6 +236,7 @@ func FromFortioJSON(data []byte) (Run, error) {
 		Calls:       int64(f.DurationHistogram.Count),
 		Latency:     latencyFrom(f.DurationHistogram),
 		Spectrum:    spectrumFrom(f.DurationHistogram),
+		Histogram:   histogramFrom(f.DurationHistogram),
 		Codes:       make(map[string]int64, len(f.RetCodes)),
 	}
 	r.Protocol = protocolOf(f.RunType)

@@ -2,6 +2,7 @@ package results
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -68,6 +69,10 @@ func TestFromFortioJSONSynthetic(t *testing.T) {
 		if i < 0 || !near(r.Spectrum[i].Ms, want.Ms) {
 			t.Errorf("spectrum %v: want P%v = %v ms", r.Spectrum, want.Percentile, want.Ms)
 		}
+	}
+	// The histogram, in ms, bucket for bucket.
+	if want := []HistogramBucket{{0, 1, 900}, {1, 2, 100}}; !reflect.DeepEqual(r.Histogram, want) {
+		t.Errorf("histogram = %v, want %v", r.Histogram, want)
 	}
 	if _, err := FromFortioJSON([]byte(`{"foo":1}`)); err == nil {
 		t.Error("accepted a JSON that is not a load result")

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[i] takes a database from version i to i+1. The schema, for
 // readers such as the dashboard:
@@ -37,6 +37,9 @@ const SchemaVersion = 4
 //   - provenance columns on runs and cp_runs (provenance.go): what was
 //     measured and where; machine_key is Machine.Key(). Rows stored before
 //     schema 4 have empty strings and zeros there.
+//   - run_histogram: a run's latency histogram (run_row = runs.id): the
+//     calls from start_ms to end_ms, count. Runs stored before schema 5
+//     have none.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -87,6 +90,7 @@ var migrations = []string{
 		PRIMARY KEY (run_row, percentile)
 	);`,
 	migrationProvenance, // provenance.go
+	migrationHistograms, // histogram.go
 }
 
 // Store is the results database.
@@ -190,6 +194,12 @@ func (s *Store) Insert(r Run) error {
 			return fmt.Errorf("store run %s: process %s: %w", r.Label, p.Role, err)
 		}
 	}
+	for _, b := range r.Histogram {
+		if _, err := tx.Exec(`INSERT INTO run_histogram (run_row, start_ms, end_ms, count) VALUES (?,?,?,?)`,
+			row, b.StartMs, b.EndMs, b.Count); err != nil {
+			return fmt.Errorf("store run %s: histogram bucket from %v ms: %w", r.Label, b.StartMs, err)
+		}
+	}
 	for _, pv := range r.Spectrum {
 		if _, err := tx.Exec(`INSERT INTO run_percentiles (run_row, percentile, ms) VALUES (?,?,?)`,
 			row, pv.Percentile, pv.Ms); err != nil {
@@ -276,6 +286,9 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 		if runs[i].Spectrum, err = s.spectrum(ids[i]); err != nil {
 			return nil, err
 		}
+		if runs[i].Histogram, err = s.histogram(ids[i]); err != nil {
+			return nil, err
+		}
 	}
 	return runs, nil
 }
@@ -339,6 +352,23 @@ func (s *Store) spectrum(row int64) ([]PercentileValue, error) {
 			return nil, fmt.Errorf("read percentiles: %w", err)
 		}
 		out = append(out, pv)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) histogram(row int64) ([]HistogramBucket, error) {
+	rows, err := s.db.Query(`SELECT start_ms, end_ms, count FROM run_histogram WHERE run_row = ? ORDER BY start_ms`, row)
+	if err != nil {
+		return nil, fmt.Errorf("read histogram: %w", err)
+	}
+	defer rows.Close()
+	var out []HistogramBucket
+	for rows.Next() {
+		var b HistogramBucket
+		if err := rows.Scan(&b.StartMs, &b.EndMs, &b.Count); err != nil {
+			return nil, fmt.Errorf("read histogram: %w", err)
+		}
+		out = append(out, b)
 	}
 	return out, rows.Err()
 }
