@@ -37,8 +37,8 @@ const SchemaVersion = 5
 //   - provenance columns on runs and cp_runs (provenance.go): what was
 //     measured and where; machine_key is Machine.Key(). Rows stored before
 //     schema 4 have empty strings and zeros there.
-//   - run_histogram: a run's latency histogram (run_row = runs.id): the
-//     calls from start_ms to end_ms, count. Runs stored before schema 5
+//   - run_histogram: a run's latency histogram (run_row = runs.id): bucket
+//     (from 0, in order) holds count calls from start_ms to end_ms. Runs stored before schema 5
 //     have none.
 var migrations = []string{
 	`CREATE TABLE runs (
@@ -194,9 +194,9 @@ func (s *Store) Insert(r Run) error {
 			return fmt.Errorf("store run %s: process %s: %w", r.Label, p.Role, err)
 		}
 	}
-	for _, b := range r.Histogram {
-		if _, err := tx.Exec(`INSERT INTO run_histogram (run_row, start_ms, end_ms, count) VALUES (?,?,?,?)`,
-			row, b.StartMs, b.EndMs, b.Count); err != nil {
+	for i, b := range r.Histogram {
+		if _, err := tx.Exec(`INSERT INTO run_histogram (run_row, bucket, start_ms, end_ms, count) VALUES (?,?,?,?,?)`,
+			row, i, b.StartMs, b.EndMs, b.Count); err != nil {
 			return fmt.Errorf("store run %s: histogram bucket from %v ms: %w", r.Label, b.StartMs, err)
 		}
 	}
@@ -357,7 +357,7 @@ func (s *Store) spectrum(row int64) ([]PercentileValue, error) {
 }
 
 func (s *Store) histogram(row int64) ([]HistogramBucket, error) {
-	rows, err := s.db.Query(`SELECT start_ms, end_ms, count FROM run_histogram WHERE run_row = ? ORDER BY start_ms`, row)
+	rows, err := s.db.Query(`SELECT start_ms, end_ms, count FROM run_histogram WHERE run_row = ? ORDER BY bucket`, row)
 	if err != nil {
 		return nil, fmt.Errorf("read histogram: %w", err)
 	}

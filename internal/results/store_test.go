@@ -23,7 +23,7 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
 		},
 		Spectrum:   []PercentileValue{{50, 0.3}, {90, 0.5}, {99.99, 3.5}},
-		Histogram:  []HistogramBucket{{StartMs: 0.1, EndMs: 0.2, Count: 9000}, {StartMs: 0.2, EndMs: 0.5, Count: 15990}, {StartMs: 0.5, EndMs: 4, Count: 10}},
+		Histogram:  []HistogramBucket{{StartMs: 0.1, EndMs: 0.2, Count: 9000}, {StartMs: 0.2, EndMs: 0.5, Count: 15990}, {StartMs: 0.5, EndMs: 4, Count: 10}, {StartMs: 4, EndMs: 4, Count: 0}, {StartMs: 4, EndMs: 4, Count: 0}},
 		FortioJSON: "/tmp/x.json",
 		Provenance: sampleProvenance(),
 	}
