@@ -98,7 +98,7 @@ func distributionChart(title string, runs []OverlaidLatency) (chart, bool, error
 	p.Legend.Top, p.Legend.Left = true, false
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(-8), vg.Points(-18)
 	p.X.Min, p.X.Max = lo, hi
-	p.Y.Min, p.Y.Max = 0, d.barMax*topRoom
+	p.Y.Min, p.Y.Max = 0, d.barMax*d.room()
 	c, err := renderChart(p, title)
 	c.Kind = "compare-distribution"
 	for _, s := range d.sides {
@@ -111,9 +111,13 @@ func distributionChart(title string, runs []OverlaidLatency) (chart, bool, error
 // with a vertical line, as Fortio's histograms do.
 var markedPercentiles = []float64{50, 90, 99}
 
-// topRoom is the headroom above the tallest bar (and the curves' 100%),
-// for the legend.
+// topRoom is the headroom above the tallest bar (and the curves' 100%)
+// for a legend of two runs; each further run's line takes a little more.
 const topRoom = 1.35
+
+func (d *overlaidDistributions) room() float64 {
+	return topRoom + 0.08*float64(max(0, len(d.sides)-2))
+}
 
 func maxBarPercent(bs []HistogramBucket) float64 {
 	total, most := int64(0), int64(0)
@@ -169,7 +173,7 @@ func (d *overlaidDistributions) Plot(c draw.Canvas, p *plot.Plot) {
 		c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: y}, fmt.Sprintf("%g%%", pct))
 	}
 	style.XAlign, style.YAlign = draw.XRight, draw.YTop
-	c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: trY(d.barMax*topRoom) - vg.Points(2)}, "cumulative % (lines)")
+	c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: trY(d.barMax*d.room()) - vg.Points(2)}, "cumulative % (lines)")
 }
 
 // Thumbnail draws a side's legend swatch: a bar behind its curve.
