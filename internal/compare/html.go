@@ -28,9 +28,7 @@ func WriteHTML(w io.Writer, rep Report) error {
 		}
 		cr := results.ComparisonRow{Heading: row.Cell.String(), Verdict: row.Verdict}
 		for i, l := range row.Latency {
-			if l != nil {
-				cr.Latency[i] = &results.ComparedLatency{Buckets: l.Buckets, Cumulative: l.Cumulative, Spectrum: l.Spectrum}
-			}
+			cr.Latency[i] = l.Drawn()
 		}
 		page.Rows = append(page.Rows, cr)
 	}

@@ -115,3 +115,12 @@ func (d sideDistribution) chart() *SideLatency {
 	}
 	return s
 }
+
+// Drawn is the side's latency as results draws it on overlaid charts; nil
+// for a side without one.
+func (l *SideLatency) Drawn() *results.ComparedLatency {
+	if l == nil {
+		return nil
+	}
+	return &results.ComparedLatency{Buckets: l.Buckets, Cumulative: l.Cumulative, Spectrum: l.Spectrum}
+}

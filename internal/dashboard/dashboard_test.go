@@ -91,15 +91,49 @@ func labRun(runID, mode string, rep int, start time.Time, inv invocationSpec) re
 		}
 	}
 	v := level * (1 + 0.02*float64(rep-2))
+	lat := results.Latency{Min: v / 10, Max: v * 2, Avg: v / 3, P50: v / 4, P75: v / 3, P90: v / 2, P99: v, P999: v * 1.5, P9999: v * 1.8}
 	return results.Run{
 		RunID: runID, Label: fmt.Sprintf("%s_qps_1000_c_16_1024_%s", runID, mode), Scenario: "quick",
 		Mode: mode, Protocol: "http", Repetition: rep, Connections: 16, RequestedQPS: 1000, ActualQPS: 999.7,
 		Duration: 30 * time.Second, PayloadSize: 1024, ResponseSize: 1141, StartTime: start, Network: "netns",
-		Latency:   results.Latency{Min: v / 10, Max: v * 2, Avg: v / 3, P50: v / 4, P75: v / 3, P90: v / 2, P99: v, P999: v * 1.5, P9999: v * 1.8},
+		Latency:   lat,
 		Spectrum:  []results.PercentileValue{{Percentile: 50, Ms: v / 4}, {Percentile: 99, Ms: v}},
+		Histogram: seededHistogram(lat, 29991),
 		Corrected: true, Calls: 29991, Errors: 0, Processes: procs, FortioJSON: "/tmp/lab/" + runID + ".json",
 		Provenance: prov,
 	}
+}
+
+// seededHistogram is a latency histogram that agrees with l: calls in 40
+// equal buckets from l.Min to l.Max, as many in each as the percentiles,
+// joined by straight lines, put there (Fortio's buckets are even too).
+func seededHistogram(l results.Latency, calls int64) []results.HistogramBucket {
+	knots := []results.PercentileValue{{Percentile: 0, Ms: l.Min}, {Percentile: 50, Ms: l.P50}, {Percentile: 75, Ms: l.P75},
+		{Percentile: 90, Ms: l.P90}, {Percentile: 99, Ms: l.P99}, {Percentile: 99.9, Ms: l.P999}, {Percentile: 100, Ms: l.Max}}
+	below := func(ms float64) float64 { // the fraction of calls at or below ms
+		for i := 1; i < len(knots); i++ {
+			if a, b := knots[i-1], knots[i]; ms <= b.Ms {
+				return (a.Percentile + (b.Percentile-a.Percentile)*(ms-a.Ms)/(b.Ms-a.Ms)) / 100
+			}
+		}
+		return 1
+	}
+	const buckets = 40
+	width := (l.Max - l.Min) / buckets
+	var out []results.HistogramBucket
+	placed := int64(0)
+	for i := range buckets {
+		start, end := l.Min+float64(i)*width, l.Min+float64(i+1)*width
+		n := int64(math.Round(float64(calls)*below(end))) - placed
+		if i == buckets-1 {
+			n = calls - placed
+		}
+		placed += n
+		if n > 0 {
+			out = append(out, results.HistogramBucket{StartMs: start, EndMs: end, Count: n})
+		}
+	}
+	return out
 }
 
 // get asks the API over a real HTTP connection and returns the status,

@@ -50,6 +50,8 @@ const (
 
 var pageRoutes = []pageRoute{
 	{pattern: "GET /{$}", params: runsPageParams, template: "runs.html", handle: (*server).runsPage},
+	{pattern: "GET /compare", params: comparePageParams, template: "compare.html", handle: (*server).comparePage},
+	{pattern: "GET /trends", params: trendsPageParams, template: "trends.html", handle: (*server).trendsPage},
 }
 
 // layoutData is what web/layout.html reads.

@@ -5,11 +5,6 @@ import (
 	"html/template"
 	"image/color"
 	"io"
-	"math"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 )
 
 // Comparison is the page `meshperf compare -html` writes: the two sides'
@@ -52,9 +47,6 @@ type ComparedLatency struct {
 	Spectrum   []PercentileValue
 }
 
-// sideColors tell side A from side B on every comparison chart.
-var sideColors = [2]color.RGBA{{0x00, 0x72, 0xb2, 0xff}, {0xd5, 0x5e, 0x00, 0xff}}
-
 // WriteComparisonHTML writes the comparison as one self-contained HTML file.
 func WriteComparisonHTML(w io.Writer, c Comparison) error {
 	type rowCharts struct {
@@ -79,138 +71,15 @@ func WriteComparisonHTML(w io.Writer, c Comparison) error {
 	return nil
 }
 
-// comparisonCharts overlays the two sides of a row: their latency
-// distributions, as Fortio's UI overlays several results (each side's
-// histogram bars and its cumulative percent curve), and their spectra.
+// comparisonCharts overlays the two sides of a row (OverlaidLatencyCharts).
 func comparisonCharts(r ComparisonRow, sides [2]string) ([]chart, error) {
-	var out []chart
-	if c, ok, err := distributionChart("Latency distribution, "+r.Heading, r.Latency, sides); err != nil {
-		return nil, err
-	} else if ok {
-		out = append(out, c)
-	}
-	var ss []series
+	var runs []OverlaidLatency
 	for i, l := range r.Latency {
 		if l != nil {
-			s := series{name: sides[i], color: sideColors[i]}
-			s.xs, s.ys = spectrumXY(l.Spectrum)
-			ss = append(ss, s)
+			runs = append(runs, OverlaidLatency{Name: sides[i], Latency: l})
 		}
 	}
-	c, ok, err := spectrumLines("Latency by percentile, "+r.Heading, ss)
-	if ok {
-		c.Kind = "compare-spectrum"
-		out = append(out, c)
-	}
-	return out, err
-}
-
-// distributionChart draws both sides' histograms as translucent bars (the
-// percent of the side's calls in each bucket, left axis) and their
-// cumulative percent curves (right axis, 0-100%).
-func distributionChart(title string, sides [2]*ComparedLatency, names [2]string) (chart, bool, error) {
-	d := &overlaidDistributions{}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, s := range sides {
-		if s == nil || len(s.Cumulative) < 2 {
-			continue
-		}
-		d.sides = append(d.sides, distributionSide{name: names[i], color: sideColors[i], latency: s})
-		d.barMax = math.Max(d.barMax, maxBarPercent(s.Buckets))
-		lo, hi = math.Min(lo, s.Cumulative[0].Ms), math.Max(hi, s.Cumulative[len(s.Cumulative)-1].Ms)
-	}
-	if len(d.sides) == 0 || !(hi > lo) {
-		return chart{}, false, nil
-	}
-	if d.barMax == 0 {
-		d.barMax = 100 // no histogram: the curves use the whole height
-	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "latency (ms)"
-	p.Y.Label.Text = "% of calls per bucket (bars)"
-	sans(p)
-	p.Add(d)
-	for _, s := range d.sides {
-		p.Legend.Add(s.name, s)
-	}
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(-4)
-	p.X.Min, p.X.Max = lo, hi
-	p.Y.Min, p.Y.Max = 0, d.barMax*topRoom
-	c, err := renderChart(p, title)
-	c.Kind = "compare-distribution"
-	for _, s := range d.sides {
-		c.Series = append(c.Series, s.name)
-	}
-	return c, true, err
-}
-
-// topRoom is the headroom above the tallest bar (and the curves' 100%),
-// for the legend.
-const topRoom = 1.35
-
-func maxBarPercent(bs []HistogramBucket) float64 {
-	total, most := int64(0), int64(0)
-	for _, b := range bs {
-		total, most = total+b.Count, max(most, b.Count)
-	}
-	if total == 0 {
-		return 0
-	}
-	return 100 * float64(most) / float64(total)
-}
-
-// overlaidDistributions is a plot.Plotter: gonum's bar charts take
-// categories, not latency ranges, and have no second axis.
-type overlaidDistributions struct {
-	sides  []distributionSide
-	barMax float64 // the left axis' tallest bar; the curves' 100% is drawn there
-}
-
-type distributionSide struct {
-	name    string
-	color   color.RGBA
-	latency *ComparedLatency
-}
-
-func (d *overlaidDistributions) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
-	for _, s := range d.sides {
-		total := int64(0)
-		for _, b := range s.latency.Buckets {
-			total += b.Count
-		}
-		fill := translucent(s.color) // so that overlapping bars show both sides
-		for _, b := range s.latency.Buckets {
-			y := 100 * float64(b.Count) / float64(total)
-			left, right := trX(b.StartMs), trX(b.EndMs)
-			c.FillPolygon(fill, c.ClipPolygonXY([]vg.Point{{X: left, Y: trY(0)}, {X: left, Y: trY(y)}, {X: right, Y: trY(y)}, {X: right, Y: trY(0)}}))
-		}
-		var curve []vg.Point
-		for _, pv := range s.latency.Cumulative {
-			curve = append(curve, vg.Point{X: trX(pv.Ms), Y: trY(pv.Percentile / 100 * d.barMax)})
-		}
-		c.StrokeLines(draw.LineStyle{Color: s.color, Width: vg.Points(1.8)}, c.ClipLinesXY(curve)...)
-	}
-	// The right axis: the curves' cumulative percent.
-	style := draw.TextStyle{Color: color.Black, Font: p.Y.Tick.Label.Font, Handler: p.Y.Tick.Label.Handler,
-		XAlign: draw.XRight, YAlign: draw.YCenter}
-	tick := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
-	for _, pct := range []float64{0, 25, 50, 75, 100} {
-		y := trY(pct / 100 * d.barMax)
-		c.StrokeLine2(tick, c.Max.X-vg.Points(4), y, c.Max.X, y)
-		c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: y}, fmt.Sprintf("%g%%", pct))
-	}
-	style.XAlign, style.YAlign = draw.XRight, draw.YTop
-	c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: trY(d.barMax*topRoom) - vg.Points(2)}, "cumulative % (lines)")
-}
-
-// Thumbnail draws a side's legend swatch: a bar behind its curve.
-func (s distributionSide) Thumbnail(c *draw.Canvas) {
-	c.FillPolygon(translucent(s.color), []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}})
-	mid := (c.Min.Y + c.Max.Y) / 2
-	c.StrokeLine2(draw.LineStyle{Color: s.color, Width: vg.Points(1.8)}, c.Min.X, mid, c.Max.X, mid)
+	return OverlaidLatencyCharts(r.Heading, runs)
 }
 
 // verdictClass is the CSS class of a verdict that stands out.
