@@ -193,17 +193,7 @@ func (d *overlaidDistributions) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 		c.StrokeLines(draw.LineStyle{Color: s.color, Width: vg.Points(1.8)}, c.ClipLinesXY(curve)...)
 	}
-	// The right axis: the curves' cumulative percent.
-	style := draw.TextStyle{Color: color.Black, Font: p.Y.Tick.Label.Font, Handler: p.Y.Tick.Label.Handler,
-		XAlign: draw.XRight, YAlign: draw.YCenter}
-	tick := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
-	for _, pct := range []float64{0, 25, 50, 75, 100} {
-		y := trY(pct / 100 * d.barMax)
-		c.StrokeLine2(tick, c.Max.X-vg.Points(4), y, c.Max.X, y)
-		c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: y}, fmt.Sprintf("%g%%", pct))
-	}
-	style.XAlign, style.YAlign = draw.XRight, draw.YTop
-	c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: trY(d.barMax*topRoom) - vg.Points(2)}, "cumulative % (lines)")
+	rightPercentAxis(c, p, trY, d.barMax)
 }
 
 // Thumbnail draws a side's legend swatch: a bar behind its curve.
