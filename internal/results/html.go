@@ -53,7 +53,7 @@ func RenderReport(runs []Run, s Summary) (ReportParts, error) {
 	if err := pageTemplate.ExecuteTemplate(&body, "body", data); err != nil {
 		return ReportParts{}, fmt.Errorf("render report: %w", err)
 	}
-	return ReportParts{Header: template.HTML(head.String()), Body: template.HTML(body.String())}, nil 
+	return ReportParts{Header: template.HTML(head.String()), Body: template.HTML(body.String())}, nil
 }
 
 func reportPage(runs []Run, s Summary) (page, error) {
