@@ -166,7 +166,8 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 		}
 		paths = append(paths, e.Path)
 	}
-	want := "/api/scenarios /api/runs /api/runs/{id} /api/runs/{id}/csv /api/compare /api/history /api/cpruns"
+	want := "/api/scenarios /api/runs /api/runs/{id} /api/runs/{id}/csv /api/runs/{id}/fortio/{result} /api/compare /api/history " +
+		"/api/cpruns /api/cpruns/{label} /api/fortio /api/fortio/{file}"
 	if got := strings.Join(paths, " "); got != want {
 		t.Errorf("index lists %s, want %s", got, want)
 	}

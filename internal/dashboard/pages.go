@@ -50,6 +50,10 @@ const (
 
 var pageRoutes = []pageRoute{
 	{pattern: "GET /{$}", params: runsPageParams, template: "runs.html", handle: (*server).runsPage},
+	{pattern: "GET /runs/{id}", template: "run.html", handle: (*server).runPage},
+	{pattern: "GET /cpruns/{label}", params: []string{"start"}, template: "cprun.html", handle: (*server).controlPlaneRunPage},
+	{pattern: "GET /fortio/{$}", template: "fortio.html", handle: (*server).fortioDirPage},
+	{pattern: "GET /fortio/{file}", template: "fortiofile.html", handle: (*server).fortioFilePage},
 }
 
 // layoutData is what web/layout.html reads.
