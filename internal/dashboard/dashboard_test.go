@@ -97,9 +97,54 @@ func labRun(runID, mode string, rep int, start time.Time, inv invocationSpec) re
 		Duration: 30 * time.Second, PayloadSize: 1024, ResponseSize: 1141, StartTime: start, Network: "netns",
 		Latency:   results.Latency{Min: v / 10, Max: v * 2, Avg: v / 3, P50: v / 4, P75: v / 3, P90: v / 2, P99: v, P999: v * 1.5, P9999: v * 1.8},
 		Spectrum:  []results.PercentileValue{{Percentile: 50, Ms: v / 4}, {Percentile: 99, Ms: v}},
+		Histogram: labHistogram(v, 29991),
 		Corrected: true, Calls: 29991, Errors: 0, Processes: procs, FortioJSON: "/tmp/lab/" + runID + ".json",
 		Provenance: prov,
 	}
+}
+
+// labHistogram buckets calls as a load generator would for a run whose
+// latency is Min v/10, P50 v/4, P75 v/3, P90 v/2, P99 v, P99.9 1.5v,
+// P99.99 1.8v and Max 2v: buckets v/20 wide, each holding the calls the
+// percentiles put there. One bucket of the tail is empty (its calls are
+// in the next), as a sparse tail leaves some.
+func labHistogram(v float64, calls int64) []results.HistogramBucket {
+	points := []struct{ ms, pct float64 }{{v / 10, 0}, {v / 4, 50}, {v / 3, 75}, {v / 2, 90}, {v, 99}, {1.5 * v, 99.9}, {1.8 * v, 99.99}, {2 * v, 100}}
+	cumulative := func(ms float64) float64 {
+		for i := 1; i < len(points); i++ {
+			if ms <= points[i].ms {
+				a, b := points[i-1], points[i]
+				return (a.pct + (b.pct-a.pct)*(ms-a.ms)/(b.ms-a.ms)) / 100
+			}
+		}
+		return 1
+	}
+	var out []results.HistogramBucket
+	counted := int64(0)
+	for i := 0; ; i++ {
+		start, end := v/10+float64(i)*v/20, v/10+float64(i+1)*v/20
+		if start >= 2*v-1e-9 {
+			break
+		}
+		n := int64(math.Round(cumulative(end)*float64(calls))) - counted
+		out = append(out, results.HistogramBucket{StartMs: start, EndMs: end, Count: n})
+		counted += n
+	}
+	gap := len(out) - 3
+	out[gap+1].Count += out[gap].Count
+	out[gap].Count = 0
+	return out
+}
+
+// nonEmptyBuckets counts the buckets a histogram chart draws a bar for.
+func nonEmptyBuckets(h []results.HistogramBucket) int {
+	n := 0
+	for _, b := range h {
+		if b.Count > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // get asks the API over a real HTTP connection and returns the status,
