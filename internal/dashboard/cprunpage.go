@@ -118,7 +118,9 @@ func reportParts(raw string) []reportPart {
 		if obj, ok := kv.value.(orderedObject); ok {
 			part := reportPart{Name: kv.key}
 			flatten(&part.Rows, "", obj)
-			parts = append(parts, part)
+			if len(part.Rows) > 0 {
+				parts = append(parts, part)
+			}
 			continue
 		}
 		parts[0].Rows = append(parts[0].Rows, [2]string{kv.key, valueText(kv.value)})

@@ -196,7 +196,7 @@ func formatNumber(v float64) string {
 	switch {
 	case v != v:
 		return "–"
-	case v >= 1000 || v <= -1000:
+	case v >= 100 || v <= -100: // %.3g would write 999.7 as 1e+03
 		return fmt.Sprintf("%.0f", v)
 	default:
 		return fmt.Sprintf("%.3g", v)

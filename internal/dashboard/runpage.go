@@ -62,8 +62,11 @@ func (s *server) runPage(r *http.Request) (view, error) {
 // drawRun draws one run's latency under a title that says which run it is.
 func drawRun(r results.Run) (results.RunChart, error) {
 	title := fmt.Sprintf("%s, repetition %d: %d connections, %s qps", r.Mode, r.Repetition, r.Connections, results.QPSText(r.RequestedQPS))
-	if r.Mode == "" && r.Repetition == 0 {
+	if r.Mode == "" { // a result file's: its labels say what it is
 		title = fmt.Sprintf("%d connections, %s qps", r.Connections, results.QPSText(r.RequestedQPS))
+		if r.Label != "" {
+			title = r.Label + ": " + title
+		}
 	}
 	return results.DrawRunLatency(title, r)
 }

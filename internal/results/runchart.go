@@ -83,7 +83,8 @@ func histogramChart(title string, buckets []HistogramBucket, l Latency) (RunChar
 	p.Y.Label.Text = "calls per bucket (bars)"
 	sans(p)
 	p.Add(h)
-	p.X.Min, p.X.Max = lo, hi
+	// Room on the right for the percent axis' labels, clear of the bars.
+	p.X.Min, p.X.Max = lo, hi+(hi-lo)*0.1
 	p.Y.Min, p.Y.Max = 0, float64(h.most)*topRoom
 	c, err := renderChart(p, title)
 	if err != nil {
