@@ -172,7 +172,7 @@ func (s *server) fortioDirPage(*http.Request) (view, error) {
 	}
 	p.Entries = entries
 	slices.SortStableFunc(p.Entries, func(a, b fortioEntry) int { return strings.Compare(a.File, b.File) })
-	return view{title: "Fortio results", section: sectionRuns, data: p}, nil
+	return view{title: "Fortio results", section: sectionFortio, data: p}, nil
 }
 
 // fortioFilePage is what /fortio/{file} shows: the result's figures and
@@ -195,5 +195,5 @@ func (s *server) fortioFilePage(r *http.Request) (view, error) {
 			return view{}, err
 		}
 	}
-	return view{title: "Fortio result " + name, section: sectionRuns, data: p}, nil
+	return view{title: "Fortio result " + name, section: sectionFortio, data: p}, nil
 }

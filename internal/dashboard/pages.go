@@ -45,6 +45,7 @@ const (
 	sectionCompare = "compare"
 	sectionTrends  = "trends"
 	sectionLive    = "live"
+	sectionFortio  = "fortio"
 	sectionAPI     = "api"
 )
 

@@ -230,4 +230,3 @@ func TestFortioDataDirectory(t *testing.T) {
 	wantError(t, plain, "/api/fortio", http.StatusNotFound, "no data directory: start meshperf dashboard with -data-dir DIR")
 	wantError(t, plain, "/api/fortio/fortio-http.json", http.StatusNotFound, "no data directory")
 }
-

@@ -125,11 +125,7 @@ func distributionChart(title string, sides [2]*ComparedLatency, names [2]string)
 	if d.barMax == 0 {
 		d.barMax = 100 // no histogram: the curves use the whole height
 	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "latency (ms)"
-	p.Y.Label.Text = "% of calls per bucket (bars)"
-	sans(p)
+	p := latencyPlot(title, "% of calls per bucket (bars)")
 	p.Add(d)
 	for _, s := range d.sides {
 		p.Legend.Add(s.name, s)

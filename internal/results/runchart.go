@@ -77,11 +77,7 @@ func histogramChart(title string, buckets []HistogramBucket, l Latency) (RunChar
 			h.lines = append(h.lines, percentileLine{pl.name, pl.ms})
 		}
 	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "latency (ms)"
-	p.Y.Label.Text = "calls per bucket (bars)"
-	sans(p)
+	p := latencyPlot(title, "calls per bucket (bars)")
 	p.Add(h)
 	// Room on the right for the percent axis' labels, clear of the bars.
 	p.X.Min, p.X.Max = lo, hi+(hi-lo)*0.1
@@ -153,6 +149,17 @@ func msLabel(v float64) string {
 // DataRange is set by the chart: the buckets' span and the tallest bar.
 func (h *latencyBars) DataRange() (xmin, xmax, ymin, ymax float64) {
 	return h.buckets[0].StartMs, h.buckets[len(h.buckets)-1].EndMs, 0, float64(h.most)
+}
+
+// latencyPlot is a plot over a latency axis in ms, bars against yLabel:
+// a run's histogram, or a comparison's overlaid distributions.
+func latencyPlot(title, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "latency (ms)"
+	p.Y.Label.Text = yLabel
+	sans(p)
+	return p
 }
 
 // rightPercentAxis draws a 0-100% axis on the plot's right edge, 100% at
