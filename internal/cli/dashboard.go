@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -29,6 +30,7 @@ func Dashboard(args []string, stdout, stderr io.Writer) int {
 // dashboardFlags are the flags `meshperf dashboard` acts on.
 type dashboardFlags struct {
 	db        string
+	dataDir   string
 	readyFile string
 	listeners listenerSet
 }
@@ -44,6 +46,7 @@ func newDashboardCommand(f *dashboardFlags) *command {
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,
 		usage: "the API's `address`, host:port (port 0 picks a free one)"}}
 	f.listeners.define(fs)
+	fs.StringVar(&f.dataDir, "data-dir", "", "also list and draw the Fortio JSON result files in this `directory` (Fortio's own, meshperf load's, Nighthawk's), read on each request, at /fortio/")
 	fs.StringVar(&f.readyFile, "ready-file", "", "once the API listens, write its address to this `file` as JSON (pid and listeners by name: http), for a parent that passed port 0")
 	return cmd
 }
@@ -60,6 +63,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return cmd.exit(stderr, inputError{err})
 	}
 	if err := checkStoreExists(f.db); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	if err := checkDataDir(f.dataDir); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	// A database that exists but cannot be opened (not one, or a schema
@@ -81,7 +87,11 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, stderr, stdout io.Writer) error {
 	ln := f.listeners.get(listenerHTTP)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv := &http.Server{Handler: dashboard.New(st, log), ReadHeaderTimeout: 10 * time.Second}
+	var opts []dashboard.Option
+	if f.dataDir != "" {
+		opts = append(opts, dashboard.WithDataDir(f.dataDir))
+	}
+	srv := &http.Server{Handler: dashboard.New(st, log, opts...), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "meshperf dashboard: API on http://%s/ (results database %s)\n", ln.Addr(), f.db)
@@ -101,6 +111,22 @@ func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, s
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("while stopping: %w", err)
+	}
+	return nil
+}
+
+// checkDataDir refuses a -data-dir that is not a directory: a typo would
+// otherwise show an empty list.
+func checkDataDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	info, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return inputError{fmt.Errorf("data directory %s: %w (-data-dir names the directory of Fortio JSON results)", dir, errors.Unwrap(err))}
+	case !info.IsDir():
+		return inputError{fmt.Errorf("data directory %s: not a directory (-data-dir names the directory of Fortio JSON results)", dir)}
 	}
 	return nil
 }

@@ -23,10 +23,18 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	readyFile := filepath.Join(t.TempDir(), "dashboard.ready")
+	dataDir := t.TempDir()
+	result, err := os.ReadFile(filepath.Join("..", "results", "testdata", "fortio-http.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dataDir, "fortio-http.json"), result, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runDashboard(ctx, []string{"--db", s.path, "--listen", "127.0.0.1:0", "--ready-file", readyFile}, &stdout, &stderr)
+		done <- runDashboard(ctx, []string{"--db", s.path, "--listen", "127.0.0.1:0", "--ready-file", readyFile, "--data-dir", dataDir}, &stdout, &stderr)
 	}()
 	r := waitReadyFile(t, readyFile)
 	addr, err := r.Listener(listenerHTTP)
@@ -48,6 +56,16 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || len(scenarios) != 1 || scenarios[0].Scenario != "quick" || scenarios[0].Invocations != 2 {
 		t.Errorf("GET /api/scenarios = %d %+v %v, want quick with 2 invocations", resp.StatusCode, scenarios, err)
+	}
+	// -data-dir reaches the server: its result file is listed.
+	if resp, err = http.Get("http://" + addr + "/api/fortio"); err != nil {
+		t.Fatal(err)
+	}
+	var files []struct{ File, Error string }
+	err = json.NewDecoder(resp.Body).Decode(&files)
+	resp.Body.Close()
+	if err != nil || len(files) != 1 || files[0].File != "fortio-http.json" || files[0].Error != "" {
+		t.Errorf("GET /api/fortio = %d %+v %v, want fortio-http.json, readable", resp.StatusCode, files, err)
 	}
 	cancel()
 	if code := <-done; code != exitOK {

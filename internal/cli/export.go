@@ -117,7 +117,7 @@ func writeFortio(out string, runs []results.Run, stdout, stderr io.Writer) error
 		}
 		path := out
 		if len(runs) > 1 {
-			path = filepath.Join(out, strings.ReplaceAll(export.ResultID(r), "/", "_")+".json")
+			path = filepath.Join(out, export.ResultName(r)+".json")
 		}
 		if err := writeOutput(path, stdout, func(w io.Writer) error { _, err := w.Write(data); return err }); err != nil {
 			return err

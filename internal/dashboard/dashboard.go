@@ -25,6 +25,19 @@ import (
 type server struct {
 	store *results.Store
 	log   *slog.Logger
+	// dataDir is the directory of Fortio result files the /fortio pages
+	// list and draw (Fortio's -data-dir); "" when none was given.
+	dataDir string
+}
+
+// Option sets up the dashboard beyond its store.
+type Option func(*server)
+
+// WithDataDir has the dashboard list and draw the Fortio JSON result files
+// in dir (Fortio's, meshperf load's, Nighthawk's fortio output), read
+// afresh on each request, as `fortio report -data-dir` does.
+func WithDataDir(dir string) Option {
+	return func(s *server) { s.dataDir = dir }
 }
 
 // endpoint is one route of the API: the index at /api/ lists them, so what is
@@ -46,6 +59,9 @@ var endpoints = []endpoint{
 		handle: (*server).invocation},
 	{pattern: "GET /api/runs/{id}/csv", about: "an invocation's runs as Istio's benchmark CSV (text/csv)",
 		handle: (*server).invocationCSV},
+	{pattern: "GET /api/runs/{id}/fortio/{result}",
+		about:  "one run of an invocation as a Fortio JSON result, rebuilt from the store (result: the run's name, as the run page links it)",
+		handle: (*server).runFortioJSON},
 	{pattern: "GET /api/compare", params: []string{"a", "b", "threshold", "confidence"},
 		about:  "meshperf compare's report of B against A (run ids or labels), as compare -json writes it",
 		handle: (*server).compare},
@@ -54,16 +70,26 @@ var endpoints = []endpoint{
 		handle: (*server).history},
 	{pattern: "GET /api/cpruns", about: "the stored control-plane load tests (meshperf cpload), oldest first",
 		handle: (*server).controlPlaneRuns},
+	{pattern: "GET /api/cpruns/{label}", params: []string{"start"},
+		about:  "one control-plane load test with every stored figure and its report (the newest of a label stored more than once, unless start picks one)",
+		handle: (*server).controlPlaneRun},
+	{pattern: "GET /api/fortio", about: "the Fortio JSON result files in the data directory (-data-dir), with their figures or why they do not read",
+		handle: (*server).fortioFiles},
+	{pattern: "GET /api/fortio/{file}", about: "a result file of the data directory, as it is",
+		handle: (*server).fortioFile},
 }
 
 // New returns the API's handler over st, which the caller keeps open
 // while the handler serves. log gets the requests that failed on the
 // server's side (a store that cannot be read); nil discards them.
-func New(st *results.Store, log *slog.Logger) http.Handler {
+func New(st *results.Store, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &server{store: st, log: log}
+	for _, o := range opts {
+		o(s)
+	}
 	mux := http.NewServeMux()
 	for _, e := range endpoints {
 		mux.Handle(e.pattern, s.serve(e))

@@ -98,42 +98,54 @@ func labRun(runID, mode string, rep int, start time.Time, inv invocationSpec) re
 		Duration: 30 * time.Second, PayloadSize: 1024, ResponseSize: 1141, StartTime: start, Network: "netns",
 		Latency:   lat,
 		Spectrum:  []results.PercentileValue{{Percentile: 50, Ms: v / 4}, {Percentile: 99, Ms: v}},
-		Histogram: seededHistogram(lat, 29991),
+		Histogram: labHistogram(v, 29991),
 		Corrected: true, Calls: 29991, Errors: 0, Processes: procs, FortioJSON: "/tmp/lab/" + runID + ".json",
 		Provenance: prov,
 	}
 }
 
-// seededHistogram is a latency histogram that agrees with l: calls in 40
-// equal buckets from l.Min to l.Max, as many in each as the percentiles,
-// joined by straight lines, put there (Fortio's buckets are even too).
-func seededHistogram(l results.Latency, calls int64) []results.HistogramBucket {
-	knots := []results.PercentileValue{{Percentile: 0, Ms: l.Min}, {Percentile: 50, Ms: l.P50}, {Percentile: 75, Ms: l.P75},
-		{Percentile: 90, Ms: l.P90}, {Percentile: 99, Ms: l.P99}, {Percentile: 99.9, Ms: l.P999}, {Percentile: 100, Ms: l.Max}}
-	below := func(ms float64) float64 { // the fraction of calls at or below ms
-		for i := 1; i < len(knots); i++ {
-			if a, b := knots[i-1], knots[i]; ms <= b.Ms {
-				return (a.Percentile + (b.Percentile-a.Percentile)*(ms-a.Ms)/(b.Ms-a.Ms)) / 100
+// labHistogram buckets calls as a load generator would for a run whose
+// latency is Min v/10, P50 v/4, P75 v/3, P90 v/2, P99 v, P99.9 1.5v,
+// P99.99 1.8v and Max 2v: buckets v/20 wide, each holding the calls the
+// percentiles put there. One bucket of the tail is empty (its calls are
+// in the next), as a sparse tail leaves some.
+func labHistogram(v float64, calls int64) []results.HistogramBucket {
+	points := []struct{ ms, pct float64 }{{v / 10, 0}, {v / 4, 50}, {v / 3, 75}, {v / 2, 90}, {v, 99}, {1.5 * v, 99.9}, {1.8 * v, 99.99}, {2 * v, 100}}
+	cumulative := func(ms float64) float64 {
+		for i := 1; i < len(points); i++ {
+			if ms <= points[i].ms {
+				a, b := points[i-1], points[i]
+				return (a.pct + (b.pct-a.pct)*(ms-a.ms)/(b.ms-a.ms)) / 100
 			}
 		}
 		return 1
 	}
-	const buckets = 40
-	width := (l.Max - l.Min) / buckets
 	var out []results.HistogramBucket
-	placed := int64(0)
-	for i := range buckets {
-		start, end := l.Min+float64(i)*width, l.Min+float64(i+1)*width
-		n := int64(math.Round(float64(calls)*below(end))) - placed
-		if i == buckets-1 {
-			n = calls - placed
+	counted := int64(0)
+	for i := 0; ; i++ {
+		start, end := v/10+float64(i)*v/20, v/10+float64(i+1)*v/20
+		if start >= 2*v-1e-9 {
+			break
 		}
-		placed += n
-		if n > 0 {
-			out = append(out, results.HistogramBucket{StartMs: start, EndMs: end, Count: n})
+		n := int64(math.Round(cumulative(end)*float64(calls))) - counted
+		out = append(out, results.HistogramBucket{StartMs: start, EndMs: end, Count: n})
+		counted += n
+	}
+	gap := len(out) - 3
+	out[gap+1].Count += out[gap].Count
+	out[gap].Count = 0
+	return out
+}
+
+// nonEmptyBuckets counts the buckets a histogram chart draws a bar for.
+func nonEmptyBuckets(h []results.HistogramBucket) int {
+	n := 0
+	for _, b := range h {
+		if b.Count > 0 {
+			n++
 		}
 	}
-	return out
+	return n
 }
 
 // get asks the API over a real HTTP connection and returns the status,
@@ -200,7 +212,8 @@ func TestIndexListsTheEndpoints(t *testing.T) {
 		}
 		paths = append(paths, e.Path)
 	}
-	want := "/api/scenarios /api/runs /api/runs/{id} /api/runs/{id}/csv /api/compare /api/history /api/cpruns"
+	want := "/api/scenarios /api/runs /api/runs/{id} /api/runs/{id}/csv /api/runs/{id}/fortio/{result} /api/compare /api/history " +
+		"/api/cpruns /api/cpruns/{label} /api/fortio /api/fortio/{file}"
 	if got := strings.Join(paths, " "); got != want {
 		t.Errorf("index lists %s, want %s", got, want)
 	}

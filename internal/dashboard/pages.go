@@ -45,6 +45,7 @@ const (
 	sectionCompare = "compare"
 	sectionTrends  = "trends"
 	sectionLive    = "live"
+	sectionFortio  = "fortio"
 	sectionAPI     = "api"
 )
 
@@ -52,6 +53,10 @@ var pageRoutes = []pageRoute{
 	{pattern: "GET /{$}", params: runsPageParams, template: "runs.html", handle: (*server).runsPage},
 	{pattern: "GET /compare", params: comparePageParams, template: "compare.html", handle: (*server).comparePage},
 	{pattern: "GET /trends", params: trendsPageParams, template: "trends.html", handle: (*server).trendsPage},
+	{pattern: "GET /runs/{id}", template: "run.html", handle: (*server).runPage},
+	{pattern: "GET /cpruns/{label}", params: []string{"start"}, template: "cprun.html", handle: (*server).controlPlaneRunPage},
+	{pattern: "GET /fortio/{$}", template: "fortio.html", handle: (*server).fortioDirPage},
+	{pattern: "GET /fortio/{file}", template: "fortiofile.html", handle: (*server).fortioFilePage},
 }
 
 // layoutData is what web/layout.html reads.
@@ -194,7 +199,7 @@ func formatNumber(v float64) string {
 	switch {
 	case v != v:
 		return "–"
-	case v >= 1000 || v <= -1000:
+	case v >= 100 || v <= -100: // %.3g would write 999.7 as 1e+03
 		return fmt.Sprintf("%.0f", v)
 	default:
 		return fmt.Sprintf("%.3g", v)

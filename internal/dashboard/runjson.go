@@ -94,21 +94,48 @@ func runJSONOf(r results.Run) runJSON {
 	return j
 }
 
-// controlPlaneRunJSON is a stored control-plane load test: the columns
-// results.Store.ControlPlaneRuns reads, and the whole report cpload wrote.
+// controlPlaneRunJSON is a stored control-plane load test: every column
+// of cp_runs, and the whole report cpload wrote.
 type controlPlaneRunJSON struct {
 	Label            string             `json:"label"`
 	Shape            string             `json:"shape"`
 	Start            time.Time          `json:"start"`
+	Target           string             `json:"target"`
+	External         bool               `json:"external"`
+	Delta            bool               `json:"delta"`
 	Proxies          int                `json:"proxies"`
+	Services         int                `json:"services"`
+	Sidecar          string             `json:"sidecar"`
+	Churn            string             `json:"churn"`
 	Changes          int                `json:"changes"`
 	Missed           int                `json:"missed"`
 	Pushes           *float64           `json:"pushes"`
+	ConvergenceP50Ms *float64           `json:"convergence_p50_ms"`
+	ConvergenceP90Ms *float64           `json:"convergence_p90_ms"`
 	ConvergenceP99Ms *float64           `json:"convergence_p99_ms"`
+	E2EP50Ms         *float64           `json:"e2e_p50_ms"`
+	E2EP90Ms         *float64           `json:"e2e_p90_ms"`
 	E2EP99Ms         *float64           `json:"e2e_p99_ms"`
+	E2EMaxMs         *float64           `json:"e2e_max_ms"`
+	AllSyncedMs      *float64           `json:"all_synced_ms"`
+	ConfigBytesMean  *float64           `json:"config_bytes_mean"`
+	CPUSeconds       *float64           `json:"cpu_seconds"`
+	RSSMaxMB         *float64           `json:"rss_max_mb"`
 	Provenance       results.Provenance `json:"provenance"`
 	// Report is cpload's --json report as stored; null if it is not JSON.
 	Report json.RawMessage `json:"report"`
+}
+
+func controlPlaneRunJSONOf(r results.ControlPlaneRun) controlPlaneRunJSON {
+	j := controlPlaneRunJSON{Label: r.Label, Shape: r.Shape, Start: r.Start, Target: r.Target, External: r.External, Delta: r.Delta,
+		Proxies: r.Proxies, Services: r.Services, Sidecar: r.Sidecar, Churn: r.Churn, Changes: r.Changes, Missed: r.Missed,
+		Pushes: r.Pushes, ConvergenceP50Ms: r.ConvergenceP50, ConvergenceP90Ms: r.ConvergenceP90, ConvergenceP99Ms: r.ConvergenceP99,
+		E2EP50Ms: r.E2EP50, E2EP90Ms: r.E2EP90, E2EP99Ms: r.E2EP99, E2EMaxMs: r.E2EMax, AllSyncedMs: r.AllSyncedMs,
+		ConfigBytesMean: r.ConfigBytesMean, CPUSeconds: r.CPUSeconds, RSSMaxMB: r.RSSMaxMB, Provenance: r.Provenance}
+	if json.Valid([]byte(r.ReportJSON)) {
+		j.Report = json.RawMessage(r.ReportJSON)
+	}
+	return j
 }
 
 func (s *server) controlPlaneRuns(*http.Request) (response, error) {
@@ -118,12 +145,7 @@ func (s *server) controlPlaneRuns(*http.Request) (response, error) {
 	}
 	out := make([]controlPlaneRunJSON, 0, len(runs))
 	for _, r := range runs {
-		j := controlPlaneRunJSON{Label: r.Label, Shape: r.Shape, Start: r.Start, Proxies: r.Proxies, Changes: r.Changes,
-			Missed: r.Missed, Pushes: r.Pushes, ConvergenceP99Ms: r.ConvergenceP99, E2EP99Ms: r.E2EP99, Provenance: r.Provenance}
-		if json.Valid([]byte(r.ReportJSON)) {
-			j.Report = json.RawMessage(r.ReportJSON)
-		}
-		out = append(out, j)
+		out = append(out, controlPlaneRunJSONOf(r))
 	}
 	return response{value: out}, nil
 }

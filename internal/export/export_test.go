@@ -269,3 +269,26 @@ func want(t *testing.T, m map[string]any, key string, value any) {
 		t.Errorf("%s = %v (%T), want %v (%T)", key, got, got, value, value)
 	}
 }
+
+// A run stored with its histogram (schema 5) is rebuilt with the load
+// generator's own buckets, from the store alone.
+func TestRebuiltFortioJSONKeepsTheStoredHistogram(t *testing.T) {
+	r := labRun("both-sidecars", filepath.Join(t.TempDir(), "gone.json"))
+	r.Histogram = []results.HistogramBucket{{StartMs: r.Latency.Min, EndMs: r.Latency.P50, Count: r.Calls / 2},
+		{StartMs: r.Latency.P50, EndMs: r.Latency.Max, Count: r.Calls - r.Calls/2}}
+	data, err := RebuiltFortioJSON(storedRuns(t, r)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := results.FromFortioJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Histogram) != 2 || back.Histogram[1] != r.Histogram[1] || back.Calls != r.Calls ||
+		math.Abs(back.Latency.P99-r.Latency.P99) > 1e-9 || math.Abs(back.Latency.P75-r.Latency.P75) > 1e-9 {
+		t.Errorf("round trip: histogram %+v, latency %+v; stored %+v, %+v", back.Histogram, back.Latency, r.Histogram, r.Latency)
+	}
+	if !bytes.Contains(data, []byte(RebuiltFromHistogramNote)) {
+		t.Errorf("not marked as rebuilt from the stored histogram: %s", data)
+	}
+}

@@ -180,6 +180,13 @@ func ResultID(r results.Run) string {
 	return fmt.Sprintf("%s/%s/qps-%s/c-%d/rep-%d", runName(r), cmp.Or(r.Mode, UnknownMode), qps, r.Connections, r.Repetition)
 }
 
+// ResultName is ResultID as one path segment (its slashes made
+// underscores): the name of the run's Fortio JSON file as export writes
+// it, without ".json", and the run's name in the dashboard's addresses.
+func ResultName(r results.Run) string {
+	return strings.ReplaceAll(ResultID(r), "/", "_")
+}
+
 // runName is the run's id, or for a result file read without the store
 // (which has none) the file's name.
 func runName(r results.Run) string {

@@ -72,10 +72,11 @@ func (s *Store) InsertControlPlaneRun(r ControlPlaneRun) error {
 }
 
 // ControlPlaneRuns returns the stored control-plane runs, oldest first,
-// with their labels, start times, push counts, P99s and provenance (the
-// columns a comparison needs; report_json has the rest).
+// with every column.
 func (s *Store) ControlPlaneRuns() ([]ControlPlaneRun, error) {
-	rows, err := s.db.Query(`SELECT label, shape, start_unix_ns, proxies, changes, missed, pushes, convergence_p99_ms, e2e_p99_ms, report_json, ` +
+	rows, err := s.db.Query(`SELECT label, shape, start_unix_ns, target, external, delta, proxies, services, sidecar, churn, changes, missed,
+		pushes, convergence_p50_ms, convergence_p90_ms, convergence_p99_ms, e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms,
+		all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json, ` +
 		strings.Join(provenanceColumns, ", ") + ` FROM cp_runs ORDER BY start_unix_ns, id`)
 	if err != nil {
 		return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)
@@ -86,7 +87,9 @@ func (s *Store) ControlPlaneRuns() ([]ControlPlaneRun, error) {
 		var r ControlPlaneRun
 		var ns int64
 		var machineKey string
-		dst := append([]any{&r.Label, &r.Shape, &ns, &r.Proxies, &r.Changes, &r.Missed, &r.Pushes, &r.ConvergenceP99, &r.E2EP99, &r.ReportJSON},
+		dst := append([]any{&r.Label, &r.Shape, &ns, &r.Target, &r.External, &r.Delta, &r.Proxies, &r.Services, &r.Sidecar, &r.Churn,
+			&r.Changes, &r.Missed, &r.Pushes, &r.ConvergenceP50, &r.ConvergenceP90, &r.ConvergenceP99, &r.E2EP50, &r.E2EP90,
+			&r.E2EP99, &r.E2EMax, &r.AllSyncedMs, &r.ConfigBytesMean, &r.CPUSeconds, &r.RSSMaxMB, &r.ReportJSON},
 			r.Provenance.scanTargets(&machineKey)...)
 		if err := rows.Scan(dst...); err != nil {
 			return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)

@@ -15,8 +15,11 @@ func TestControlPlaneRunsRoundTrip(t *testing.T) {
 	p99 := 123.5
 	pushes := 70.0
 	start := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
-	if err := st.InsertControlPlaneRun(ControlPlaneRun{Label: "mesh-wide", Shape: "booklab", Start: start, Proxies: 13, Changes: 10,
-		Pushes: &pushes, E2EP99: &p99, ReportJSON: `{}`, Provenance: sampleProvenance()}); err != nil {
+	rss := 48.25
+	in := ControlPlaneRun{Label: "mesh-wide", Shape: "booklab", Start: start, Target: "127.0.0.1:15010", Delta: true, Proxies: 13,
+		Services: 7, Sidecar: "namespace", Churn: "endpoints", Changes: 10, Missed: 1,
+		Pushes: &pushes, E2EP99: &p99, E2EMax: &p99, RSSMaxMB: &rss, ReportJSON: `{}`, Provenance: sampleProvenance()}
+	if err := st.InsertControlPlaneRun(in); err != nil {
 		t.Fatal(err)
 	}
 	runs, err := st.ControlPlaneRuns()
@@ -26,5 +29,10 @@ func TestControlPlaneRunsRoundTrip(t *testing.T) {
 	if len(runs) != 1 || runs[0].Label != "mesh-wide" || *runs[0].Pushes != 70 || *runs[0].E2EP99 != 123.5 ||
 		runs[0].ConvergenceP99 != nil || !runs[0].Start.Equal(start) || runs[0].Provenance != sampleProvenance() {
 		t.Fatalf("read back %+v", runs)
+	}
+	got := runs[0]
+	if got.Target != in.Target || !got.Delta || got.External || got.Services != 7 || got.Sidecar != "namespace" ||
+		got.Churn != "endpoints" || got.Missed != 1 || *got.E2EMax != p99 || *got.RSSMaxMB != rss || got.CPUSeconds != nil {
+		t.Errorf("every column read back: %+v", got)
 	}
 }

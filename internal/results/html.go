@@ -15,18 +15,53 @@ import (
 // and control planes with their versions, the parameters hash, labels), the summary table, the charts for the axes that vary,
 // and every run with failures flagged.
 func WriteHTML(w io.Writer, runs []Run, s Summary) error {
-	secs, err := chartSections(s)
-	if err != nil {
-		return fmt.Errorf("write HTML report: %w", err)
-	}
 	if s.Machine == (Machine{}) {
 		s.Machine = LocalMachine()
 	}
-	data := page{Summary: s, Sections: secs, Runs: runs, Date: firstStart(runs), NoBaseline: s.noBaseline()}
+	data, err := reportPage(runs, s)
+	if err != nil {
+		return fmt.Errorf("write HTML report: %w", err)
+	}
 	if err := pageTemplate.Execute(w, data); err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
 	}
 	return nil
+}
+
+// ReportParts are the report's header (the provenance list) and body
+// (tables, charts, runs) as HTML fragments, for a page that shows a run
+// inside its own layout (the dashboard's run page): the same templates
+// and charts as WriteHTML's file, so that the two cannot differ. The
+// fragments use the report's class names (td.l, .note, .flag, .charts,
+// svg.chart) and no style of their own.
+type ReportParts struct {
+	Header, Body template.HTML
+}
+
+// RenderReport renders runs' report as ReportParts. Unlike WriteHTML it
+// leaves an unknown machine unknown: the page is not made where the runs
+// were.
+func RenderReport(runs []Run, s Summary) (ReportParts, error) {
+	data, err := reportPage(runs, s)
+	if err != nil {
+		return ReportParts{}, fmt.Errorf("render report: %w", err)
+	}
+	var head, body strings.Builder
+	if err := pageTemplate.ExecuteTemplate(&head, "header", data); err != nil {
+		return ReportParts{}, fmt.Errorf("render report: %w", err)
+	}
+	if err := pageTemplate.ExecuteTemplate(&body, "body", data); err != nil {
+		return ReportParts{}, fmt.Errorf("render report: %w", err)
+	}
+	return ReportParts{Header: template.HTML(head.String()), Body: template.HTML(body.String())}, nil
+}
+
+func reportPage(runs []Run, s Summary) (page, error) {
+	secs, err := chartSections(s)
+	if err != nil {
+		return page{}, err
+	}
+	return page{Summary: s, Sections: secs, Runs: runs, Date: firstStart(runs), NoBaseline: s.noBaseline()}, nil
 }
 
 type page struct {
@@ -107,7 +142,11 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 </head>
 <body>
 <h1>meshperf lab: {{.Summary.Scenario}}</h1>
-<dl class="meta">
+{{template "header" .}}
+{{template "body" .}}
+</body>
+</html>
+{{define "header"}}<dl class="meta">
 <dt>Date</dt><dd>{{.Date}}</dd>
 {{with .Summary.RunID}}<dt>Run id</dt><dd>{{.}}</dd>{{end}}
 <dt>Machine</dt><dd>{{.Summary.Machine}}{{with .Summary.Provenance.Machines}}{{if gt (len .) 1}} (runs on more than one machine: {{semi .}}){{end}}{{end}}</dd>
@@ -118,8 +157,8 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 {{with .Labels}}<dt>Labels</dt><dd>{{semi .}}</dd>{{end}}{{end}}
 <dt>Network</dt><dd>{{with .Summary.Network}}{{.}}{{with networkNote .}}: {{.}}{{end}}{{else}}unknown{{end}}</dd>
 <dt>Runs</dt><dd>{{len .Runs}}{{with .Summary.Excluded}}, {{len .}} left out of the summary{{end}}</dd>
-</dl>
-
+</dl>{{end}}
+{{define "body"}}
 <h2>Summary</h2>
 <p>Median over repetitions. Added latency is against no-mesh at the same connections and rate; per-proxy figures are the mean of the run's sidecars or node proxies{{if .Summary.AmbientProxies}} (a waypoint's are in the next table){{end}}. Runs that failed or had more than {{maxErr}}% errors are left out, as Istio does.</p>
 <div class="scroll"><table id="summary">
@@ -148,6 +187,4 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 {{range .Runs}}<tr{{if .Failed}} class="failed"{{else if .Excluded}} class="excluded"{{end}}><td class="l"><code>{{.Label}}</code></td><td class="l">{{.Mode}}</td><td>{{.Connections}}</td><td>{{qps .RequestedQPS}}</td><td>{{printf "%.1f" .ActualQPS}}</td><td>{{f3 .Latency.P50}}</td><td>{{f3 .Latency.P90}}</td><td>{{f3 .Latency.P99}}</td><td>{{f3 .Latency.P999}}</td><td>{{pct .ErrorPercent}}</td><td class="l">{{if .Corrected}}corrected{{else}}uncorrected{{end}}</td><td class="l">{{if .Failed}}<span class="flag">FAILED</span>: {{.FailureReason}}{{else if .Excluded}}<span class="flag">excluded</span>: {{.Excluded}}{{else}}ok{{end}}</td></tr>
 {{end}}</tbody></table></div>
 <p class="note">Latency "corrected" is measured from each request's scheduled time (coordinated omission corrected); "uncorrected" from its actual send, as Fortio reports.</p>
-</body>
-</html>
-`))
+{{end}}`))

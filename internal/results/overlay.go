@@ -84,11 +84,7 @@ func distributionChart(title string, runs []OverlaidLatency) (chart, bool, error
 	if d.barMax == 0 {
 		d.barMax = 100 // no histogram: the curves use the whole height
 	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "latency (ms)"
-	p.Y.Label.Text = "% of calls per bucket (bars)"
-	sans(p)
+	p := latencyPlot(title, "% of calls per bucket (bars)")
 	p.Add(d)
 	for _, s := range d.sides {
 		p.Legend.Add(s.name, s)
@@ -163,17 +159,7 @@ func (d *overlaidDistributions) Plot(c draw.Canvas, p *plot.Plot) {
 		c.StrokeLines(draw.LineStyle{Color: s.color, Width: vg.Points(1.8)}, c.ClipLinesXY(curve)...)
 	}
 	d.plotPercentiles(c, p)
-	// The right axis: the curves' cumulative percent.
-	style := draw.TextStyle{Color: color.Black, Font: p.Y.Tick.Label.Font, Handler: p.Y.Tick.Label.Handler,
-		XAlign: draw.XRight, YAlign: draw.YCenter}
-	tick := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
-	for _, pct := range []float64{0, 25, 50, 75, 100} {
-		y := trY(pct / 100 * d.barMax)
-		c.StrokeLine2(tick, c.Max.X-vg.Points(4), y, c.Max.X, y)
-		c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: y}, fmt.Sprintf("%g%%", pct))
-	}
-	style.XAlign, style.YAlign = draw.XRight, draw.YTop
-	c.FillText(style, vg.Point{X: c.Max.X - vg.Points(6), Y: trY(d.barMax*d.room()) - vg.Points(2)}, "cumulative % (lines)")
+	rightPercentAxis(c, p, trY, d.barMax, d.room(), "cumulative % (lines)")
 }
 
 // Thumbnail draws a side's legend swatch: a bar behind its curve.
