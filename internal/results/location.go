@@ -38,8 +38,9 @@ func ParseLocation(db string) (Location, error) {
 	switch {
 	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
 		shown := redactURL(db)
+		_, uerr := url.Parse(db)
 		cfg, err := pgx.ParseConfig(db)
-		if err != nil {
+		if err != nil || uerr != nil {
 			// pgx's message quotes the URL with its password masked;
 			// the cause after it is what the user needs.
 			return Location{}, fmt.Errorf("%w: %s: not a PostgreSQL URL (want postgres://user@host:port/database)", ErrBadLocation, shown)

@@ -130,10 +130,17 @@ func Open(db string) (*Store, error) {
 	}
 	if err := s.migrate(context.Background()); err != nil {
 		s.db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", s.where, err)
+		return nil, fmt.Errorf("open results database %s: %w", s.where, oneLine{err})
 	}
 	return s, nil
 }
+
+// oneLine is an error on one line: pgx lists the addresses it tried on
+// lines of their own, and a command's error is one line.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
+func (e oneLine) Unwrap() error { return e.err }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
