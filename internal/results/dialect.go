@@ -33,6 +33,10 @@ type dialect interface {
 	// insertionOrder is an ORDER BY expression listing a table's rows in
 	// the order they were inserted, for tables without an id (processes).
 	insertionOrder() string
+	// tableExists is a query counting the tables named ?: a store's user
+	// may write rows without the right to create tables, and PostgreSQL
+	// refuses even CREATE TABLE IF NOT EXISTS of a table that exists.
+	tableExists() string
 }
 
 // sqlite is the embedded default: a file, one writer at a time.
@@ -42,10 +46,17 @@ func (sqlite) Name() string             { return "sqlite" }
 func (sqlite) bind(query string) string { return query }
 func (sqlite) schema(ddl string) string { return ddl }
 func (sqlite) insertionOrder() string   { return "rowid" }
-func (sqlite) lockSchema(context.Context, *sql.Tx) error {
-	// A migration's first write takes SQLite's database lock; the other
-	// process waits on busy_timeout and then sees the migrated version.
-	return nil
+func (sqlite) tableExists() string {
+	return `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+}
+
+// lockSchema takes SQLite's write lock at once, waiting on busy_timeout
+// for another process's migration to end: a transaction that read first
+// and then wrote would fail with SQLITE_BUSY rather than wait. Creating
+// the version table if missing is the write that takes it.
+func (sqlite) lockSchema(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`)
+	return err
 }
 
 func (sqlite) insertID(ctx context.Context, x execQuerier, insert string, args ...any) (int64, error) {
@@ -117,6 +128,10 @@ func (postgres) insertID(ctx context.Context, x execQuerier, insert string, args
 // appended (never updated), so a run's rows, written in one transaction,
 // lie in the order they were written.
 func (postgres) insertionOrder() string { return "ctid" }
+
+func (postgres) tableExists() string {
+	return `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`
+}
 
 // execQuerier is what *sql.DB and *sql.Tx share.
 type execQuerier interface {

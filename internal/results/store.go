@@ -172,8 +172,14 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	c := conn{s.d, tx}
-	if _, err := c.exec(s.d.schema(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`)); err != nil {
+	var tables int
+	if err := c.queryRow(s.d.tableExists(), "schema_version").Scan(&tables); err != nil {
 		return err
+	}
+	if tables == 0 {
+		if _, err := c.exec(s.d.schema(`CREATE TABLE schema_version (version INTEGER NOT NULL)`)); err != nil {
+			return err
+		}
 	}
 	var v int
 	switch err := c.queryRow(`SELECT version FROM schema_version`).Scan(&v); {

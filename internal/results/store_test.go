@@ -3,6 +3,7 @@ package results
 import (
 	"database/sql"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -342,5 +343,50 @@ func TestParamsHash(t *testing.T) {
 	}
 	if _, err := ParamsHash(func() {}); err == nil {
 		t.Error("hashing a func did not fail")
+	}
+}
+
+// A team's writers need not own the database: a user with SELECT, INSERT
+// and UPDATE on the tables (and nothing on the schema or the id
+// sequences) opens a store another user created and writes runs to it.
+func TestPostgresStoreWithoutCreateRights(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	openStore(t, db).Close()
+	admin, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	role := "writer_" + strings.ToLower(strings.TrimPrefix(strings.SplitN(db[strings.LastIndex(db, "/")+1:], "?", 2)[0], "t"))
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'w'`,
+		`REVOKE CREATE ON SCHEMA public FROM PUBLIC`,
+		`GRANT SELECT, INSERT, UPDATE ON schema_version, runs, processes, run_percentiles, cp_runs TO ` + role,
+	} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := admin.Exec(q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "w")
+	st := openStore(t, u.String())
+	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
+		t.Fatalf("read back %+v, %v", runs, err)
 	}
 }
