@@ -20,34 +20,47 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	s := newLabStore(t)
 	s.invocation("1.0.0", results.LocalMachine(), 2)
 	s.invocation("1.1.0", results.LocalMachine(), 4)
+	scenarios, addr, stdout := dashboardScenarios(t, s.path)
+	if !strings.Contains(stdout, "meshperf dashboard: API on http://"+addr+"/") {
+		t.Errorf("stdout %q does not say where the API is", stdout)
+	}
+	if len(scenarios) != 1 || scenarios[0].Scenario != "quick" || scenarios[0].Invocations != 2 {
+		t.Errorf("GET /api/scenarios = %+v, want quick with 2 invocations", scenarios)
+	}
+}
+
+// servedScenario is an entry of /api/scenarios.
+type servedScenario struct {
+	Scenario          string
+	Invocations, Runs int
+}
+
+// dashboardScenarios serves db with meshperf dashboard on port 0, reads
+// /api/scenarios, and stops it, checking that it stopped cleanly; it
+// returns the answer, the address served and what the command printed.
+func dashboardScenarios(t *testing.T, db string) ([]servedScenario, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	readyFile := filepath.Join(t.TempDir(), "dashboard.ready")
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runDashboard(ctx, []string{"--db", s.path, "--listen", "127.0.0.1:0", "--ready-file", readyFile}, &stdout, &stderr)
+		done <- runDashboard(ctx, []string{"--db", db, "--listen", "127.0.0.1:0", "--ready-file", readyFile}, &stdout, &stderr)
 	}()
-	r := waitReadyFile(t, readyFile)
-	addr, err := r.Listener(listenerHTTP)
+	addr, err := waitReadyFile(t, readyFile).Listener(listenerHTTP)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !strings.Contains(stdout.String(), "meshperf dashboard: API on http://"+addr+"/") {
-		t.Errorf("stdout %q does not say where the API is", stdout.String())
 	}
 	resp, err := http.Get("http://" + addr + "/api/scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scenarios []struct {
-		Scenario    string
-		Invocations int
-	}
+	var scenarios []servedScenario
 	err = json.NewDecoder(resp.Body).Decode(&scenarios)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || len(scenarios) != 1 || scenarios[0].Scenario != "quick" || scenarios[0].Invocations != 2 {
-		t.Errorf("GET /api/scenarios = %d %+v %v, want quick with 2 invocations", resp.StatusCode, scenarios, err)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/scenarios: %d, %v", resp.StatusCode, err)
 	}
 	cancel()
 	if code := <-done; code != exitOK {
@@ -56,6 +69,7 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	if _, err := os.Stat(readyFile); !os.IsNotExist(err) {
 		t.Errorf("ready file left behind after a clean stop: %v", err)
 	}
+	return scenarios, addr, stdout.String()
 }
 
 // runDashboardOnce runs the command where it must fail before serving.

@@ -30,42 +30,47 @@ func Copy(dst, src *Store) (Copied, error) {
 		return n, err
 	}
 	err = dst.inTx(func(c conn) error {
-		for _, r := range runs {
-			var held int
-			if err := c.queryRow(`SELECT COUNT(*) FROM runs WHERE run_id = ? AND label = ? AND start_unix_ns = ?`,
-				r.RunID, r.Label, r.StartTime.UnixNano()).Scan(&held); err != nil {
-				return fmt.Errorf("look up run %s: %w", r.Label, err)
-			}
-			if held > 0 {
-				n.RunsSkipped++
-				continue
-			}
-			if err := insertRun(c, r); err != nil {
-				return fmt.Errorf("copy run %s (%s): %w", r.Label, r.StartTime.Format(time.RFC3339), err)
-			}
-			n.Runs++
+		var err error
+		n.Runs, n.RunsSkipped, err = copyRows(c, runs, func(r Run) (string, []any) {
+			return `SELECT COUNT(*) FROM runs WHERE run_id = ? AND label = ? AND start_unix_ns = ?`,
+				[]any{r.RunID, r.Label, r.StartTime.UnixNano()}
+		}, insertRun, func(r Run) string { return "run " + r.Label + " (" + r.StartTime.Format(time.RFC3339) + ")" })
+		if err != nil {
+			return err
 		}
-		for _, r := range cpRuns {
-			var held int
-			if err := c.queryRow(`SELECT COUNT(*) FROM cp_runs WHERE label = ? AND shape = ? AND start_unix_ns = ?`,
-				r.Label, r.Shape, r.Start.UnixNano()).Scan(&held); err != nil {
-				return fmt.Errorf("look up control-plane run %s: %w", r.Label, err)
-			}
-			if held > 0 {
-				n.ControlPlaneRunsSkipped++
-				continue
-			}
-			if err := insertControlPlaneRun(c, r); err != nil {
-				return fmt.Errorf("copy control-plane run %s (%s): %w", r.Label, r.Start.Format(time.RFC3339), err)
-			}
-			n.ControlPlaneRuns++
-		}
-		return nil
+		n.ControlPlaneRuns, n.ControlPlaneRunsSkipped, err = copyRows(c, cpRuns, func(r ControlPlaneRun) (string, []any) {
+			return `SELECT COUNT(*) FROM cp_runs WHERE label = ? AND shape = ? AND start_unix_ns = ?`,
+				[]any{r.Label, r.Shape, r.Start.UnixNano()}
+		}, insertControlPlaneRun, func(r ControlPlaneRun) string {
+			return "control-plane run " + r.Label + " (" + r.Start.Format(time.RFC3339) + ")"
+		})
+		return err
 	})
 	if err != nil {
 		return Copied{}, fmt.Errorf("copy %s to %s: %w", src.where, dst.where, err)
 	}
 	return n, nil
+}
+
+// copyRows inserts each row the destination does not hold yet: held is
+// the query, and its arguments, counting the rows with the row's identity.
+func copyRows[T any](c conn, rows []T, held func(T) (string, []any), insert func(conn, T) error, name func(T) string) (copied, skipped int, err error) {
+	for _, r := range rows {
+		query, args := held(r)
+		var n int
+		if err := c.queryRow(query, args...).Scan(&n); err != nil {
+			return copied, skipped, fmt.Errorf("look up %s: %w", name(r), err)
+		}
+		if n > 0 {
+			skipped++
+			continue
+		}
+		if err := insert(c, r); err != nil {
+			return copied, skipped, fmt.Errorf("copy %s: %w", name(r), err)
+		}
+		copied++
+	}
+	return copied, skipped, nil
 }
 
 // Counts is how much a store holds, for `meshperf store info`.

@@ -2,8 +2,11 @@ package results
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testenv/pgtest"
 )
 
 // Copying moves every run, with its processes, percentiles and provenance,
@@ -60,6 +63,29 @@ func TestCopyBothWaysIdempotent(t *testing.T) {
 				t.Errorf("destination counts %+v, %v", counts, err)
 			}
 		})
+	}
+}
+
+// A copy that fails part way (here: the destination's user may write runs
+// but not their processes) leaves the destination as it was.
+func TestCopyAllOrNothing(t *testing.T) {
+	src := openStore(t, storeDialects[0].newDB(t))
+	t0 := time.Date(2026, 10, 1, 8, 0, 0, 0, time.UTC)
+	noProcesses := sampleRun("r1", "latency", t0)
+	noProcesses.Processes = nil
+	for _, r := range []Run{noProcesses, sampleRun("r2", "latency", t0.Add(time.Hour))} {
+		if err := src.Insert(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := pgtest.NewDatabase(t)
+	openStore(t, db).Close()
+	dst := openStore(t, pgRole(t, db, "schema_version, runs, run_percentiles, cp_runs"))
+	if _, err := Copy(dst, src); err == nil || !strings.Contains(err.Error(), "permission denied for table processes") {
+		t.Fatalf("Copy = %v, want refused at r2's processes", err)
+	}
+	if n, err := dst.Count(); err != nil || n != (Counts{}) {
+		t.Errorf("after the failed copy the destination holds %+v, %v; want nothing (r1 rolled back)", n, err)
 	}
 }
 

@@ -255,7 +255,7 @@ func insertRun(c conn, r Run) error {
 	for _, pv := range r.Spectrum {
 		if _, err := c.exec(`INSERT INTO run_percentiles (run_row, percentile, ms) VALUES (?,?,?)`,
 			row, pv.Percentile, pv.Ms); err != nil {
-			return fmt.Errorf("P%v: %w", pv.Percentile, err)
+			return fmt.Errorf("percentile %v: %w", pv.Percentile, err)
 		}
 	}
 	return nil

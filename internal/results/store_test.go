@@ -352,16 +352,37 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, cp_runs"))
+	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
+		t.Fatalf("read back %+v, %v", runs, err)
+	}
+}
+
+// pgRole creates a login role on db's server with SELECT, INSERT and
+// UPDATE on the tables listed, nothing else (not even CREATE on the
+// schema), and returns db's URL as that role; the role goes when t ends.
+func pgRole(t *testing.T, db, tables string) string {
+	t.Helper()
 	admin, err := sql.Open("pgx", db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	role := "writer_" + strings.ToLower(strings.TrimPrefix(strings.SplitN(db[strings.LastIndex(db, "/")+1:], "?", 2)[0], "t"))
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "writer_" + strings.TrimPrefix(u.Path, "/") // databases are per test, so roles are too
 	for _, q := range []string{
 		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'w'`,
 		`REVOKE CREATE ON SCHEMA public FROM PUBLIC`,
-		`GRANT SELECT, INSERT, UPDATE ON schema_version, runs, processes, run_percentiles, cp_runs TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE ON ` + tables + ` TO ` + role,
 	} {
 		if _, err := admin.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
@@ -374,19 +395,6 @@ func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 			}
 		}
 	})
-	u, err := url.Parse(db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u.User = url.UserPassword(role, "w")
-	st := openStore(t, u.String())
-	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
-		t.Fatalf("read back %+v, %v", runs, err)
-	}
+	return u.String()
 }
