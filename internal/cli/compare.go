@@ -46,7 +46,7 @@ func newCompareCommand() *compareCommand {
 			"significant change beyond the threshold). A and B are run ids, load result files, lab output directories or\n"+
 			"labels; a side's repetitions pool over all the invocations it names. Exit status 1 when a row is worse.")}
 	flags := c.flags
-	flags.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database `path` to look run ids and labels up in")
+	flags.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database (`path` or postgres:// URL) to look run ids and labels up in")
 	percentVar(flags, &c.confidence, "confidence", compare.DefaultOptions.Confidence*100, true, "confidence level of the intervals, `percent` (more than 0, less than 100)")
 	percentVar(flags, &c.threshold, "threshold", compare.DefaultOptions.ThresholdPct, false, "smallest change, `percent` of A, called worse or better")
 	flags.BoolVar(&c.json, "json", false, "print the comparison as JSON (docs/tracking.md gives the schema) instead of the table")

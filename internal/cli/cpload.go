@@ -93,7 +93,7 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	positiveVar(fs, &f.perConn, "proxies-per-conn", 1, "simulated proxies sharing one gRPC connection")
 	durationVar(fs, &f.timeout, "timeout", time.Minute, "bound on each wait (first sync, each change's delivery)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE`")
-	fs.StringVar(&f.db, "db", "", "store the run in this results database `PATH`")
+	fs.StringVar(&f.db, "db", "", "store the run in this results database (`PATH` or postgres:// URL)")
 	fs.StringVar(&f.name, "name", "", "the run's label")
 	fs.StringVar(&f.meshName, "mesh-name", "", "with --target: the control plane's `name` (e.g. istiod), recorded in the results' provenance")
 	fs.StringVar(&f.meshVersion, "mesh-version", "", "with --target: its `version` (e.g. 1.24.0)")
@@ -126,6 +126,9 @@ func orInt(v, d int) int {
 func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driver.Config, error) {
 	if f.delta && f.sotw {
 		return driver.Config{}, usagef("--delta and --sotw exclude each other")
+	}
+	if err := checkStoreLocation(f.db); err != nil {
+		return driver.Config{}, err
 	}
 	scoping, err := driver.ParseScoping(f.sidecar)
 	if err != nil {
@@ -203,9 +206,12 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	durationVar(fs, &lc.PromInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
 	durationVar(fs, &lc.Timeout, "timeout", time.Minute, "bound on each wait")
 	fs.StringVar(&jsonOut, "json", "", "write the steps as JSON to `FILE`")
-	fs.StringVar(&db, "db", "", "store each step in this results database `PATH`")
+	fs.StringVar(&db, "db", "", "store each step in this results database (`PATH` or postgres:// URL)")
 	fs.StringVar(&lc.Labels, "labels", "", "labels recorded with each step")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	if err := checkStoreLocation(db); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	lc.PilotCommand, lc.Progress = pilotCommand, stderr
@@ -219,6 +225,18 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 		reports = append(reports, s.Report)
 	}
 	return cmd.exit(stderr, saveCpload(jsonOut, db, lr, reports))
+}
+
+// checkStoreLocation refuses, before a run, a -db ("" for none) that names
+// no database, so that a typo in a URL is not found after the run.
+func checkStoreLocation(db string) error {
+	if db == "" {
+		return nil
+	}
+	if _, err := results.ParseLocation(db); err != nil {
+		return inputError{err}
+	}
+	return nil
 }
 
 // saveCpload writes v as JSON and the reports to the results store.
@@ -235,7 +253,7 @@ func saveCpload(jsonPath, dbPath string, v any, reports []*driver.Report) error 
 	if dbPath == "" {
 		return nil
 	}
-	st, err := results.Open(dbPath)
+	st, err := openStore(dbPath)
 	if err != nil {
 		return err
 	}

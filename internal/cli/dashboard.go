@@ -42,7 +42,7 @@ func newDashboardCommand(f *dashboardFlags) *command {
 			"history's analysis; GET /api/ lists the endpoints and docs/dashboard.md describes them. Binds\n"+
 			"loopback unless -listen says otherwise.")
 	fs := cmd.flags
-	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path` (must exist: it is not created)")
+	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` (must exist: it is not created), sqlite:PATH, or a postgres:// URL")
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,
 		usage: "the API's `address`, host:port (port 0 picks a free one)"}}
 	f.listeners.define(fs)
@@ -70,7 +70,7 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// A database that exists but cannot be opened (not one, or a schema
 	// newer than this binary) is a failure, not a typo: exit 1.
-	st, err := results.Open(f.db)
+	st, err := openStore(f.db)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -94,7 +94,7 @@ func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, s
 	srv := &http.Server{Handler: dashboard.New(st, log, opts...), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "meshperf dashboard: API on http://%s/ (results database %s)\n", ln.Addr(), f.db)
+	fmt.Fprintf(stdout, "meshperf dashboard: API on http://%s/ (results database %s)\n", ln.Addr(), st)
 	removeReady, err := writeReadyFile(f.readyFile, f.listeners.ready())
 	if err != nil {
 		_ = srv.Close()

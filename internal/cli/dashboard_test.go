@@ -20,11 +20,36 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	s := newLabStore(t)
 	s.invocation("1.0.0", results.LocalMachine(), 2)
 	s.invocation("1.1.0", results.LocalMachine(), 4)
+	scenarios, addr, stdout := dashboardScenarios(t, s.path)
+	if !strings.Contains(stdout, "meshperf dashboard: API on http://"+addr+"/") {
+		t.Errorf("stdout %q does not say where the API is", stdout)
+	}
+	if len(scenarios) != 1 || scenarios[0].Scenario != "quick" || scenarios[0].Invocations != 2 {
+		t.Errorf("GET /api/scenarios = %+v, want quick with 2 invocations", scenarios)
+	}
+}
+
+// fortioResultFile is a real Fortio result, found from the package's
+// directory before any test changes it.
+var fortioResultFile, _ = filepath.Abs(filepath.Join("..", "results", "testdata", "fortio-http.json"))
+
+// servedScenario is an entry of /api/scenarios.
+type servedScenario struct {
+	Scenario          string
+	Invocations, Runs int
+}
+
+// dashboardScenarios serves db with meshperf dashboard on port 0 (and a
+// -data-dir holding a Fortio result, which it checks is listed), reads
+// /api/scenarios, and stops it, checking that it stopped cleanly; it
+// returns the answer, the address served and what the command printed.
+func dashboardScenarios(t *testing.T, db string) ([]servedScenario, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	readyFile := filepath.Join(t.TempDir(), "dashboard.ready")
 	dataDir := t.TempDir()
-	result, err := os.ReadFile(filepath.Join("..", "results", "testdata", "fortio-http.json"))
+	result, err := os.ReadFile(fortioResultFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,28 +59,21 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runDashboard(ctx, []string{"--db", s.path, "--listen", "127.0.0.1:0", "--ready-file", readyFile, "--data-dir", dataDir}, &stdout, &stderr)
+		done <- runDashboard(ctx, []string{"--db", db, "--listen", "127.0.0.1:0", "--ready-file", readyFile, "--data-dir", dataDir}, &stdout, &stderr)
 	}()
-	r := waitReadyFile(t, readyFile)
-	addr, err := r.Listener(listenerHTTP)
+	addr, err := waitReadyFile(t, readyFile).Listener(listenerHTTP)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !strings.Contains(stdout.String(), "meshperf dashboard: API on http://"+addr+"/") {
-		t.Errorf("stdout %q does not say where the API is", stdout.String())
 	}
 	resp, err := http.Get("http://" + addr + "/api/scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var scenarios []struct {
-		Scenario    string
-		Invocations int
-	}
+	var scenarios []servedScenario
 	err = json.NewDecoder(resp.Body).Decode(&scenarios)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || len(scenarios) != 1 || scenarios[0].Scenario != "quick" || scenarios[0].Invocations != 2 {
-		t.Errorf("GET /api/scenarios = %d %+v %v, want quick with 2 invocations", resp.StatusCode, scenarios, err)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/scenarios: %d, %v", resp.StatusCode, err)
 	}
 	// -data-dir reaches the server: its result file is listed.
 	if resp, err = http.Get("http://" + addr + "/api/fortio"); err != nil {
@@ -74,6 +92,7 @@ func TestDashboardServesTheStoreOnPortZero(t *testing.T) {
 	if _, err := os.Stat(readyFile); !os.IsNotExist(err) {
 		t.Errorf("ready file left behind after a clean stop: %v", err)
 	}
+	return scenarios, addr, stdout.String()
 }
 
 // runDashboardOnce runs the command where it must fail before serving.

@@ -33,7 +33,7 @@ func Export(args []string, stdout, stderr io.Writer) int {
 	var format, out, db string
 	fs.StringVar(&format, "format", export.FormatSMP, "output `format`: "+strings.Join(export.Formats, ", "))
 	fs.StringVar(&out, "o", "", "write to `PATH` (a directory for several runs in the fortio format; default stdout)")
-	fs.StringVar(&db, "db", defaultResultsDB, "results database `PATH` to look run ids and labels up in")
+	fs.StringVar(&db, "db", defaultResultsDB, "results database (`PATH` or postgres:// URL) to look run ids and labels up in")
 	selectors, err := cmd.parse(args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)

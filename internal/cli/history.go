@@ -53,7 +53,7 @@ func newHistoryCommand() *historyCommand {
 			"With -cpload SHAPE, the same for the control-plane load tests cpload stored (cpload run -db), one point per run."),
 		options: changepoint.DefaultOptions()}
 	fs := c.flags
-	fs.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database `path`")
+	fs.StringVar(&c.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` or a postgres:// URL")
 	fs.StringVar(&c.metric, "metric", "p99", "the `figure`: "+history.MetricNames(false)+"; with -cpload one of "+history.MetricNames(true)+
 		", and "+history.DefaultControlPlaneMetric+" unless set")
 	fs.StringVar(&c.by, "by", string(history.ByVersion), "label points by `grouping`: version (the data plane's, else meshperf's), commit (meshperf's) or date")
@@ -82,7 +82,7 @@ func (c *historyCommand) run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer st.Close()
 	if q.Scenario == "" && c.cpload == "" {
-		return listScenarios(st, c.db, stdout)
+		return listScenarios(st, stdout)
 	}
 	series, err := c.series(st, q)
 	if err != nil {
@@ -199,46 +199,80 @@ func (c *historyCommand) checkCploadFlags(q history.Query, set map[string]bool) 
 }
 
 // openExistingStore opens a results database that must exist already:
-// history reads, and opening a mistyped path would create an empty one.
-func openExistingStore(path string) (*results.Store, error) {
-	if err := checkStoreExists(path); err != nil {
+// history reads, and opening a mistyped path would create an empty one. A
+// file that is not a results database is bad input; a server that cannot
+// be reached is a failure.
+func openExistingStore(db string) (*results.Store, error) {
+	if err := checkStoreExists(db); err != nil {
 		return nil, err
 	}
-	st, err := results.Open(path)
-	if err != nil {
+	st, err := results.Open(db)
+	if loc, _ := results.ParseLocation(db); err != nil && loc.IsFile() {
 		return nil, inputError{err}
 	}
-	return st, nil
+	return st, err
 }
 
 // openStoreIfExists opens the results database when there is one, and
 // returns nil when there is none: reading result files or lab directories
 // needs no database, and a mistyped -db must not leave an empty one behind.
-func openStoreIfExists(path string) (*results.Store, error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, inputError{fmt.Errorf("-db %s: %w", path, err)}
+// A PostgreSQL URL names a database the user means: it is opened.
+func openStoreIfExists(db string) (*results.Store, error) {
+	loc, err := results.ParseLocation(db)
+	if err != nil {
+		return nil, inputError{err}
 	}
-	return results.Open(path)
+	if loc.IsFile() {
+		if _, err := os.Stat(loc.File); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		} else if err != nil {
+			return nil, inputError{fmt.Errorf("-db %s: %w", loc, err)}
+		}
+	}
+	return results.Open(db)
 }
 
-// checkStoreExists refuses a results database path where there is none
-// (bad input): opening it would create an empty database.
-func checkStoreExists(path string) error {
-	if _, err := os.Stat(path); err != nil {
-		return inputError{fmt.Errorf("results database %s: %w (meshperf lab run stores runs there; -db names another)", path, errors.Unwrap(err))}
+// openStore opens the results database commands store runs in, creating
+// a SQLite file (and its directory) that is not there yet. A -db that
+// names no database is bad input; one that cannot be opened a failure.
+func openStore(db string) (*results.Store, error) {
+	loc, err := results.ParseLocation(db)
+	if err != nil {
+		return nil, inputError{err}
+	}
+	if loc.IsFile() {
+		if err := os.MkdirAll(filepath.Dir(loc.File), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return results.Open(db)
+}
+
+// checkStoreExists refuses a -db that names no database, or a results
+// database path where there is none (bad input): opening it would create
+// an empty database. Whether a PostgreSQL database exists is learnt on
+// connecting.
+func checkStoreExists(db string) error {
+	loc, err := results.ParseLocation(db)
+	if err != nil {
+		return inputError{err}
+	}
+	if !loc.IsFile() {
+		return nil
+	}
+	if _, err := os.Stat(loc.File); err != nil {
+		return inputError{fmt.Errorf("results database %s: %w (meshperf lab run stores runs there; -db names another)", loc, errors.Unwrap(err))}
 	}
 	return nil
 }
 
-func listScenarios(st *results.Store, db string, stdout io.Writer) error {
+func listScenarios(st *results.Store, stdout io.Writer) error {
 	scenarios, err := st.Scenarios()
 	if err != nil {
 		return err
 	}
 	if len(scenarios) == 0 {
-		_, err := fmt.Fprintf(stdout, "%s holds no lab runs\n", db)
+		_, err := fmt.Fprintf(stdout, "%s holds no lab runs\n", st)
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -263,7 +297,7 @@ func (c *historyCommand) unknownScenario(st *results.Store, name string) error {
 	if len(names) > 0 {
 		held = "runs of " + strings.Join(names, ", ")
 	}
-	return inputError{fmt.Errorf("unknown scenario %q: %s holds %s", name, c.db, held)}
+	return inputError{fmt.Errorf("unknown scenario %q: %s holds %s", name, st, held)}
 }
 
 // selectionError makes history's selection errors bad input; nil stays

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/meshperf/meshperf/internal/export"
@@ -24,7 +23,7 @@ func Import(args []string, stdout, stderr io.Writer) int {
 	var db string
 	var opt export.ImportOptions
 	var thisMachine bool
-	fs.StringVar(&db, "db", defaultResultsDB, "results database `PATH`")
+	fs.StringVar(&db, "db", defaultResultsDB, "results database: a `PATH` or a postgres:// URL")
 	fs.StringVar(&opt.Scenario, "scenario", export.DefaultScenario, "the runs' scenario `name`")
 	fs.StringVar(&opt.Mode, "mode", "", "the runs' `mode` (no-mesh, both-sidecars, ...; default: read from the result's labels, else "+export.UnknownMode+")")
 	fs.StringVar(&opt.Labels, "labels", "", "the runs' provenance `labels`, which compare and history select by")
@@ -39,6 +38,9 @@ func Import(args []string, stdout, stderr io.Writer) int {
 	if len(files) == 0 {
 		return cmd.exit(stderr, usagef("a FILE is needed: a Fortio JSON result"))
 	}
+	if err := checkStoreLocation(db); err != nil {
+		return cmd.exit(stderr, err)
+	}
 	if opt.MeshVersion != "" && opt.MeshName == "" {
 		return cmd.exit(stderr, usagef("--mesh-version needs --mesh-name"))
 	}
@@ -49,11 +51,8 @@ func Import(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.exit(stderr, inputError{err})
 	}
-	opt.CopyDir = filepath.Join(filepath.Dir(db), "imported")
-	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
-		return cmd.exit(stderr, err)
-	}
-	store, err := results.Open(db)
+	opt.CopyDir = importCopyDir(db)
+	store, err := openStore(db)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -68,4 +67,15 @@ func Import(args []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = fmt.Fprintln(stdout, runs[0].RunID)
 	return exitOK
+}
+
+// importCopyDir is where import keeps its copies of the files: beside a
+// SQLite database, and under the default results directory for a
+// PostgreSQL one (the copies are this machine's; the rows are shared).
+func importCopyDir(db string) string {
+	dir := filepath.Dir(defaultResultsDB)
+	if loc, err := results.ParseLocation(db); err == nil && loc.IsFile() {
+		dir = filepath.Dir(loc.File)
+	}
+	return filepath.Join(dir, "imported")
 }

@@ -164,7 +164,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	var o scenario.Overrides
 	fs := cmd.flags
 	fs.StringVar(&f.out, "out", "", "output `dir` (default results/lab/<runid>)")
-	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database `path`")
+	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` or a postgres:// URL")
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")

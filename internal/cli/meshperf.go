@@ -33,6 +33,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "perfcheck", about: "run the micro-benchmarks and compare them with the baselines kept beside them", run: with(Perfcheck)},
 			{name: "export", about: "write runs as SMP documents, Fortio JSON or Istio's CSV", run: with(Export)},
 			{name: "import", about: "store Fortio or Nighthawk JSON results as runs, for compare", run: with(Import)},
+			{name: "store", about: "copy runs between results stores (SQLite, PostgreSQL); what a store holds", run: with(Store)},
 			{name: "dashboard", about: "serve the results store read-only over HTTP: a JSON API for runs, compare and history", run: with(Dashboard)},
 			{name: "version", aliases: []string{"-version", "--version"}, about: "print the version", run: with(printVersion)},
 		},

@@ -89,7 +89,7 @@ type Report struct {
 	Network    pod.Kind
 	OutDir     string
 	CSV, HTML  string // files written
-	DB         string // store written, "" if none
+	DB         string // store written (a URL without its password), "" if none
 	Outcomes   []Outcome
 	NamePrefix string // prefix of every namespace and link the run created
 	PIDs       []int  // every process the lab started
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if store != nil {
 		defer store.Close()
-		rep.DB = cfg.DBPath
+		rep.DB = store.String()
 	}
 	err = l.start(ctx)
 	rep.Network, rep.NamePrefix = l.kind(), l.namePrefix()
@@ -203,8 +203,10 @@ func openStore(path string) (*results.Store, error) {
 	if path == "" {
 		return nil, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("lab: results database directory: %w", err)
+	if loc, err := results.ParseLocation(path); err == nil && loc.IsFile() {
+		if err := os.MkdirAll(filepath.Dir(loc.File), 0o755); err != nil {
+			return nil, fmt.Errorf("lab: results database directory: %w", err)
+		}
 	}
 	s, err := results.Open(path)
 	if err != nil {

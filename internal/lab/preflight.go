@@ -21,6 +21,11 @@ import (
 // namespaces (its nodes, and the in-pod rules inside each pod, the
 // waypoint's pod), and -ztunnel needs a ztunnel that runs.
 func Preflight(cfg Config) error {
+	if cfg.DBPath != "" {
+		if _, err := results.ParseLocation(cfg.DBPath); err != nil {
+			return err
+		}
+	}
 	ambient := ""
 	for _, m := range cfg.Scenario.Modes {
 		if m.NodeProxies() && ambient == "" {

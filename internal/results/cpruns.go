@@ -53,46 +53,53 @@ type ControlPlaneRun struct {
 	Provenance                           Provenance
 }
 
-// InsertControlPlaneRun stores a control-plane load test.
-func (s *Store) InsertControlPlaneRun(r ControlPlaneRun) error {
-	cols := `label, shape, start_time, start_unix_ns, target, external, delta, proxies, services,
-		sidecar, churn, changes, pushes, convergence_p50_ms, convergence_p90_ms, convergence_p99_ms,
-		e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms, missed, all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json, ` +
-		strings.Join(provenanceColumns, ", ")
-	values := append([]any{
+// cpRunColumns are cp_runs' columns but id and provenance, in the order
+// cpRunValues and cpRunScanTargets use.
+const cpRunColumns = `label, shape, start_time, start_unix_ns, target, external, delta, proxies, services,
+	sidecar, churn, changes, pushes, convergence_p50_ms, convergence_p90_ms, convergence_p99_ms,
+	e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms, missed, all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json`
+
+func (r ControlPlaneRun) values() []any {
+	return append([]any{
 		r.Label, r.Shape, r.Start.UTC().Format(time.RFC3339Nano), r.Start.UnixNano(), r.Target, r.External, r.Delta,
 		r.Proxies, r.Services, r.Sidecar, r.Churn, r.Changes, r.Pushes, r.ConvergenceP50, r.ConvergenceP90, r.ConvergenceP99,
 		r.E2EP50, r.E2EP90, r.E2EP99, r.E2EMax, r.Missed, r.AllSyncedMs, r.ConfigBytesMean, r.CPUSeconds, r.RSSMaxMB, r.ReportJSON,
 	}, r.Provenance.values()...)
-	_, err := s.db.Exec(`INSERT INTO cp_runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
-	if err != nil {
-		return fmt.Errorf("store control-plane run %q in %s: %w", r.Label, s.path, err)
+}
+
+// InsertControlPlaneRun stores a control-plane load test.
+func (s *Store) InsertControlPlaneRun(r ControlPlaneRun) error {
+	if err := insertControlPlaneRun(s.sql(), r); err != nil {
+		return fmt.Errorf("store control-plane run %q in %s: %w", r.Label, s.where, err)
 	}
 	return nil
 }
 
+func insertControlPlaneRun(c conn, r ControlPlaneRun) error {
+	values := r.values()
+	_, err := c.exec(`INSERT INTO cp_runs (`+cpRunColumns+`, `+strings.Join(provenanceColumns, ", ")+`) VALUES (`+placeholders(len(values))+`)`, values...)
+	return err
+}
+
 // ControlPlaneRuns returns the stored control-plane runs, oldest first,
-// with every column.
+// every column (report_json has the whole report).
 func (s *Store) ControlPlaneRuns() ([]ControlPlaneRun, error) {
-	rows, err := s.db.Query(`SELECT label, shape, start_unix_ns, target, external, delta, proxies, services, sidecar, churn, changes, missed,
-		pushes, convergence_p50_ms, convergence_p90_ms, convergence_p99_ms, e2e_p50_ms, e2e_p90_ms, e2e_p99_ms, e2e_max_ms,
-		all_synced_ms, config_bytes_mean, cpu_seconds, rss_max_mb, report_json, ` +
-		strings.Join(provenanceColumns, ", ") + ` FROM cp_runs ORDER BY start_unix_ns, id`)
+	rows, err := s.sql().query(`SELECT ` + cpRunColumns + `, ` + strings.Join(provenanceColumns, ", ") + ` FROM cp_runs ORDER BY start_unix_ns, id`)
 	if err != nil {
-		return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)
+		return nil, fmt.Errorf("read control-plane runs from %s: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []ControlPlaneRun
 	for rows.Next() {
 		var r ControlPlaneRun
 		var ns int64
-		var machineKey string
-		dst := append([]any{&r.Label, &r.Shape, &ns, &r.Target, &r.External, &r.Delta, &r.Proxies, &r.Services, &r.Sidecar, &r.Churn,
-			&r.Changes, &r.Missed, &r.Pushes, &r.ConvergenceP50, &r.ConvergenceP90, &r.ConvergenceP99, &r.E2EP50, &r.E2EP90,
-			&r.E2EP99, &r.E2EMax, &r.AllSyncedMs, &r.ConfigBytesMean, &r.CPUSeconds, &r.RSSMaxMB, &r.ReportJSON},
+		var start, machineKey string
+		dst := append([]any{&r.Label, &r.Shape, &start, &ns, &r.Target, &r.External, &r.Delta,
+			&r.Proxies, &r.Services, &r.Sidecar, &r.Churn, &r.Changes, &r.Pushes, &r.ConvergenceP50, &r.ConvergenceP90, &r.ConvergenceP99,
+			&r.E2EP50, &r.E2EP90, &r.E2EP99, &r.E2EMax, &r.Missed, &r.AllSyncedMs, &r.ConfigBytesMean, &r.CPUSeconds, &r.RSSMaxMB, &r.ReportJSON},
 			r.Provenance.scanTargets(&machineKey)...)
 		if err := rows.Scan(dst...); err != nil {
-			return nil, fmt.Errorf("read control-plane runs from %s: %w", s.path, err)
+			return nil, fmt.Errorf("read control-plane runs from %s: %w", s.where, err)
 		}
 		r.Start = time.Unix(0, ns).UTC()
 		out = append(out, r)

@@ -1,17 +1,14 @@
 package results
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
 
-func TestControlPlaneRunsRoundTrip(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+func TestControlPlaneRunsRoundTrip(t *testing.T) { forEachDialect(t, testControlPlaneRunsRoundTrip) }
+
+func testControlPlaneRunsRoundTrip(t *testing.T, db string, _ conn) {
+	st := openStore(t, db)
 	p99 := 123.5
 	pushes := 70.0
 	start := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)

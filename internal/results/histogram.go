@@ -62,14 +62,14 @@ func RunHistogram(r Run) []HistogramBucket {
 
 // migrationHistograms (schema 4 -> 5) stores each run's latency histogram,
 // so that a shared store draws it where the result file is not at hand.
-// Portable SQL: SQLite and PostgreSQL take it as it is.
 // Buckets are numbered in their order: their bounds need not be unique
 // (Nighthawk's fortio output repeats a bound where it has empty buckets).
+// SQLite's spelling, as every migration's (dialect.go).
 const migrationHistograms = `CREATE TABLE run_histogram (
-	run_row  INTEGER          NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-	bucket   INTEGER          NOT NULL,
-	start_ms DOUBLE PRECISION NOT NULL,
-	end_ms   DOUBLE PRECISION NOT NULL,
-	count    INTEGER          NOT NULL,
+	run_row  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+	bucket   INTEGER NOT NULL,
+	start_ms REAL    NOT NULL,
+	end_ms   REAL    NOT NULL,
+	count    INTEGER NOT NULL,
 	PRIMARY KEY (run_row, bucket)
 );`

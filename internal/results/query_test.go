@@ -1,17 +1,16 @@
 package results
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 )
 
 func TestScenariosCountsInvocationsAndRuns(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "meshperf.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	forEachDialect(t, testScenariosCountsInvocationsAndRuns)
+}
+
+func testScenariosCountsInvocationsAndRuns(t *testing.T, db string, _ conn) {
+	st := openStore(t, db)
 	t0 := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 	for i, r := range []struct{ runID, scenario string }{{"a", "quick"}, {"a", "quick"}, {"b", "quick"}, {"c", "latency"}} {
 		if err := st.Insert(Run{RunID: r.runID, Scenario: r.scenario, StartTime: t0.Add(time.Duration(i) * time.Hour)}); err != nil {

@@ -44,7 +44,7 @@ func Resolve(st *Store, arg string) ([]Run, error) {
 		if runs, err := st.runsLabelled(arg); err != nil || len(runs) > 0 {
 			return runs, err
 		}
-		return nil, fmt.Errorf("no run matches %q: not a run id or label in %s, nor a file or directory", arg, st.path)
+		return nil, fmt.Errorf("no run matches %q: not a run id or label in %s, nor a file or directory", arg, st.where)
 	}
 	return nil, fmt.Errorf("no run matches %q: not a file or directory (and no results database to look up run ids and labels in)", arg)
 }
@@ -62,7 +62,7 @@ func ResolveStored(st *Store, arg string) ([]Run, error) {
 	if runs, err := st.runsLabelled(arg); err != nil || len(runs) > 0 {
 		return runs, err
 	}
-	return nil, fmt.Errorf("%w %q: not a run id or label in %s", ErrNoRunMatches, arg, st.path)
+	return nil, fmt.Errorf("%w %q: not a run id or label in %s", ErrNoRunMatches, arg, st.where)
 }
 
 // ErrNoRunMatches is ResolveStored's error for a selector that names no
@@ -91,7 +91,7 @@ func resolveLabDir(st *Store, dir string) ([]Run, error) {
 	}
 	runs, err := st.Runs(Filter{RunID: runID})
 	if err == nil && len(runs) == 0 {
-		err = fmt.Errorf("%s: lab run %s is not in %s (pass the -db it was stored in)", dir, runID, st.path)
+		err = fmt.Errorf("%s: lab run %s is not in %s (pass the -db it was stored in)", dir, runID, st.where)
 	}
 	return runs, err
 }

@@ -10,15 +10,17 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
 const SchemaVersion = 5
 
-// migrations[i] takes a database from version i to i+1. The schema, for
-// readers such as the dashboard:
+// migrations[i] takes a database from version i to i+1, on SQLite and on
+// PostgreSQL alike: each is written in SQLite's spelling, which the
+// dialect rewrites (dialect.go), so a new version is one more entry. The
+// schema, for readers such as the dashboard:
 //
 //   - schema_version(version): one row, the layout's version.
 //   - runs: one row per load run. Latencies are milliseconds (NULL when
@@ -95,34 +97,72 @@ var migrations = []string{
 
 // Store is the results database.
 type Store struct {
-	db   *sql.DB
-	path string
+	db *sql.DB
+	d  dialect
+	// where names the store in messages (a path, or a URL without its
+	// password).
+	where string
 }
 
-// Open opens (creating if needed) the database at path and brings its
-// schema up to SchemaVersion.
-func Open(path string) (*Store, error) {
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(wal)"
-	db, err := sql.Open("sqlite", dsn)
+// connectTimeout bounds reaching a PostgreSQL server whose URL does not
+// say (connect_timeout=): an address that drops packets must not hang
+// the command.
+const connectTimeout = 10 * time.Second
+
+// Open opens the results store db names (ParseLocation: a SQLite path,
+// created if needed, or a PostgreSQL URL) and brings its schema up to
+// SchemaVersion. A db that names no database is an ErrBadLocation.
+func Open(db string) (*Store, error) {
+	loc, err := ParseLocation(db)
 	if err != nil {
-		return nil, fmt.Errorf("open results database %s: %w", path, err)
+		return nil, err
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{where: loc.String()}
+	if loc.IsFile() {
+		dsn := "file:" + (&url.URL{Path: loc.File}).EscapedPath() +
+			"?_pragma=foreign_keys(1)&_pragma=busy_timeout(5000)&_pragma=journal_mode(wal)"
+		if s.db, err = sql.Open("sqlite", dsn); err != nil {
+			return nil, fmt.Errorf("open results database %s: %w", s.where, err)
+		}
+		s.d = sqlite{}
+	} else {
+		cfg := loc.pgConfig.Copy()
+		if cfg.ConnectTimeout == 0 {
+			cfg.ConnectTimeout = connectTimeout
+		}
+		s.db, s.d = stdlib.OpenDB(*cfg), postgres{}
+	}
 	if err := s.migrate(context.Background()); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open results database %s: %w", path, err)
+		s.db.Close()
+		return nil, fmt.Errorf("open results database %s: %w", s.where, oneLine{err})
 	}
 	return s, nil
 }
 
+// oneLine is an error on one line: pgx lists the addresses it tried on
+// lines of their own, and a command's error is one line.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
+func (e oneLine) Unwrap() error { return e.err }
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
+
+// Dialect names the database the store runs on: sqlite or postgres.
+func (s *Store) Dialect() string { return s.d.Name() }
+
+// String names the store for messages (a PostgreSQL URL without its
+// password).
+func (s *Store) String() string { return s.where }
+
+// sql runs the store's SQL on its database, outside a transaction.
+func (s *Store) sql() conn { return conn{s.d, s.db} }
 
 // Version reads the database's schema version.
 func (s *Store) Version() (int, error) {
 	var v int
-	err := s.db.QueryRow(`SELECT version FROM schema_version`).Scan(&v)
+	err := s.sql().queryRow(`SELECT version FROM schema_version`).Scan(&v)
 	return v, err
 }
 
@@ -132,39 +172,65 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+	if err := s.d.lockSchema(ctx, tx); err != nil {
 		return err
 	}
+	c := conn{s.d, tx}
+	var tables int
+	if err := c.queryRow(s.d.tableExists(), "schema_version").Scan(&tables); err != nil {
+		return err
+	}
+	if tables == 0 {
+		if _, err := c.exec(s.d.schema(`CREATE TABLE schema_version (version INTEGER NOT NULL)`)); err != nil {
+			return err
+		}
+	}
 	var v int
-	switch err := tx.QueryRow(`SELECT version FROM schema_version`).Scan(&v); {
+	switch err := c.queryRow(`SELECT version FROM schema_version`).Scan(&v); {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.Exec(`INSERT INTO schema_version(version) VALUES (0)`); err != nil {
+		if _, err := c.exec(`INSERT INTO schema_version(version) VALUES (0)`); err != nil {
 			return err
 		}
 	case err != nil:
 		return fmt.Errorf("not a meshperf results database? %w", err)
 	}
 	if v > SchemaVersion {
-		return fmt.Errorf("schema version %d is newer than this meshperf understands (%d); use a newer meshperf or another -db path", v, SchemaVersion)
+		return fmt.Errorf("schema version %d is newer than this meshperf understands (%d); use a newer meshperf or another -db", v, SchemaVersion)
 	}
 	for ; v < SchemaVersion; v++ {
-		if _, err := tx.Exec(migrations[v]); err != nil {
+		if _, err := c.exec(s.d.schema(migrations[v])); err != nil {
 			return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
 		}
 	}
-	if _, err := tx.Exec(`UPDATE schema_version SET version = ?`, v); err != nil {
+	if _, err := c.exec(`UPDATE schema_version SET version = ?`, v); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// Insert stores a run and its processes in one transaction.
-func (s *Store) Insert(r Run) error {
+// inTx runs f in one transaction: all of it is stored, or none.
+func (s *Store) inTx(f func(c conn) error) error {
 	tx, err := s.db.Begin()
 	if err != nil {
-		return fmt.Errorf("store run %s: %w", r.Label, err)
+		return err
 	}
 	defer tx.Rollback()
+	if err := f(conn{s.d, tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Insert stores a run with its processes and percentiles in one
+// transaction.
+func (s *Store) Insert(r Run) error {
+	if err := s.inTx(func(c conn) error { return insertRun(c, r) }); err != nil {
+		return fmt.Errorf("store run %s in %s: %w", r.Label, s.where, err)
+	}
+	return nil
+}
+
+func insertRun(c conn, r Run) error {
 	l := r.Latency
 	cols := `run_id, label, scenario, mode, protocol, repetition,
 		connections, requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls,
@@ -179,35 +245,28 @@ func (s *Store) Insert(r Run) error {
 		nullable(l.P99), nullable(l.P999), nullable(l.P9999),
 		r.Corrected, r.Calls, r.Errors, OrZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON,
 	}, r.Provenance.values()...)
-	res, err := tx.Exec(`INSERT INTO runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
+	row, err := c.insertID(`INSERT INTO runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
 	if err != nil {
-		return fmt.Errorf("store run %s: %w", r.Label, err)
-	}
-	row, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("store run %s: %w", r.Label, err)
+		return err
 	}
 	for _, p := range r.Processes {
-		if _, err := tx.Exec(`INSERT INTO processes (run_row, role, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
+		if _, err := c.exec(`INSERT INTO processes (run_row, role, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
 			VALUES (?,?,?,?,?,?,?)`, row, p.Role, p.PID, nullable(p.VCPU), nullable(p.RSSMB),
 			nullable(p.PSSMB), nullable(p.MaxRSSMB)); err != nil {
-			return fmt.Errorf("store run %s: process %s: %w", r.Label, p.Role, err)
+			return fmt.Errorf("process %s: %w", p.Role, err)
 		}
 	}
 	for i, b := range r.Histogram {
-		if _, err := tx.Exec(`INSERT INTO run_histogram (run_row, bucket, start_ms, end_ms, count) VALUES (?,?,?,?,?)`,
+		if _, err := c.exec(`INSERT INTO run_histogram (run_row, bucket, start_ms, end_ms, count) VALUES (?,?,?,?,?)`,
 			row, i, b.StartMs, b.EndMs, b.Count); err != nil {
-			return fmt.Errorf("store run %s: histogram bucket from %v ms: %w", r.Label, b.StartMs, err)
+			return fmt.Errorf("histogram bucket %d: %w", i, err)
 		}
 	}
 	for _, pv := range r.Spectrum {
-		if _, err := tx.Exec(`INSERT INTO run_percentiles (run_row, percentile, ms) VALUES (?,?,?)`,
+		if _, err := c.exec(`INSERT INTO run_percentiles (run_row, percentile, ms) VALUES (?,?,?)`,
 			row, pv.Percentile, pv.Ms); err != nil {
-			return fmt.Errorf("store run %s: P%v: %w", r.Label, pv.Percentile, err)
+			return fmt.Errorf("percentile %v: %w", pv.Percentile, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store run %s: %w", r.Label, err)
 	}
 	return nil
 }
@@ -261,9 +320,9 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 		q += " WHERE " + cond
 	}
 	q += " ORDER BY start_unix_ns, id"
-	rows, err := s.db.Query(q, args...)
+	rows, err := s.sql().query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read runs: %w", err)
+		return nil, fmt.Errorf("read runs from %s: %w", s.where, err)
 	}
 	defer rows.Close()
 	var runs []Run
@@ -320,8 +379,8 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 }
 
 func (s *Store) processes(row int64) ([]Process, error) {
-	rows, err := s.db.Query(`SELECT role, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
-		WHERE run_row = ? ORDER BY rowid`, row)
+	rows, err := s.sql().query(`SELECT role, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
+		WHERE run_row = ? ORDER BY `+s.d.insertionOrder(), row)
 	if err != nil {
 		return nil, fmt.Errorf("read processes: %w", err)
 	}
@@ -340,7 +399,7 @@ func (s *Store) processes(row int64) ([]Process, error) {
 }
 
 func (s *Store) spectrum(row int64) ([]PercentileValue, error) {
-	rows, err := s.db.Query(`SELECT percentile, ms FROM run_percentiles WHERE run_row = ? ORDER BY percentile`, row)
+	rows, err := s.sql().query(`SELECT percentile, ms FROM run_percentiles WHERE run_row = ? ORDER BY percentile`, row)
 	if err != nil {
 		return nil, fmt.Errorf("read percentiles: %w", err)
 	}
@@ -357,7 +416,7 @@ func (s *Store) spectrum(row int64) ([]PercentileValue, error) {
 }
 
 func (s *Store) histogram(row int64) ([]HistogramBucket, error) {
-	rows, err := s.db.Query(`SELECT start_ms, end_ms, count FROM run_histogram WHERE run_row = ? ORDER BY bucket`, row)
+	rows, err := s.sql().query(`SELECT start_ms, end_ms, count FROM run_histogram WHERE run_row = ? ORDER BY bucket`, row)
 	if err != nil {
 		return nil, fmt.Errorf("read histogram: %w", err)
 	}

@@ -3,13 +3,63 @@ package results
 import (
 	"database/sql"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testenv/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// storeDialects are the databases the store's tests run on: each test
+// that is about the store, not about files, runs on both through
+// forEachDialect. newDB returns a -db for an empty store of the dialect.
+var storeDialects = []struct {
+	name   string
+	d      dialect
+	driver string
+	newDB  func(t testing.TB) string
+}{
+	{"sqlite", sqlite{}, "sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "meshperf.db") }},
+	{"postgres", postgres{}, "pgx", pgtest.NewDatabase},
+}
+
+// forEachDialect runs test as a subtest per dialect, with a fresh -db and
+// a raw connection to it (not migrated) in that dialect's spelling.
+func forEachDialect(t *testing.T, test func(t *testing.T, db string, raw conn)) {
+	for _, sd := range storeDialects {
+		t.Run(sd.name, func(t *testing.T) {
+			db := sd.newDB(t)
+			dsn := db
+			if sd.name == "sqlite" {
+				dsn = "file:" + db + "?_pragma=busy_timeout(5000)"
+			}
+			rawDB, err := sql.Open(sd.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rawDB.Close() })
+			test(t, db, conn{sd.d, rawDB})
+		})
+	}
+}
+
+// openStore opens db and closes it when t ends.
+func openStore(t testing.TB, db string) *Store {
+	t.Helper()
+	st, err := Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 func sampleRun(runID, scenario string, start time.Time) Run {
 	return Run{
@@ -64,18 +114,34 @@ func sameRun(a, b Run) bool {
 	return a.StartTime.Equal(b.StartTime) && func() bool { a.StartTime, b.StartTime = time.Time{}, time.Time{}; return reflect.DeepEqual(a, b) }()
 }
 
-func TestStoreRoundTrip(t *testing.T) {
+func TestStoreFileAtThePathAskedFor(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dir with space", "results.db")
 	if _, err := Open(path); err == nil {
 		t.Fatal("opened a database in a directory that does not exist")
 	}
-	path = filepath.Join(t.TempDir(), "results db.sqlite")
-	st, err := Open(path)
+	for _, db := range []string{"results db.sqlite", "sqlite:explicit.db"} {
+		dir := t.TempDir()
+		st, err := Open(filepath.Join(dir, db))
+		if strings.HasPrefix(db, "sqlite:") {
+			st, err = Open("sqlite:" + filepath.Join(dir, strings.TrimPrefix(db, "sqlite:")))
+			db = strings.TrimPrefix(db, "sqlite:")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if _, err := os.Stat(filepath.Join(dir, db)); err != nil {
+			t.Fatalf("database not at the path asked for: %v", err)
+		}
+	}
+}
+
+func TestStoreRoundTrip(t *testing.T) { forEachDialect(t, testStoreRoundTrip) }
+
+func testStoreRoundTrip(t *testing.T, db string, _ conn) {
+	st, err := Open(db)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("database not at the path asked for: %v", err)
 	}
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 123456789, time.UTC)
 	a := sampleRun("aa", "quick", t0)
@@ -99,7 +165,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 
 	// Reopening keeps the data and the version.
-	st, err = Open(path)
+	st, err = Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,70 +201,99 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 }
 
-func TestStoreRefusesNewerSchema(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.db")
-	st, err := Open(path)
+func TestStoreRefusesNewerSchema(t *testing.T) { forEachDialect(t, testStoreRefusesNewerSchema) }
+
+func testStoreRefusesNewerSchema(t *testing.T, db string, raw conn) {
+	st, err := Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1); err != nil {
+	st.Close()
+	if _, err := raw.exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1); err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
-	_, err = Open(path)
+	_, err = Open(db)
 	if err == nil || !strings.Contains(err.Error(), "newer than this meshperf understands") {
 		t.Errorf("Open(newer) = %v", err)
+	}
+	// Refused, not touched: the version stays the newer one.
+	var v int
+	if err := raw.queryRow(`SELECT version FROM schema_version`).Scan(&v); err != nil || v != SchemaVersion+1 {
+		t.Errorf("version after the refusal %d, %v; want %d", v, err, SchemaVersion+1)
 	}
 }
 
 func TestStoreMigratesFromEmptyVersionTable(t *testing.T) {
+	forEachDialect(t, testStoreMigratesFromEmptyVersionTable)
+}
+
+func testStoreMigratesFromEmptyVersionTable(t *testing.T, db string, raw conn) {
 	// A database created by something that only made the version table (a
 	// crash between steps) is brought up to date, not rejected.
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
+	if _, err := raw.exec(raw.d.schema(`CREATE TABLE schema_version (version INTEGER NOT NULL)`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`CREATE TABLE schema_version (version INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	st, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, db)
 	if err := st.Insert(sampleRun("cc", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestStoreMigrationKeepsOlderRows(t *testing.T) {
-	// A schema-3 database (before provenance) with one run: opening it adds
-	// the provenance columns and keeps the run, with empty provenance.
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
+// Two meshperfs opening one fresh database at once: one migrates, the
+// other finds it migrated; neither fails and the version table has one row.
+func TestStoreConcurrentFirstOpen(t *testing.T) { forEachDialect(t, testStoreConcurrentFirstOpen) }
+
+func testStoreConcurrentFirstOpen(t *testing.T, db string, raw conn) {
+	const openers = 4
+	errs := make(chan error, openers)
+	var wg sync.WaitGroup
+	for range openers {
+		wg.Go(func() {
+			st, err := Open(db)
+			if err == nil {
+				err = st.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	var rows, v int
+	if err := raw.queryRow(`SELECT COUNT(*), MAX(version) FROM schema_version`).Scan(&rows, &v); err != nil {
 		t.Fatal(err)
 	}
-	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3)`},
-		migrations[:3]...)
+	if rows != 1 || v != SchemaVersion {
+		t.Errorf("schema_version has %d rows, version %d; want 1 row, %d", rows, v, SchemaVersion)
+	}
+}
+
+func TestStoreMigrationKeepsOlderRows(t *testing.T) {
+	forEachDialect(t, testStoreMigrationKeepsOlderRows)
+}
+
+func testStoreMigrationKeepsOlderRows(t *testing.T, db string, raw conn) {
+	// A schema-3 database (before provenance) with one run: opening it adds
+	// the provenance columns and keeps the run, with empty provenance.
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (3)`}
+	for _, m := range migrations[:3] {
+		stmts = append(stmts, raw.d.schema(m))
+	}
 	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
 		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
 		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
 		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
 		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
 	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
+		if _, err := raw.exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	db.Close()
-	st, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t, db)
 	if v, _ := st.Version(); v != SchemaVersion {
 		t.Fatalf("version %d after migration, want %d", v, SchemaVersion)
 	}
@@ -250,4 +345,57 @@ func TestParamsHash(t *testing.T) {
 	if _, err := ParamsHash(func() {}); err == nil {
 		t.Error("hashing a func did not fail")
 	}
+}
+
+// A team's writers need not own the database: a user with SELECT, INSERT
+// and UPDATE on the tables (and nothing on the schema or the id
+// sequences) opens a store another user created and writes runs to it.
+func TestPostgresStoreWithoutCreateRights(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	openStore(t, db).Close()
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, cp_runs"))
+	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
+		t.Fatalf("read back %+v, %v", runs, err)
+	}
+}
+
+// pgRole creates a login role on db's server with SELECT, INSERT and
+// UPDATE on the tables listed, nothing else (not even CREATE on the
+// schema), and returns db's URL as that role; the role goes when t ends.
+func pgRole(t *testing.T, db, tables string) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "writer_" + strings.TrimPrefix(u.Path, "/") // databases are per test, so roles are too
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'w'`,
+		`REVOKE CREATE ON SCHEMA public FROM PUBLIC`,
+		`GRANT SELECT, INSERT, UPDATE ON ` + tables + ` TO ` + role,
+	} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{`DROP OWNED BY ` + role, `DROP ROLE ` + role} {
+			if _, err := admin.Exec(q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	u.User = url.UserPassword(role, "w")
+	return u.String()
 }

@@ -1,5 +1,5 @@
 // Package syscmd finds the system commands meshperf drives (iptables-restore,
-// ip, prometheus). It is the one lookup the lab and the tests share, so that
+// ip, prometheus, PostgreSQL's initdb and postgres for the tests). It is the one lookup the lab and the tests share, so that
 // what a test calls missing is what the lab would fail to find.
 package syscmd
 
@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 )
 
 // sbinDirs hold administration commands; the PATH of a non-root shell often
@@ -15,13 +17,31 @@ import (
 // can run them.
 var sbinDirs = []string{"/usr/local/sbin", "/usr/sbin", "/sbin"}
 
-// Find returns the path of command: on PATH, else in the sbin directories.
-// The error names the Debian package that provides it.
+// postgresBinGlob matches Debian's PostgreSQL server directories, one per
+// major version: the package keeps initdb, pg_ctl and postgres there, off
+// PATH, so that several versions can be installed side by side.
+var postgresBinGlob = "/usr/lib/postgresql/*/bin"
+
+// postgresBinDirs are the PostgreSQL server directories, newest version
+// first.
+func postgresBinDirs() []string {
+	dirs, _ := filepath.Glob(postgresBinGlob)
+	major := func(dir string) int {
+		n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+		return n
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return major(b) - major(a) })
+	return dirs
+}
+
+// Find returns the path of command: on PATH, else in the sbin directories,
+// else in the newest PostgreSQL server directory that has it. The error
+// names the Debian package that provides it.
 func Find(command, debianPackage string) (string, error) {
 	if p, err := exec.LookPath(command); err == nil {
 		return p, nil
 	}
-	for _, d := range sbinDirs {
+	for _, d := range append(slices.Clone(sbinDirs), postgresBinDirs()...) {
 		p := filepath.Join(d, command)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return p, nil

@@ -39,3 +39,28 @@ func TestFindSkipsNonExecutable(t *testing.T) {
 		t.Fatalf("found %s, a file that cannot run", p)
 	}
 }
+
+// PostgreSQL's server commands live in a directory per major version, off
+// PATH; the newest version that has the command wins.
+func TestFindInPostgresVersionDirs(t *testing.T) {
+	root := t.TempDir()
+	for _, v := range []string{"9", "15", "16"} {
+		dir := filepath.Join(root, v, "bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if v != "16" {
+			if err := os.WriteFile(filepath.Join(dir, "meshperf-pg-probe"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	old := postgresBinGlob
+	postgresBinGlob = filepath.Join(root, "*", "bin")
+	t.Cleanup(func() { postgresBinGlob = old })
+	t.Setenv("PATH", t.TempDir())
+	got, err := Find("meshperf-pg-probe", "postgresql")
+	if want := filepath.Join(root, "15", "bin", "meshperf-pg-probe"); err != nil || got != want {
+		t.Fatalf("Find = %q, %v; want %q (15 is the newest version that has it)", got, err, want)
+	}
+}
