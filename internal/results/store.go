@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[i] takes a database from version i to i+1. The schema, for
 // readers such as the dashboard:
@@ -37,6 +37,10 @@ const SchemaVersion = 4
 //   - provenance columns on runs and cp_runs (provenance.go): what was
 //     measured and where; machine_key is Machine.Key(). Rows stored before
 //     schema 4 have empty strings and zeros there.
+//   - run_prometheus: a lab run's per-proxy figures read from Prometheus
+//     (run_row = runs.id; prometheus.go): vcpu, rss_mb, max_rss_mb, rps,
+//     p50_ms, p90_ms, p99_ms, NULL when unknown. Only runs made with
+//     --prometheus have rows, from schema 5 on.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -87,6 +91,7 @@ var migrations = []string{
 		PRIMARY KEY (run_row, percentile)
 	);`,
 	migrationProvenance, // provenance.go
+	migrationPrometheus, // prometheus.go
 }
 
 // Store is the results database.
@@ -196,6 +201,9 @@ func (s *Store) Insert(r Run) error {
 			return fmt.Errorf("store run %s: P%v: %w", r.Label, pv.Percentile, err)
 		}
 	}
+	if err := insertPrometheus(tx, row, r.Prometheus); err != nil {
+		return fmt.Errorf("store run %s: %w", r.Label, err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store run %s: %w", r.Label, err)
 	}
@@ -241,7 +249,8 @@ func (s *Store) Runs(f Filter) ([]Run, error) {
 }
 
 // runsWhere returns the runs matching an SQL condition on runs' columns
-// ("" for all), with their processes and spectra, in start order.
+// ("" for all), with their processes, spectra and Prometheus figures, in
+// start order.
 func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
 		actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, network, min_ms, max_ms,
@@ -274,6 +283,9 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 			return nil, err
 		}
 		if runs[i].Spectrum, err = s.spectrum(ids[i]); err != nil {
+			return nil, err
+		}
+		if runs[i].Prometheus, err = s.prometheus(ids[i]); err != nil {
 			return nil, err
 		}
 	}
