@@ -29,6 +29,7 @@ require (
 )
 
 require (
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	gonum.org/v1/gonum v0.17.0
 	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
