@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the dashboards are the classic JSON model (dashboard.Dashboard), which every Grafana imports and provisions; the SDK marks it deprecated in favour of v2, a resource only Grafana 12 with its dynamic dashboards reads
+
 package grafana
 
 import (

@@ -55,7 +55,7 @@ func insertPrometheus(tx *sql.Tx, row int64, figs []PromFigures) error {
 		if _, err := tx.Exec(`INSERT INTO run_prometheus (run_row, role, vcpu, rss_mb, max_rss_mb, rps, p50_ms, p90_ms, p99_ms)
 			VALUES (?,?,?,?,?,?,?,?,?)`, row, f.Role, nullable(f.VCPU), nullable(f.RSSMB), nullable(f.MaxRSSMB),
 			nullable(f.RPS), nullable(f.P50), nullable(f.P90), nullable(f.P99)); err != nil {
-			return fmt.Errorf("Prometheus figures of %s: %w", f.Role, err)
+			return fmt.Errorf("figures from Prometheus of %s: %w", f.Role, err)
 		}
 	}
 	return nil
