@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,5 +91,37 @@ func TestStoreMigratesSchema4ToPrometheus(t *testing.T) {
 	runs, err := st.Runs(Filter{})
 	if err != nil || len(runs) != 1 || !reflect.DeepEqual(runs[0].Prometheus, r.Prometheus) {
 		t.Fatalf("after migration: %+v, %v", runs, err)
+	}
+}
+
+// The report and the terminal summary show Prometheus' figures beside the
+// /proc ones only when a run has them.
+func TestPromVsProcShownWhenMeasured(t *testing.T) {
+	r := sampleRun("pp", "quick", time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	var html, text strings.Builder
+	if err := WriteHTML(&html, []Run{r}, Summarize([]Run{r})); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePromVsProc(&text, []Run{r}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(html.String(), `id="prometheus"`) || text.Len() != 0 {
+		t.Errorf("Prometheus vs /proc shown for a run without Prometheus figures: %q", text.String())
+	}
+	r.Prometheus = []PromFigures{{Role: RoleServerSidecar, VCPU: 0.2345, RSSMB: 14.25, MaxRSSMB: 15, RPS: 998.7, P50: 0.31, P90: 0.52, P99: math.NaN()}}
+	html.Reset()
+	if err := WriteHTML(&html, []Run{r}, Summarize([]Run{r})); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePromVsProc(&text, []Run{r}); err != nil {
+		t.Fatal(err)
+	}
+	// The server sidecar's /proc vCPU (0.200) beside Prometheus' (0.234).
+	row := `<td class="l">server-sidecar</td><td>0.200</td><td>0.234</td><td>14.0</td><td>14.2</td><td>999.5</td><td>998.7</td><td>0.310</td><td>0.520</td><td>-</td>`
+	if !strings.Contains(html.String(), `<table id="prometheus">`) || !strings.Contains(html.String(), row) {
+		t.Errorf("report's Prometheus vs /proc table lacks the row %s", row)
+	}
+	if !strings.Contains(text.String(), "Prometheus vs /proc") || !strings.Contains(text.String(), "0.200") || !strings.Contains(text.String(), "0.234") {
+		t.Errorf("summary:\n%s", text.String())
 	}
 }
