@@ -79,6 +79,16 @@ func (l *lab) startPrometheus(ctx context.Context) error {
 	}
 	l.prom = s
 	l.pids = append(l.pids, s.PID())
+	// Prometheus holds its first scrapes back for a few seconds after it
+	// starts (its target discovery sends updates every 5s); a run measured
+	// before then would have no samples in its window.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, job := range []string{promJobPilot, promJobProxies} {
+		if err := s.WaitScrapedAfter(wctx, job, time.Time{}); err != nil {
+			return fmt.Errorf("lab: --prometheus: %w", err)
+		}
+	}
 	return nil
 }
 
