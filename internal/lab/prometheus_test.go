@@ -42,18 +42,21 @@ func TestLabPrometheusFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := 0
+	runs, queried := 0, 0
 	hook := func(event string, l *lab, spec scenario.RunSpec) {
 		if event != "run-done" {
 			return
 		}
 		if runs++; runs == len(s.Expand()) {
-			checkDashboardQueries(t, l)
+			queried = checkDashboardQueries(t, l)
 		}
 	}
 	rep := runConfig(t, Config{Scenario: s, Network: pod.KindNetns, Prometheus: true, PromInterval: 250 * time.Millisecond, hook: hook})
 	if len(rep.Outcomes) != 2 {
 		t.Fatalf("%d runs, want 2", len(rep.Outcomes))
+	}
+	if queried < 30 {
+		t.Errorf("%d dashboard queries evaluated against the lab's Prometheus; the dashboards have more", queried)
 	}
 	for _, o := range rep.Outcomes {
 		r := o.Run
@@ -128,7 +131,7 @@ var dashboardHasData = map[string]bool{
 // checkDashboardQueries evaluates every query of the shipped dashboards
 // against the lab's Prometheus, which has scraped the run's pilot and
 // proxies: none may fail, and the golden signals must find data.
-func checkDashboardQueries(t *testing.T, l *lab) {
+func checkDashboardQueries(t *testing.T, l *lab) (queried int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -143,6 +146,7 @@ func checkDashboardQueries(t *testing.T, l *lab) {
 		}
 		for _, q := range qs {
 			n, err := l.prom.SeriesCount(ctx, grafana.Expand(q.Expr, "1m", vars), time.Time{})
+			queried++
 			if err != nil {
 				t.Errorf("%s %q: %v", name, q.Panel, err)
 			} else if dashboardHasData[q.Panel] && n == 0 {
@@ -150,4 +154,5 @@ func checkDashboardQueries(t *testing.T, l *lab) {
 			}
 		}
 	}
+	return queried
 }
