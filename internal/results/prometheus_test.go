@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,19 +63,7 @@ func TestStorePrometheusRoundTrip(t *testing.T) {
 func TestStoreMigratesSchema4ToPrometheus(t *testing.T) {
 	// A schema-4 database with one run: opening it adds run_prometheus and
 	// keeps the run, which has no Prometheus figures.
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (4)`},
-		migrations[:4]...)
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
+	path := databaseAtSchema(t, 4)
 	st, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +113,25 @@ func TestPromVsProcShownWhenMeasured(t *testing.T) {
 	if !strings.Contains(text.String(), "Prometheus vs /proc") || !strings.Contains(text.String(), "0.200") || !strings.Contains(text.String(), "0.234") {
 		t.Errorf("summary:\n%s", text.String())
 	}
+}
+
+// databaseAtSchema makes a database at an older schema version, as a
+// meshperf of that version left it, then runs extra statements in it (rows
+// of that version), and returns its path.
+func databaseAtSchema(t *testing.T, version int, extra ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (` + strconv.Itoa(version) + `)`},
+		migrations[:version]...)
+	for _, q := range append(stmts, extra...) {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return path
 }

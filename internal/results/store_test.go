@@ -175,24 +175,11 @@ func TestStoreMigratesFromEmptyVersionTable(t *testing.T) {
 func TestStoreMigrationKeepsOlderRows(t *testing.T) {
 	// A schema-3 database (before provenance) with one run: opening it adds
 	// the provenance columns and keeps the run, with empty provenance.
-	path := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (3)`},
-		migrations[:3]...)
-	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
+	path := databaseAtSchema(t, 3, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
 		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
 		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
 		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
 		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
-	for _, q := range stmts {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
 	st, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
