@@ -86,13 +86,15 @@ type labRunFlags struct {
 	out, db, proxy, network, ztunnel string
 	labels                           string
 	keep                             bool
+	prometheus                       bool
+	promInterval                     time.Duration
 }
 
 func labRun(args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf lab run", "[SCENARIO|FILE] [flags]",
 		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
 			"the default one without SCENARIO;\nthe flags override the scenario's values.")
-	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil)
+	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil, true)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -137,7 +139,7 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 			"each sidecar's resident memory every -interval: a leak shows as a slope. The flags override the scenario's values.")
 	var interval time.Duration
 	durationVar(cmd.flags, &interval, "interval", lab.SoakInterval, "how often to sample the sidecars' memory")
-	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) })
+	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) }, false)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -158,11 +160,16 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 // parseLabRun turns arguments into a lab configuration, checking all of it
 // (scenario, flags, binaries, network) before anything starts. Its errors
 // are all bad input. Without a scenario argument it loads defaultScenario;
-// check, when given, says what else the command cannot take in it.
-func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error) (lab.Config, error) {
+// check, when given, says what else the command cannot take in it;
+// withPrometheus adds --prometheus and --prom-interval.
+func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error, withPrometheus bool) (lab.Config, error) {
 	var f labRunFlags
 	var o scenario.Overrides
 	fs := cmd.flags
+	if withPrometheus {
+		fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane and every proxy for the run, and store each proxy's figures from it with each run")
+		durationVar(fs, &f.promInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
+	}
 	fs.StringVar(&f.out, "out", "", "output `dir` (default results/lab/<runid>)")
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` or a postgres:// URL")
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
@@ -197,7 +204,8 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	if f.ztunnel != "" {
 		s.WithZtunnelTwins()
 	}
-	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel, Labels: f.labels}
+	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel, Labels: f.labels,
+		Prometheus: f.prometheus, PromInterval: f.promInterval}
 	if cfg.Network, err = labNetwork(f.network); err != nil {
 		return cfg, usageError{err.Error()}
 	}

@@ -71,3 +71,21 @@ func TestFindProxyOrder(t *testing.T) {
 		t.Errorf("-proxy: %q, %v", got, err)
 	}
 }
+
+// --prometheus without the prometheus server: one line with the install
+// line, exit 2, before anything starts (no output directory is made).
+func TestLabRunPrometheusMissing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir) // nothing on it; prometheus lives in /usr/bin
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	code := Lab([]string{"run", "-prometheus", "-network", "loopback", "-out", out}, &stdout, &stderr)
+	msg := stderr.String()
+	want := "meshperf lab run: --prometheus needs Debian's prometheus server: prometheus not found; install prometheus (apt-get install prometheus)\n"
+	if code != 2 || msg != want {
+		t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, msg, want)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the output directory was made (%v): something started", err)
+	}
+}

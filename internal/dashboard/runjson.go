@@ -36,6 +36,7 @@ type runJSON struct {
 	ErrorPercent    compare.Number     `json:"error_percent"`
 	Codes           map[string]int64   `json:"codes,omitempty"`
 	Processes       []processJSON      `json:"processes"`
+	Prometheus      []promJSON         `json:"prometheus,omitempty"` // lab run -prometheus: each proxy's figures from Prometheus
 	Failed          bool               `json:"failed"`
 	FailureReason   string             `json:"failure_reason,omitempty"`
 	FortioJSON      string             `json:"fortio_json"` // the result file's path where the run was made
@@ -70,6 +71,18 @@ type processJSON struct {
 	MaxRSSMB compare.Number `json:"max_rss_mb"`
 }
 
+// promJSON is results.PromFigures with NaN as null.
+type promJSON struct {
+	Role     string         `json:"role"`
+	VCPU     compare.Number `json:"vcpu"`
+	RSSMB    compare.Number `json:"rss_mb"`
+	MaxRSSMB compare.Number `json:"max_rss_mb"`
+	RPS      compare.Number `json:"rps"`
+	P50      compare.Number `json:"p50_ms"`
+	P90      compare.Number `json:"p90_ms"`
+	P99      compare.Number `json:"p99_ms"`
+}
+
 func runJSONOf(r results.Run) runJSON {
 	n := func(v float64) compare.Number { return compare.Number(v) }
 	l := r.Latency
@@ -90,6 +103,10 @@ func runJSONOf(r results.Run) runJSON {
 	for _, p := range r.Processes {
 		j.Processes = append(j.Processes, processJSON{Role: p.Role, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
 			PSSMB: n(p.PSSMB), MaxRSSMB: n(p.MaxRSSMB)})
+	}
+	for _, f := range r.Prometheus {
+		j.Prometheus = append(j.Prometheus, promJSON{Role: f.Role, VCPU: n(f.VCPU), RSSMB: n(f.RSSMB),
+			MaxRSSMB: n(f.MaxRSSMB), RPS: n(f.RPS), P50: n(f.P50), P90: n(f.P90), P99: n(f.P99)})
 	}
 	return j
 }

@@ -60,6 +60,11 @@ type Config struct {
 	Labels string
 	// Keep leaves pods and processes up at the end, for debugging.
 	Keep bool
+	// Prometheus runs Debian's prometheus for the invocation, scraping the
+	// control plane and every proxy every PromInterval (1s if zero), and
+	// stores each proxy's figures over each run's window with the run.
+	Prometheus   bool
+	PromInterval time.Duration
 	// Out receives notices, per-run lines and the summary; Progress the
 	// progress line (a live line when ProgressTTY). Nil discards.
 	Out         io.Writer
@@ -136,6 +141,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.PIDs = l.pids
 		l.finish()
 	}()
+	if err == nil && cfg.Prometheus {
+		err = l.startPrometheus(ctx)
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -172,6 +180,9 @@ func newLab(cfg Config) (*lab, error) {
 	}
 	if cfg.RunID == "" {
 		cfg.RunID = pod.NewRunID()
+	}
+	if cfg.PromInterval <= 0 {
+		cfg.PromInterval = time.Second
 	}
 	if cfg.OutDir == "" {
 		cfg.OutDir = filepath.Join("results", "lab", cfg.RunID)

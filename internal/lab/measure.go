@@ -46,6 +46,9 @@ func (l *lab) runMatrix(ctx context.Context, store *results.Store) []Outcome {
 		}
 		prog.done(o)
 		outs = append(outs, o)
+		if l.cfg.hook != nil {
+			l.cfg.hook("run-done", l, spec)
+		}
 		if store != nil {
 			if err := store.Insert(o.Run); err != nil {
 				l.logf("meshperf lab: %v", err)
@@ -174,6 +177,11 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		r.Failed, r.FailureReason = true, err.Error()
 		return Outcome{Run: r}
 	}
+	if l.prom != nil && !winStart.IsZero() {
+		if r.Prometheus, err = l.promFigures(ctx, r.Processes, winStart, winEnd); err != nil {
+			l.logf("meshperf lab: --prometheus: %s: %v", r.Label, err)
+		}
+	}
 	checks := trafficChecks(spec, r.Calls, before, after)
 	for _, c := range checks {
 		if !c.OK && !r.Failed {
@@ -255,8 +263,11 @@ func (l *lab) infra() []*proc.Process {
 }
 
 // roleOf is the results' role of a process the lab started, by its name.
-func roleOf(p *proc.Process) string {
-	switch p.Name() {
+func roleOf(p *proc.Process) string { return roleOfName(p.Name()) }
+
+// roleOfName is the results' role of the lab's process or node role name.
+func roleOfName(name string) string {
+	switch name {
 	case clientSidecar:
 		return results.RoleClientSidecar
 	case serverSidecar:

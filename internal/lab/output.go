@@ -27,6 +27,9 @@ func writeOutputs(rep *Report, out io.Writer) error {
 	if err := results.WriteSummary(out, s); err != nil {
 		return fmt.Errorf("lab: summary: %w", err)
 	}
+	if err := results.WritePromVsProc(out, runs); err != nil {
+		return fmt.Errorf("lab: summary: %w", err)
+	}
 	for _, np := range rep.NodeProxies {
 		fmt.Fprintf(out, "node proxy: %s\n", np)
 	}

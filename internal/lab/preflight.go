@@ -19,12 +19,16 @@ import (
 // Preflight says, in one line, why the lab cannot run cfg's scenario on
 // this machine, before anything starts: an ambient mode needs network
 // namespaces (its nodes, and the in-pod rules inside each pod, the
-// waypoint's pod), and -ztunnel needs a ztunnel that runs.
+// waypoint's pod), -ztunnel needs a ztunnel that runs, and --prometheus
+// the prometheus server.
 func Preflight(cfg Config) error {
 	if cfg.DBPath != "" {
 		if _, err := results.ParseLocation(cfg.DBPath); err != nil {
 			return err
 		}
+	}
+	if err := preflightPrometheus(cfg); err != nil {
+		return err
 	}
 	ambient := ""
 	for _, m := range cfg.Scenario.Modes {

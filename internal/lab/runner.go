@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/pilot/api"
@@ -49,6 +50,7 @@ type lab struct {
 	appliedClientWE    bool
 	appliedDR          bool
 	appliedWaypoint    bool
+	prom               *metrics.PromServer // --prometheus
 	pids               []int
 }
 
@@ -241,6 +243,9 @@ func (l *lab) startServerApp(ctx context.Context, host string) error {
 // close stops everything and removes the pods.
 func (l *lab) close() error {
 	var errs []error
+	// Prometheus first, so that it does not log the proxies' going as
+	// failed scrapes.
+	l.prom.Stop()
 	for _, p := range []*proc.Process{l.clientSC, l.serverSC, l.waypoint, l.serverApp} {
 		if p != nil {
 			errs = append(errs, p.Stop())

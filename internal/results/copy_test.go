@@ -80,7 +80,7 @@ func TestCopyAllOrNothing(t *testing.T) {
 	}
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	dst := openStore(t, pgRole(t, db, "schema_version, runs, run_percentiles, run_histogram, cp_runs"))
+	dst := openStore(t, pgRole(t, db, "schema_version, runs, run_percentiles, run_histogram, run_prometheus, cp_runs"))
 	if _, err := Copy(dst, src); err == nil || !strings.Contains(err.Error(), "permission denied for table processes") {
 		t.Fatalf("Copy = %v, want refused at r2's processes", err)
 	}

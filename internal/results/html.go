@@ -61,7 +61,11 @@ func reportPage(runs []Run, s Summary) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	return page{Summary: s, Sections: secs, Runs: runs, Date: firstStart(runs), NoBaseline: s.noBaseline()}, nil
+	data := page{Summary: s, Sections: secs, Runs: runs, Date: firstStart(runs), NoBaseline: s.noBaseline()}
+	for _, r := range runs {
+		data.Prometheus = data.Prometheus || len(r.Prometheus) > 0
+	}
+	return data, nil
 }
 
 type page struct {
@@ -71,6 +75,8 @@ type page struct {
 	Date     string
 	// NoBaseline says some mode's added latency is unavailable.
 	NoBaseline bool
+	// Prometheus says some run has figures read from Prometheus.
+	Prometheus bool
 }
 
 func firstStart(runs []Run) string {
@@ -187,4 +193,13 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 {{range .Runs}}<tr{{if .Failed}} class="failed"{{else if .Excluded}} class="excluded"{{end}}><td class="l"><code>{{.Label}}</code></td><td class="l">{{.Mode}}</td><td>{{.Connections}}</td><td>{{qps .RequestedQPS}}</td><td>{{printf "%.1f" .ActualQPS}}</td><td>{{f3 .Latency.P50}}</td><td>{{f3 .Latency.P90}}</td><td>{{f3 .Latency.P99}}</td><td>{{f3 .Latency.P999}}</td><td>{{pct .ErrorPercent}}</td><td class="l">{{if .Corrected}}corrected{{else}}uncorrected{{end}}</td><td class="l">{{if .Failed}}<span class="flag">FAILED</span>: {{.FailureReason}}{{else if .Excluded}}<span class="flag">excluded</span>: {{.Excluded}}{{else}}ok{{end}}</td></tr>
 {{end}}</tbody></table></div>
 <p class="note">Latency "corrected" is measured from each request's scheduled time (coordinated omission corrected); "uncorrected" from its actual send, as Fortio reports.</p>
+{{if .Prometheus}}<h2>Prometheus vs /proc</h2>
+<p>Each proxy's CPU and memory over the run's steady window as the lab's /proc sampler read them and as Prometheus, scraping the proxy's <code>process_*</code> metrics, reads them (<code>rate(process_cpu_seconds_total[window])</code>, <code>avg_over_time(process_resident_memory_bytes[window])</code>), the way Istio's benchmark reads a container's; and the requests and percentiles the proxy itself reported (<code>istio_requests_total</code>, <code>istio_request_duration_milliseconds</code>), beside the load generator's.</p>
+<div class="scroll"><table id="prometheus">
+<thead><tr><th class="l">label</th><th class="l">proxy</th><th>vCPU /proc</th><th>vCPU Prometheus</th><th>MB /proc</th><th>MB Prometheus</th><th>rps (load)</th><th>rps Prometheus</th><th>P50 Prometheus (ms)</th><th>P90 Prometheus (ms)</th><th>P99 Prometheus (ms)</th></tr></thead>
+<tbody>
+{{range $r := .Runs}}{{range .PromVsProc}}<tr><td class="l"><code>{{$r.Label}}</code></td><td class="l">{{.Prom.Role}}</td><td>{{f3 .Proc.VCPU}}</td><td>{{f3 .Prom.VCPU}}</td><td>{{f1 .Proc.RSSMB}}</td><td>{{f1 .Prom.RSSMB}}</td><td>{{printf "%.1f" $r.ActualQPS}}</td><td>{{f1 .Prom.RPS}}</td><td>{{f3 .Prom.P50}}</td><td>{{f3 .Prom.P90}}</td><td>{{f3 .Prom.P99}}</td></tr>
+{{end}}{{end}}</tbody></table></div>
+<p class="note">Prometheus' percentiles are interpolated within the proxy's histogram buckets, so they are coarser than the load generator's; "-" where Prometheus had nothing to compute from (a TCP run has no requests; a window shorter than two scrapes has no rate).</p>
+{{end}}
 {{end}}`))

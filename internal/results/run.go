@@ -127,8 +127,11 @@ type Run struct {
 	// Codes counts the calls by answer, as Fortio's RetCodes: HTTP status
 	// ("200", "503"), gRPC's "SERVING", and "-1" for a socket error (the
 	// connection refused or reset, no answer at all).
-	Codes         map[string]int64
-	Processes     []Process
+	Codes     map[string]int64
+	Processes []Process
+	// Prometheus are the proxies' figures as a Prometheus scraping them
+	// read them over the same window (lab run --prometheus); nil without.
+	Prometheus    []PromFigures
 	Failed        bool
 	FailureReason string
 	FortioJSON    string // path of the run's Fortio JSON

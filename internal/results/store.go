@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrations[i] takes a database from version i to i+1, on SQLite and on
 // PostgreSQL alike: each is written in SQLite's spelling, which the
@@ -40,8 +40,12 @@ const SchemaVersion = 5
 //     measured and where; machine_key is Machine.Key(). Rows stored before
 //     schema 4 have empty strings and zeros there.
 //   - run_histogram: a run's latency histogram (run_row = runs.id): bucket
-//     (from 0, in order) holds count calls from start_ms to end_ms. Runs stored before schema 5
-//     have none.
+//     (from 0, in order) holds count calls from start_ms to end_ms. Runs
+//     stored before schema 5 have none.
+//   - run_prometheus: a lab run's per-proxy figures read from Prometheus
+//     (run_row = runs.id; prometheus.go): vcpu, rss_mb, max_rss_mb, rps,
+//     p50_ms, p90_ms, p99_ms, NULL when unknown. Only runs made with
+//     --prometheus have rows, from schema 6 on.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -93,6 +97,7 @@ var migrations = []string{
 	);`,
 	migrationProvenance, // provenance.go
 	migrationHistograms, // histogram.go
+	migrationPrometheus, // prometheus.go
 }
 
 // Store is the results database.
@@ -268,6 +273,9 @@ func insertRun(c conn, r Run) error {
 			return fmt.Errorf("percentile %v: %w", pv.Percentile, err)
 		}
 	}
+	if err := insertPrometheus(c, row, r.Prometheus); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -310,7 +318,8 @@ func (s *Store) Runs(f Filter) ([]Run, error) {
 }
 
 // runsWhere returns the runs matching an SQL condition on runs' columns
-// ("" for all), with their processes and spectra, in start order.
+// ("" for all), with their processes, spectra and Prometheus figures, in
+// start order.
 func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
 		actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, network, min_ms, max_ms,
@@ -346,6 +355,9 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 			return nil, err
 		}
 		if runs[i].Histogram, err = s.histogram(ids[i]); err != nil {
+			return nil, err
+		}
+		if runs[i].Prometheus, err = s.prometheus(ids[i]); err != nil {
 			return nil, err
 		}
 	}

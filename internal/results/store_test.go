@@ -353,7 +353,7 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, cp_runs"))
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, cp_runs"))
 	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}

@@ -243,7 +243,7 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 		}
 		e.tmp = dir
 		target := hostPort(e.metricsURL)
-		s, err := metrics.StartPrometheus(ctx, metrics.PromServerOptions{Target: target, Interval: c.PromInterval, Dir: dir})
+		s, err := metrics.StartPrometheus(ctx, metrics.PromServerOptions{Targets: []metrics.ScrapeTarget{{Job: metrics.ScrapeJob, Address: target}}, Interval: c.PromInterval, Dir: dir})
 		if err != nil {
 			e.stop()
 			return nil, err

@@ -59,13 +59,41 @@ type promAnswer struct {
 // (nothing to compute from, e.g. no pushes in the window); a vector of
 // several samples is an error.
 func (c *PromClient) Query(ctx context.Context, expr string, at time.Time) (float64, error) {
+	a, err := c.query(ctx, expr, at)
+	if err != nil {
+		return 0, err
+	}
+	return parseResult(expr, a.Data.ResultType, a.Data.Result)
+}
+
+// SeriesCount evaluates expr at the instant at (now if zero) and returns
+// how many series its answer has (a scalar is one): for checking that a
+// query, e.g. a dashboard's, is valid PromQL and finds data.
+func (c *PromClient) SeriesCount(ctx context.Context, expr string, at time.Time) (int, error) {
+	a, err := c.query(ctx, expr, at)
+	if err != nil {
+		return 0, err
+	}
+	if a.Data.ResultType == "scalar" || a.Data.ResultType == "string" {
+		return 1, nil
+	}
+	var series []json.RawMessage
+	if err := json.Unmarshal(a.Data.Result, &series); err != nil {
+		return 0, fmt.Errorf("PromQL %s: bad %s: %w", expr, a.Data.ResultType, err)
+	}
+	return len(series), nil
+}
+
+// query asks the instant-query API and returns its successful answer.
+func (c *PromClient) query(ctx context.Context, expr string, at time.Time) (promAnswer, error) {
+	var a promAnswer
 	q := url.Values{"query": {expr}}
 	if !at.IsZero() {
 		q.Set("time", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', 3, 64))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/api/v1/query", strings.NewReader(q.Encode()))
 	if err != nil {
-		return 0, fmt.Errorf("PromQL %s: %w", expr, err)
+		return a, fmt.Errorf("PromQL %s: %w", expr, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	client := c.HTTP
@@ -74,21 +102,20 @@ func (c *PromClient) Query(ctx context.Context, expr string, at time.Time) (floa
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("PromQL %s: cannot reach Prometheus at %s: %w", expr, c.URL, err)
+		return a, fmt.Errorf("PromQL %s: cannot reach Prometheus at %s: %w", expr, c.URL, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return 0, fmt.Errorf("PromQL %s: reading the answer: %w", expr, err)
+		return a, fmt.Errorf("PromQL %s: reading the answer: %w", expr, err)
 	}
-	var a promAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return 0, fmt.Errorf("PromQL %s: %s answered %s, not the query API's JSON", expr, c.URL, resp.Status)
+		return a, fmt.Errorf("PromQL %s: %s answered %s, not the query API's JSON", expr, c.URL, resp.Status)
 	}
 	if a.Status != "success" {
-		return 0, fmt.Errorf("PromQL %s: %s: %s", expr, a.ErrorType, a.Error)
+		return a, fmt.Errorf("PromQL %s: %s: %s", expr, a.ErrorType, a.Error)
 	}
-	return parseResult(expr, a.Data.ResultType, a.Data.Result)
+	return a, nil
 }
 
 func parseResult(expr, kind string, raw json.RawMessage) (float64, error) {
@@ -130,17 +157,18 @@ func parseResult(expr, kind string, raw json.RawMessage) (float64, error) {
 	return v, nil
 }
 
-// LastScrape is when Prometheus last scraped job (the timestamp of its up
-// sample), zero when it has not yet.
+// LastScrape is when Prometheus last scraped every target of job (the
+// oldest timestamp of their up samples), zero when it has not yet.
 func (c *PromClient) LastScrape(ctx context.Context, job string) (time.Time, error) {
-	v, err := c.Query(ctx, `max(timestamp(up{job="`+job+`"}))`, time.Time{})
+	v, err := c.Query(ctx, `min(timestamp(up{job="`+job+`"}))`, time.Time{})
 	if err != nil || math.IsNaN(v) {
 		return time.Time{}, err
 	}
 	return time.Unix(0, int64(v*1e9)), nil
 }
 
-// WaitScrapedAfter returns once Prometheus has scraped job after t, so that
+// WaitScrapedAfter returns once Prometheus has scraped every target of job
+// after t, so that
 // a query at its time sees everything the target had at t.
 func (c *PromClient) WaitScrapedAfter(ctx context.Context, job string, t time.Time) error {
 	for {

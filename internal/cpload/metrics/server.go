@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,10 +19,20 @@ const ScrapeJob = "pilot"
 
 // PromServerOptions configure a Prometheus started for one test.
 type PromServerOptions struct {
-	Binary   string        // "prometheus" (from PATH) if empty
-	Target   string        // the control plane's monitoring address, host:port
-	Interval time.Duration // scrape interval; 1s if zero
-	Dir      string        // config and storage; removed by the caller
+	Binary   string         // "prometheus" (from PATH) if empty
+	Targets  []ScrapeTarget // what to scrape
+	Interval time.Duration  // scrape interval; 1s if zero
+	Dir      string         // config and storage; removed by the caller
+}
+
+// ScrapeTarget is one endpoint Prometheus scrapes.
+type ScrapeTarget struct {
+	Job     string // the job label; targets of one job share its scrape config
+	Address string // host:port
+	Path    string // metrics path; /metrics if empty
+	// Labels are added to every series scraped from the target, e.g. the
+	// lab's role="client-sidecar", so that queries can pick one process.
+	Labels map[string]string
 }
 
 // PromServer is a running Prometheus.
@@ -51,10 +62,12 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus needs the prometheus server: %w", err)
 	}
-	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n- job_name: %s\n  static_configs:\n  - targets: [%q]\n",
-		promDuration(o.Interval), promDuration(o.Interval), ScrapeJob, o.Target)
+	cfg, err := promConfig(o)
+	if err != nil {
+		return nil, err
+	}
 	cfgPath := filepath.Join(o.Dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
 		return nil, fmt.Errorf("writing Prometheus' config: %w", err)
 	}
 	p, err := proc.Start(proc.Spec{Name: "prometheus", Path: bin, Args: []string{"--config.file=" + cfgPath,
@@ -76,6 +89,47 @@ func StartPrometheus(ctx context.Context, o PromServerOptions) (*PromServer, err
 		return nil, err
 	}
 	return s, nil
+}
+
+// promConfig is Prometheus' configuration for o: one scrape config per
+// job, one static config per target (each with its labels). It is written
+// as JSON, which is YAML.
+func promConfig(o PromServerOptions) ([]byte, error) {
+	type staticConfig struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels,omitempty"`
+	}
+	type scrapeConfig struct {
+		JobName       string         `json:"job_name"`
+		MetricsPath   string         `json:"metrics_path"`
+		StaticConfigs []staticConfig `json:"static_configs"`
+	}
+	var jobs []*scrapeConfig
+	byJob := map[string]*scrapeConfig{}
+	for _, t := range o.Targets {
+		path := t.Path
+		if path == "" {
+			path = "/metrics"
+		}
+		j := byJob[t.Job]
+		if j == nil {
+			j = &scrapeConfig{JobName: t.Job, MetricsPath: path}
+			byJob[t.Job] = j
+			jobs = append(jobs, j)
+		}
+		if j.MetricsPath != path {
+			return nil, fmt.Errorf("prometheus job %s: targets with different metrics paths (%s, %s)", t.Job, j.MetricsPath, path)
+		}
+		j.StaticConfigs = append(j.StaticConfigs, staticConfig{Targets: []string{t.Address}, Labels: t.Labels})
+	}
+	if len(jobs) == 0 {
+		return nil, errors.New("prometheus: nothing to scrape")
+	}
+	interval := promDuration(o.Interval)
+	return json.MarshalIndent(map[string]any{
+		"global":         map[string]string{"scrape_interval": interval, "scrape_timeout": interval},
+		"scrape_configs": jobs,
+	}, "", "  ")
 }
 
 // promDuration formats d as Prometheus' duration syntax (whole milliseconds).
@@ -103,6 +157,9 @@ func (s *PromServer) waitReady(ctx context.Context) error {
 		}
 	}
 }
+
+// PID is the Prometheus process's id.
+func (s *PromServer) PID() int { return s.p.PID() }
 
 // Stop ends Prometheus (SIGTERM, then SIGKILL after 10s) and waits for it.
 func (s *PromServer) Stop() {

@@ -19,6 +19,7 @@ mod access_log_tests;
 mod labels;
 mod metrics;
 mod observer;
+mod process;
 mod shards;
 #[cfg(test)]
 mod tests;
@@ -86,6 +87,7 @@ impl Telemetry {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(metrics.clone()));
         registry.register_collector(Box::new(AccessLogCollector(access_log.counters())));
+        registry.register_collector(Box::new(process::ProcessCollector));
         Ok(Telemetry { metrics, access_log, registry })
     }
 
