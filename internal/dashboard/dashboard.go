@@ -24,6 +24,9 @@ import (
 type server struct {
 	store *results.Store
 	log   *slog.Logger
+	live  *liveHub   // the live sessions, in memory
+	token string     // required on POSTs when set
+	labs  *LabRunner // starts lab runs; nil starts none
 }
 
 // endpoint is one route of the API: the index at / lists them, so what is
@@ -33,6 +36,9 @@ type endpoint struct {
 	params  []string // the query parameters it accepts; any other is refused
 	about   string
 	handle  func(s *server, r *http.Request) (response, error)
+	// handler, when set, serves the route instead of handle: requests
+	// that are not a GET answered with one JSON value (POSTs, streams).
+	handler func(s *server) http.Handler
 }
 
 var endpoints = []endpoint{
@@ -53,18 +59,46 @@ var endpoints = []endpoint{
 		handle: (*server).history},
 	{pattern: "GET /api/cpruns", about: "the stored control-plane load tests (meshperf cpload), oldest first",
 		handle: (*server).controlPlaneRuns},
+	{pattern: "GET /api/live", about: "the live sessions (runs publishing their progress), running first",
+		handle: (*server).liveSessions},
+	{pattern: "POST /api/live", about: "open a live session: {\"source\": \"load\"|\"lab\", \"scenario\", \"target\", \"label\"}; answers 201 {\"id\"}",
+		handler: servePost((*server).liveOpen)},
+	{pattern: "POST /api/live/start", about: "start `meshperf lab run` of a shipped scenario here: {\"scenario\": NAME}; answers 201 {\"id\"} of its live session",
+		handler: servePost((*server).liveStart)},
+	{pattern: "GET /api/live/{id}", about: "a live session with its events",
+		handle: (*server).liveSession},
+	{pattern: "POST /api/live/{id}/events", about: "publish one event (or an array) to a live session",
+		handler: servePost((*server).livePublish)},
+	{pattern: "GET /api/live/{id}/stream", about: "a live session's events as server-sent events: replayed, then followed until it ends (Last-Event-ID resumes)",
+		handler: (*server).liveStream},
+	{pattern: "GET /live", about: "the live sessions' page (HTML), with a form that starts a shipped scenario",
+		handler: (*server).liveListPage},
+	{pattern: "GET /live/{id}", about: "a live session's page (HTML)",
+		handler: (*server).liveSessionPage},
+	{pattern: "GET /live/{id}/chart.svg", about: "a live session's rate and P99 over time (SVG)",
+		handler: (*server).liveChart},
+	{pattern: "GET /live-assets/{name}", about: "the live pages' script and style",
+		handler: (*server).liveAsset},
 }
 
 // New returns the API's handler over st, which the caller keeps open
 // while the handler serves. log gets the requests that failed on the
-// server's side (a store that cannot be read); nil discards them.
-func New(st *results.Store, log *slog.Logger) http.Handler {
+// server's side (a store that cannot be read); nil discards them. The
+// options set the token and the lab runner of the live endpoints.
+func New(st *results.Store, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{store: st, log: log}
+	s := &server{store: st, log: log, live: newLiveHub()}
+	for _, o := range opts {
+		o(s)
+	}
 	mux := http.NewServeMux()
 	for _, e := range endpoints {
+		if e.handler != nil {
+			mux.Handle(e.pattern, e.handler(s))
+			continue
+		}
 		mux.Handle(e.pattern, s.serve(e))
 	}
 	mux.Handle("GET /{$}", s.serve(endpoint{handle: (*server).index}))
