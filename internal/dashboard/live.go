@@ -170,13 +170,18 @@ type liveSessionView struct {
 	State    string    `json:"state"`
 	// Run is the lab's latest run event: which run of the matrix is going.
 	Run       *live.Event  `json:"run,omitempty"`
-	LastEvent *live.Event  `json:"last_event"`
-	Events    []live.Event `json:"events,omitempty"`
+	LastEvent *live.Event `json:"last_event"`
 	// EventsEvicted counts the oldest events dropped for the bound.
 	EventsEvicted int64 `json:"events_evicted"`
 }
 
-func (s *liveSession) view(withEvents bool) liveSessionView {
+// liveSessionDetail is a session with its events.
+type liveSessionDetail struct {
+	liveSessionView
+	Events []live.Event `json:"events"`
+}
+
+func (s *liveSession) view() liveSessionView {
 	v := liveSessionView{ID: s.id, Source: s.Source, Scenario: s.Scenario, Target: s.Target, Label: s.Label,
 		Started: s.started, State: s.state, EventsEvicted: s.evicted}
 	if n := len(s.events); n > 0 {
@@ -190,12 +195,6 @@ func (s *liveSession) view(withEvents bool) liveSessionView {
 			break
 		}
 	}
-	if withEvents {
-		v.Events = slices.Clone(s.events)
-		if v.Events == nil {
-			v.Events = []live.Event{}
-		}
-	}
 	return v
 }
 
@@ -206,7 +205,7 @@ func (h *liveHub) list() []liveSessionView {
 	h.expire()
 	out := make([]liveSessionView, 0, len(h.sessions))
 	for i := len(h.sessions) - 1; i >= 0; i-- {
-		out = append(out, h.sessions[i].view(false))
+		out = append(out, h.sessions[i].view())
 	}
 	slices.SortStableFunc(out, func(a, b liveSessionView) int {
 		return boolOrder(b.State == stateRunning) - boolOrder(a.State == stateRunning)
@@ -222,15 +221,15 @@ func boolOrder(b bool) int {
 }
 
 // get is one session with its events.
-func (h *liveHub) get(id string) (liveSessionView, bool) {
+func (h *liveHub) get(id string) (liveSessionDetail, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.expire()
 	s := h.find(id)
 	if s == nil {
-		return liveSessionView{}, false
+		return liveSessionDetail{}, false
 	}
-	return s.view(true), true
+	return liveSessionDetail{s.view(), orEmpty(slices.Clone(s.events))}, true
 }
 
 // since returns the session's events after seq, a channel closed at its

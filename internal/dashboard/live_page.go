@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -85,9 +84,9 @@ func (s *server) liveSessionPage() http.Handler {
 			s.log.Error("live chart", "session", v.ID, "error", err)
 		}
 		data := struct {
-			liveSessionView
+			liveSessionDetail
 			Chart template.HTML
-		}{v, template.HTML(svgProlog.ReplaceAll(svg, nil))} // our own SVG, drawn from numbers
+		}{v, template.HTML(results.InlineSVG(svg, "rate and P99 over time"))} // our own SVG, drawn from numbers
 		s.writePage(w, "live_session.html", data)
 	})
 }
@@ -104,10 +103,6 @@ func (s *server) writePage(w http.ResponseWriter, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write(b.Bytes())
 }
-
-// svgProlog is the XML declaration before an SVG document's element,
-// which has no place inside HTML.
-var svgProlog = regexp.MustCompile(`(?s)^<\?xml.*?\?>\s*`)
 
 func (s *server) liveChart() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +125,7 @@ func (s *server) liveChart() http.Handler {
 
 // liveChartSVG draws the session's rate and P99 over its time, one line
 // per mode of the lab's matrix (a load's run is one line).
-func liveChartSVG(v liveSessionView) ([]byte, error) {
+func liveChartSVG(v liveSessionDetail) ([]byte, error) {
 	var order []string
 	rate := map[string]*results.TimeLine{}
 	p99 := map[string]*results.TimeLine{}

@@ -65,6 +65,14 @@ type Config struct {
 	Out         io.Writer
 	Progress    io.Writer
 	ProgressTTY bool
+	// Live receives the matrix's progress for the dashboard: which run
+	// starts, and each run's result; nil publishes nothing.
+	Live LivePublisher
+	// LoadLive are the `meshperf load` flags that make each run's load
+	// generator publish its own progress into the lab's live session, and
+	// LoadEnv what it adds to the generator's environment (the token).
+	LoadLive []string
+	LoadEnv  []string
 
 	// hook lets tests act at points of the run (kill a process mid-run).
 	hook func(event string, l *lab, spec scenario.RunSpec)

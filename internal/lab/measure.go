@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -26,7 +27,7 @@ const maxSetupFailures = 2
 // and stores each run as it ends.
 func (l *lab) runMatrix(ctx context.Context, store *results.Store) []Outcome {
 	specs := l.cfg.Scenario.Expand()
-	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs)
+	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs, l.cfg.Live, l.cfg.RunID)
 	var outs []Outcome
 	setupFailures := 0
 	for i, spec := range specs {
@@ -143,8 +144,15 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		return l.failed(spec, "provenance: "+err.Error())
 	}
 	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
+	var env []string
+	if l.cfg.LoadLive != nil && l.kind() == pod.KindLoopback {
+		// A pod in a network namespace cannot reach the dashboard on the
+		// host's loopback: there the lab's own run events stand alone.
+		args = append(args, l.cfg.LoadLive...)
+		env = append(os.Environ(), l.cfg.LoadEnv...)
+	}
 	args = append(args, l.target(spec)...)
-	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args,
+	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,
 		LogPath: filepath.Join(l.logDir, "load.log")})
 	if err != nil {
 		return l.failed(spec, "load generator: "+err.Error())

@@ -71,3 +71,7 @@ func TimeChartSVG(xLabel string, panels []TimePanel) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// InlineSVG makes a chart's SVG document an element for an HTML page, as
+// the report's charts are: no prolog, sized by the page's CSS.
+func InlineSVG(doc []byte, title string) string { return inlineSVG(string(doc), title) }
