@@ -142,10 +142,7 @@ func startLabPublishing(f *publishFlags, cfg *lab.Config, stderr io.Writer) *liv
 	// The load generators need the session's id: waiting for it costs at
 	// most the publisher's request timeout, once, before the lab starts.
 	if session := pub.Session(); session != "" {
-		cfg.LoadLive = []string{"-dashboard", f.url, "-dashboard-session", session}
-		if f.token != "" {
-			cfg.LoadEnv = []string{live.TokenEnv + "=" + f.token}
-		}
+		cfg.LoadDashboard = lab.LoadDashboard{URL: f.url, Token: f.token, Session: session}
 	}
 	return pub
 }

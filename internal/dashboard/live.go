@@ -40,10 +40,10 @@ type liveSession struct {
 	id      string
 	started time.Time
 	state   string
-	events  []live.Event // the last maxLiveEvents, oldest first
-	evicted int64        // events dropped for the bound
-	seq     int64        // the last event's seq
-	lastAt  time.Time    // when the last event arrived
+	events  []live.Event  // the last maxLiveEvents, oldest first
+	evicted int64         // events dropped for the bound
+	seq     int64         // the last event's seq
+	lastAt  time.Time     // when the last event arrived
 	changed chan struct{} // closed and replaced on each change, to wake streams
 }
 
@@ -169,7 +169,7 @@ type liveSessionView struct {
 	Started  time.Time `json:"started"`
 	State    string    `json:"state"`
 	// Run is the lab's latest run event: which run of the matrix is going.
-	Run       *live.Event  `json:"run,omitempty"`
+	Run       *live.Event `json:"run,omitempty"`
 	LastEvent *live.Event `json:"last_event"`
 	// EventsEvicted counts the oldest events dropped for the bound.
 	EventsEvicted int64 `json:"events_evicted"`

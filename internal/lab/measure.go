@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/proc/procstat"
 	"github.com/meshperf/meshperf/internal/results"
@@ -145,11 +146,11 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	}
 	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
 	var env []string
-	if l.cfg.LoadLive != nil && l.kind() == pod.KindLoopback {
-		// A pod in a network namespace cannot reach the dashboard on the
-		// host's loopback: there the lab's own run events stand alone.
-		args = append(args, l.cfg.LoadLive...)
-		env = append(os.Environ(), l.cfg.LoadEnv...)
+	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
+		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
+		if d.Token != "" {
+			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
+		}
 	}
 	args = append(args, l.target(spec)...)
 	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,11 @@ type Config struct {
 }
 
 // CheckURL says what is wrong with a dashboard URL given on a command
-// line, if anything.
+// line, if anything. unix:PATH is a relay's socket (a lab's pods use one).
 func CheckURL(raw string) error {
+	if path, ok := strings.CutPrefix(raw, unixScheme); ok && filepath.IsAbs(path) {
+		return nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%q is not the dashboard's URL: want http://host:port", raw)
@@ -75,9 +79,10 @@ func Start(cfg Config) *Publisher {
 		cfg.Warn = io.Discard
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	rt, base := transport(cfg.URL)
 	p := &Publisher{
-		cfg: cfg, base: strings.TrimSuffix(cfg.URL, "/"),
-		client: &http.Client{Timeout: requestTimeout},
+		cfg: cfg, base: base,
+		client: &http.Client{Timeout: requestTimeout, Transport: rt},
 		queue:  make(chan Event, queueLength), opened: make(chan struct{}), done: make(chan struct{}),
 		ctx: ctx, cancel: cancel,
 	}
