@@ -19,7 +19,7 @@ type publishFlags struct {
 func (f *publishFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "dashboard", "", "publish live progress to the meshperf dashboard at this `URL` (e.g. http://127.0.0.1:8088); one that cannot be reached is warned about once and the run goes on")
 	fs.StringVar(&f.token, "dashboard-token", "", "the dashboard's `token`, when it has one (default $"+live.TokenEnv+")")
-	fs.StringVar(&f.session, "dashboard-session", "", "publish into this open live session `id` instead of opening one (how a lab passes its session to its load runs)")
+	fs.StringVar(&f.session, "dashboard-session", "", "publish into this open live session `id` instead of opening one (how a lab passes its session to its load runs, and the dashboard its session to a lab it starts)")
 }
 
 // check refuses a malformed URL, and a token or session without a dashboard.
