@@ -36,16 +36,20 @@ type progressSink struct {
 	show      func(progressSample)
 	lastCalls int64
 	lastAt    time.Duration
+	lastQPS   float64
 }
 
-// sample is s as this sink sees it: the rate since its last sample.
+// sample is s as this sink sees it: the rate since its last sample. Over
+// less than half its period (the last sample, taken when the run stops)
+// the rate would be noise, so the previous one stands.
 func (k *progressSink) sample(s loadgen.Status) progressSample {
-	p := progressSample{Status: s}
-	if dt := s.Elapsed - k.lastAt; dt > 0 {
-		p.qps = float64(s.Calls-k.lastCalls) / dt.Seconds()
+	dt := s.Elapsed - k.lastAt
+	if dt < k.every/2 {
+		return progressSample{Status: s, qps: k.lastQPS}
 	}
+	k.lastQPS = float64(s.Calls-k.lastCalls) / dt.Seconds()
 	k.lastCalls, k.lastAt = s.Calls, s.Elapsed
-	return p
+	return progressSample{Status: s, qps: k.lastQPS}
 }
 
 // startProgress shows the run's status while it goes: on stderr unless
