@@ -3,17 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshperf/meshperf/internal/live"
-	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // startCommand runs a serving command in process until the test ends and
@@ -190,21 +187,4 @@ func TestLoadDashboardFlagsBadInput(t *testing.T) {
 			t.Errorf("load %v: exit %d, stderr %q; want 2 and one line with %q", c.args, code, stderr, c.want)
 		}
 	}
-}
-
-// waitForLive polls the dashboard until the session satisfies cond.
-func waitForLive(t *testing.T, addr, id string, cond func(liveSession) error) {
-	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		var s liveSession
-		resp, err := http.Get("http://" + addr + "/api/live/" + id)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-			return fmt.Errorf("decode: %w", err)
-		}
-		return cond(s)
-	})
 }
