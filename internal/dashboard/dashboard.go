@@ -144,14 +144,8 @@ func (s *server) serve(e endpoint) http.Handler {
 			}
 		}
 		resp, err := e.handle(s, r)
-		var re requestError
-		switch {
-		case errors.As(err, &re):
-			writeError(w, re.status, re.msg)
-			return
-		case err != nil:
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			writeError(w, http.StatusInternalServerError, err.Error())
+		if err != nil {
+			s.writeHandlerError(w, r, err)
 			return
 		}
 		body, contentType := resp.body, resp.contentType
@@ -166,6 +160,18 @@ func (s *server) serve(e endpoint) http.Handler {
 		w.Header().Set("Content-Type", contentType)
 		_, _ = w.Write(body)
 	})
+}
+
+// writeHandlerError answers a handler's error: its status and message
+// for a requestError, else 500 (logged: the server's fault, not the
+// request's).
+func (s *server) writeHandlerError(w http.ResponseWriter, r *http.Request, err error) {
+	if re := (requestError{}); errors.As(err, &re) {
+		writeError(w, re.status, re.msg)
+		return
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	writeError(w, http.StatusInternalServerError, err.Error())
 }
 
 func unknownParam(name string, known []string) string {

@@ -50,14 +50,8 @@ func servePost(handle func(*server, *http.Request) (int, any, error)) func(*serv
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxLiveBody)
 			status, value, err := handle(s, r)
-			var re requestError
-			switch {
-			case errors.As(err, &re):
-				writeError(w, re.status, re.msg)
-				return
-			case err != nil:
-				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-				writeError(w, http.StatusInternalServerError, err.Error())
+			if err != nil {
+				s.writeHandlerError(w, r, err)
 				return
 			}
 			body, err := encodeJSON(value)

@@ -74,14 +74,9 @@ func (s *server) liveListPage() http.Handler {
 
 func (s *server) liveSessionPage() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, ok := s.live.get(r.PathValue("id"))
+		v, svg, ok := s.liveChartOf(w, r)
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no live session %q", r.PathValue("id")))
 			return
-		}
-		svg, err := liveChartSVG(v)
-		if err != nil {
-			s.log.Error("live chart", "session", v.ID, "error", err)
 		}
 		data := struct {
 			liveSessionDetail
@@ -106,21 +101,30 @@ func (s *server) writePage(w http.ResponseWriter, name string, data any) {
 
 func (s *server) liveChart() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, ok := s.live.get(r.PathValue("id"))
+		_, svg, ok := s.liveChartOf(w, r)
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no live session %q", r.PathValue("id")))
-			return
-		}
-		svg, err := liveChartSVG(v)
-		if err != nil {
-			s.log.Error("live chart", "session", v.ID, "error", err)
-			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "image/svg+xml")
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write(svg)
 	})
+}
+
+// liveChartOf is the session the request names with its chart; it has
+// answered the request (404, 500) when ok is false.
+func (s *server) liveChartOf(w http.ResponseWriter, r *http.Request) (v liveSessionDetail, svg []byte, ok bool) {
+	v, ok = s.live.get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no live session %q", r.PathValue("id")))
+		return v, nil, false
+	}
+	svg, err := liveChartSVG(v)
+	if err != nil {
+		s.writeHandlerError(w, r, fmt.Errorf("live chart of %s: %w", v.ID, err))
+		return v, nil, false
+	}
+	return v, svg, true
 }
 
 // liveChartSVG draws the session's rate and P99 over its time, one line
