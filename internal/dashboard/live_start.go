@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/proc"
 )
+
+// labStopGrace is how long a stopped lab run may take to clean up.
+const labStopGrace = 60 * time.Second
 
 // LabRunConfig says how the dashboard starts a lab run: `meshperf lab run
 // SCENARIO` as its own child, publishing to the dashboard.
@@ -76,6 +80,9 @@ func (lr *LabRunner) start(hub *liveHub, name string) (string, error) {
 		Args: []string{"lab", "run", "--dashboard", lr.cfg.SelfURL, "--dashboard-session", id,
 			"--db", lr.cfg.DB, "--out", out, name},
 		LogPath: filepath.Join(out, "lab-run.log"),
+		// On SIGTERM the lab stops its pods and removes their namespaces
+		// and links; SIGKILL before it is done would leave them behind.
+		StopGrace: labStopGrace,
 	})
 	if err != nil {
 		hub.fail(id, err.Error())
