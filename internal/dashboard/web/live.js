@@ -42,7 +42,10 @@
     const el = $("live-state");
     el.textContent = state;
     el.className = "state-" + state;
-    if (message) $("live-message").textContent = message;
+    if (message) {
+      $("live-message").textContent = message;
+      $("live-message").className = state;
+    }
   }
 
   function apply(e) {
