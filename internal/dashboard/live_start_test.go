@@ -18,7 +18,8 @@ import (
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-// labBinaries builds meshperf into a directory of the test's own, with
+// labBinaries builds meshperf (or copies MESHPERF_BIN) into a directory
+// of the test's own, with
 // meshperf-proxy beside it where the lab looks first, or skips without a
 // built proxy.
 func labBinaries(t *testing.T) string {
@@ -33,10 +34,16 @@ func labBinaries(t *testing.T) string {
 	if os.Geteuid() == 0 {
 		testenv.NeedNetns(t)
 	}
+	// The lab finds the proxy beside its own executable (resolved, so a
+	// link to meshperf would not do): meshperf is a file of this directory.
 	dir := t.TempDir()
 	meshperf := filepath.Join(dir, "meshperf")
-	if out, err := exec.Command("go", "build", "-o", meshperf, "../../cmd/meshperf").CombinedOutput(); err != nil {
-		t.Fatalf("build meshperf: %v\n%s", err, out)
+	build := exec.Command("go", "build", "-o", meshperf, "../../cmd/meshperf")
+	if b := os.Getenv("MESHPERF_BIN"); b != "" {
+		build = exec.Command("cp", b, meshperf)
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("meshperf for the lab: %v\n%s", err, out)
 	}
 	if err := os.Symlink(proxy, filepath.Join(dir, "meshperf-proxy")); err != nil {
 		t.Fatal(err)
