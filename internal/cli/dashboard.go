@@ -2,21 +2,26 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/dashboard"
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// defaultDashboardAddress is loopback: the API has no authentication, and
-// the store may hold what a team would not publish.
+// defaultDashboardAddress is loopback: the store may hold what a team
+// would not publish, and POSTs start runs (off loopback they need a token).
 const defaultDashboardAddress = "127.0.0.1:8088"
 
 // Dashboard runs `meshperf dashboard`: the results store's read-only JSON
@@ -32,6 +37,7 @@ type dashboardFlags struct {
 	db        string
 	dataDir   string
 	readyFile string
+	token     string
 	listeners listenerSet
 }
 
@@ -39,14 +45,16 @@ func newDashboardCommand(f *dashboardFlags) *command {
 	cmd := newCommand("meshperf dashboard", "[flags]",
 		"Serves the results store (lab, load and cpload runs) over HTTP: pages to browse, compare and follow\n"+
 			"the runs, and a JSON API under /api/ for runs, a run's records and CSV, compare's report and\n"+
-			"history's analysis; GET /api/ lists the endpoints and docs/dashboard.md describes them. Binds\n"+
-			"loopback unless -listen says otherwise.")
+			"history's analysis; and the live progress of runs started with --dashboard or from its /live page.\n"+
+			"GET /api/ lists the endpoints and docs/dashboard.md describes them. Binds loopback unless -listen\n"+
+			"says otherwise; elsewhere POSTs need the token.")
 	fs := cmd.flags
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` (must exist: it is not created), sqlite:PATH, or a postgres:// URL")
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,
 		usage: "the API's `address`, host:port (port 0 picks a free one)"}}
 	f.listeners.define(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "", "also list and draw the Fortio JSON result files in this `directory` (Fortio's own, meshperf load's, Nighthawk's), read on each request, at /fortio/")
+	fs.StringVar(&f.token, "token", "", "require this `token` (Authorization: Bearer) on every POST: publishing progress and starting runs (default $"+live.TokenEnv+"; generated and printed when -listen is not loopback)")
 	fs.StringVar(&f.readyFile, "ready-file", "", "once the API listens, write its address to this `file` as JSON (pid and listeners by name: http), for a parent that passed port 0")
 	return cmd
 }
@@ -87,14 +95,40 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, stderr, stdout io.Writer) error {
 	ln := f.listeners.get(listenerHTTP)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	var opts []dashboard.Option
+	token, generated, err := dashboardToken(f.token, ln.Addr())
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the meshperf binary (to start lab runs): %w", err)
+	}
+	// A run started here writes its output beside a SQLite store, or
+	// under ./results for a PostgreSQL one (the lab's own default).
+	outRoot := filepath.Join("results", "lab")
+	if loc, err := results.ParseLocation(f.db); err == nil && loc.IsFile() {
+		outRoot = filepath.Join(filepath.Dir(loc.File), "lab")
+	}
+	labs := dashboard.NewLabRunner(dashboard.LabRunConfig{Executable: exe, DB: f.db,
+		OutRoot: outRoot, SelfURL: selfURL(ln.Addr()), Token: token, Log: log})
+	defer labs.Stop()
+	opts := []dashboard.Option{dashboard.WithToken(token), dashboard.WithLabRunner(labs)}
 	if f.dataDir != "" {
 		opts = append(opts, dashboard.WithDataDir(f.dataDir))
 	}
-	srv := &http.Server{Handler: dashboard.New(st, log, opts...), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           dashboard.New(st, log, opts...),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Requests end with the dashboard: event streams would otherwise
+		// hold Shutdown up until their sessions end.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "meshperf dashboard: API on http://%s/ (results database %s)\n", ln.Addr(), st)
+	if generated {
+		fmt.Fprintf(stdout, "meshperf dashboard: not on loopback, so POSTs need this token (Authorization: Bearer, or --dashboard-token): %s\n", token)
+	}
 	removeReady, err := writeReadyFile(f.readyFile, f.listeners.ready())
 	if err != nil {
 		_ = srv.Close()
@@ -129,4 +163,41 @@ func checkDataDir(dir string) error {
 		return inputError{fmt.Errorf("data directory %s: not a directory (-data-dir names the directory of Fortio JSON results)", dir)}
 	}
 	return nil
+}
+
+// dashboardToken is the token POSTs need: the flag's, else the
+// environment's, else, off loopback, a new one (generated says so, for
+// printing once); on loopback without one, none.
+func dashboardToken(flagValue string, addr net.Addr) (token string, generated bool, err error) {
+	if flagValue != "" {
+		return flagValue, false, nil
+	}
+	if env := os.Getenv(live.TokenEnv); env != "" {
+		return env, false, nil
+	}
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return "", false, nil
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", false, fmt.Errorf("generate the dashboard's token: %w", err)
+	}
+	return hex.EncodeToString(b), true, nil
+}
+
+// selfURL is how a run the dashboard starts reaches it: over loopback
+// when it listens on every address.
+func selfURL(addr net.Addr) string {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := a.IP
+	if ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if a.IP.To4() == nil {
+			ip = net.IPv6loopback
+		}
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/meshperf/meshperf/internal/lab"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/live"
 )
 
 // Lab runs `meshperf lab run|list|clean`. Exit status: 0 every run
@@ -94,7 +95,8 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf lab run", "[SCENARIO|FILE] [flags]",
 		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
 			"the default one without SCENARIO;\nthe flags override the scenario's values.")
-	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil, true)
+	var publish publishFlags
+	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil, true, &publish)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -104,19 +106,65 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := labContext(stderr)
 	defer stop()
 	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
+	pub := startLabPublishing(&publish, &cfg, stderr)
 	rep, err := lab.Run(ctx, cfg)
+	failed := 0
+	if rep != nil {
+		for _, o := range rep.Outcomes {
+			if o.Run.Failed {
+				failed++
+			}
+		}
+	}
+	if pub != nil {
+		pub.Publish(labEndEvent(rep, failed, ctx.Err(), err))
+		pub.Close()
+	}
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	for _, o := range rep.Outcomes {
-		if o.Run.Failed {
-			return exitFailed
-		}
-	}
-	if ctx.Err() != nil {
+	if failed > 0 || ctx.Err() != nil {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// startLabPublishing opens the lab's live session (or joins the one
+// -dashboard-session names) and has each run's load generator publish
+// into it; nil without -dashboard.
+func startLabPublishing(f *publishFlags, cfg *lab.Config, stderr io.Writer) *live.Publisher {
+	specs := cfg.Scenario.Expand()
+	pub := f.start("meshperf lab", live.Opening{Source: live.SourceLab, Scenario: cfg.Scenario.Name, Label: cfg.Labels}, stderr)
+	if pub == nil {
+		return nil
+	}
+	pub.Publish(live.Event{Kind: live.KindStart, RunTotal: len(specs),
+		Message: fmt.Sprintf("%s: %d runs, about %s", cfg.Scenario.Name, len(specs), cfg.Scenario.EstimatedDuration().Round(time.Second))})
+	cfg.Live = pub
+	// The load generators need the session's id: waiting for it costs at
+	// most the publisher's request timeout, once, before the lab starts.
+	if session := pub.Session(); session != "" {
+		cfg.LoadDashboard = lab.LoadDashboard{URL: f.url, Token: f.token, Session: session}
+	}
+	return pub
+}
+
+// labEndEvent ends the lab's live session: done when every run succeeded,
+// else failed with why.
+func labEndEvent(rep *lab.Report, failed int, interrupted, err error) live.Event {
+	runs := 0
+	if rep != nil {
+		runs = len(rep.Outcomes)
+	}
+	switch {
+	case err != nil:
+		return live.Event{Kind: live.KindError, Message: err.Error()}
+	case interrupted != nil:
+		return live.Event{Kind: live.KindError, Message: fmt.Sprintf("interrupted after %d runs", runs)}
+	case failed > 0:
+		return live.Event{Kind: live.KindError, Message: fmt.Sprintf("%d of %d runs failed", failed, runs)}
+	}
+	return live.Event{Kind: live.KindEnd, Message: fmt.Sprintf("%d runs stored", runs)}
 }
 
 // labContext ends on Ctrl-C or SIGTERM, saying that the lab is cleaning
@@ -139,7 +187,7 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 			"each sidecar's resident memory every -interval: a leak shows as a slope. The flags override the scenario's values.")
 	var interval time.Duration
 	durationVar(cmd.flags, &interval, "interval", lab.SoakInterval, "how often to sample the sidecars' memory")
-	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) }, false)
+	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) }, false, nil)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -161,14 +209,18 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 // (scenario, flags, binaries, network) before anything starts. Its errors
 // are all bad input. Without a scenario argument it loads defaultScenario;
 // check, when given, says what else the command cannot take in it;
-// withPrometheus adds --prometheus and --prom-interval.
-func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error, withPrometheus bool) (lab.Config, error) {
+// withPrometheus adds --prometheus and --prom-interval; publish, when
+// given, takes the dashboard's flags.
+func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error, withPrometheus bool, publish *publishFlags) (lab.Config, error) {
 	var f labRunFlags
 	var o scenario.Overrides
 	fs := cmd.flags
 	if withPrometheus {
 		fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane and every proxy for the run, and store each proxy's figures from it with each run")
 		durationVar(fs, &f.promInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
+	}
+	if publish != nil {
+		publish.define(fs)
 	}
 	fs.StringVar(&f.out, "out", "", "output `dir` (default results/lab/<runid>)")
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` or a postgres:// URL")
@@ -184,6 +236,11 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	}
 	if len(rest) > 1 {
 		return lab.Config{}, usagef("one scenario at a time, got %q", rest)
+	}
+	if publish != nil {
+		if err := publish.check(); err != nil {
+			return lab.Config{}, usageError{err.Error()}
+		}
 	}
 	name := defaultScenario
 	if len(rest) == 1 {

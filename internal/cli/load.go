@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/version"
 	"github.com/meshperf/meshperf/pkg/loadgen"
 	"github.com/meshperf/meshperf/pkg/loadgen/grpcload"
@@ -66,9 +67,20 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		out = stderr // standard output carries the JSON
 	}
 	fmt.Fprintln(out, describeRun(&f, target))
-	stopProgress := startProgress(ctx, load.Runner(), &f, stderr)
+	pub := f.publish.start("meshperf load", live.Opening{Source: live.SourceLoad, Target: target, Label: d.Labels}, stderr)
+	standalone := pub != nil && f.publish.session == "" // in a lab's session, the lab starts and ends it
+	if standalone {
+		pub.Publish(progressEvent(live.KindStart, &f, progressSample{}))
+	}
+	stopProgress := startProgress(ctx, load.Runner(), &f, stderr, pub)
 	rep, err := load.run(ctx, d)
 	stopProgress()
+	if standalone {
+		pub.Publish(loadEndEvent(&f, load.Runner().Status(), err))
+	}
+	if pub != nil {
+		pub.Close()
+	}
 	if err != nil {
 		hint := ""
 		if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
@@ -88,6 +100,21 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
 	}
 	return exitOK
+}
+
+// loadEndEvent ends a load's live session: its final figures (the rate
+// over the whole run), or why it failed.
+func loadEndEvent(f *loadFlags, s loadgen.Status, err error) live.Event {
+	p := progressSample{Status: s}
+	if s.Elapsed > 0 {
+		p.qps = float64(s.Calls) / s.Elapsed.Seconds()
+	}
+	if err != nil {
+		e := progressEvent(live.KindError, f, p)
+		e.Message = err.Error()
+		return e
+	}
+	return progressEvent(live.KindEnd, f, p)
 }
 
 // prepareLoad turns the flags into a ready run, checking everything that can be

@@ -50,6 +50,7 @@ type loadFlags struct {
 	// caller that knows more (-provenance, what meshperf lab passes).
 	meshName, meshVersion string
 	provenance            string
+	publish               publishFlags
 }
 
 func (f *loadFlags) define(fs *flag.FlagSet) {
@@ -90,6 +91,7 @@ func (f *loadFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.meshName, "mesh-name", "", "the mesh `name` the target is behind, e.g. istio, for the result's provenance (the load generator cannot see it; default none)")
 	fs.StringVar(&f.meshVersion, "mesh-version", "", "that mesh's `version`, e.g. 1.24.0 (default: unknown)")
 	fs.StringVar(&f.provenance, "provenance", "", "record this provenance `JSON` object instead of one from the flags (how meshperf lab passes what it knows of the mesh)")
+	f.publish.define(fs)
 }
 
 // ignoredFortioFlags are Fortio flags that have no meaning for meshperf's load
@@ -154,7 +156,7 @@ func (f *loadFlags) checkCombinations() error {
 	if f.meshVersion != "" && f.meshName == "" {
 		return errors.New("-mesh-version needs -mesh-name (the mesh it is the version of)")
 	}
-	return nil
+	return f.publish.check()
 }
 
 // body returns the request payload: -payload-file, else -payload-size random

@@ -28,6 +28,9 @@ type server struct {
 	// dataDir is the directory of Fortio result files the /fortio pages
 	// list and draw (Fortio's -data-dir); "" when none was given.
 	dataDir string
+	live    *liveHub   // the live sessions, in memory
+	token   string     // required on POSTs when set
+	labs    *LabRunner // starts lab runs; nil starts none
 }
 
 // Option sets up the dashboard beyond its store.
@@ -47,6 +50,9 @@ type endpoint struct {
 	params  []string // the query parameters it accepts; any other is refused
 	about   string
 	handle  func(s *server, r *http.Request) (response, error)
+	// handler, when set, serves the route instead of handle: requests
+	// that are not a GET answered with one JSON value (POSTs, streams).
+	handler func(s *server) http.Handler
 }
 
 var endpoints = []endpoint{
@@ -77,21 +83,41 @@ var endpoints = []endpoint{
 		handle: (*server).fortioFiles},
 	{pattern: "GET /api/fortio/{file}", about: "a result file of the data directory, as it is",
 		handle: (*server).fortioFile},
+	{pattern: "GET /api/live", about: "the live sessions (runs publishing their progress), running first",
+		handle: (*server).liveSessions},
+	{pattern: "POST /api/live", about: "open a live session: {\"source\": \"load\"|\"lab\", \"scenario\", \"target\", \"label\"}; answers 201 {\"id\"}",
+		handler: servePost((*server).liveOpen)},
+	{pattern: "POST /api/live/start", about: "start `meshperf lab run` of a shipped scenario here: {\"scenario\": NAME}; answers 201 {\"id\"} of its live session",
+		handler: servePost((*server).liveStart)},
+	{pattern: "GET /api/live/{id}", about: "a live session with its events",
+		handle: (*server).liveSession},
+	{pattern: "POST /api/live/{id}/events", about: "publish one event (or an array) to a live session",
+		handler: servePost((*server).livePublish)},
+	{pattern: "GET /api/live/{id}/stream", about: "a live session's events as server-sent events: replayed, then followed until it ends (Last-Event-ID resumes)",
+		handler: (*server).liveStream},
+	{pattern: "GET /live/{id}/chart.svg", about: "a live session's rate and P99 over time (SVG)",
+		handler: (*server).liveChart},
 }
 
 // New returns the API's handler over st, which the caller keeps open
 // while the handler serves. log gets the requests that failed on the
-// server's side (a store that cannot be read); nil discards them.
+// server's side (a store that cannot be read); nil discards them. The
+// options set the Fortio data directory, and the token and the lab runner
+// of the live endpoints.
 func New(st *results.Store, log *slog.Logger, opts ...Option) http.Handler {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &server{store: st, log: log}
+	s := &server{store: st, log: log, live: newLiveHub()}
 	for _, o := range opts {
 		o(s)
 	}
 	mux := http.NewServeMux()
 	for _, e := range endpoints {
+		if e.handler != nil {
+			mux.Handle(e.pattern, e.handler(s))
+			continue
+		}
 		mux.Handle(e.pattern, s.serve(e))
 	}
 	mux.Handle("GET /api/{$}", s.serve(endpoint{handle: (*server).index}))
@@ -144,14 +170,8 @@ func (s *server) serve(e endpoint) http.Handler {
 			}
 		}
 		resp, err := e.handle(s, r)
-		var re requestError
-		switch {
-		case errors.As(err, &re):
-			writeError(w, re.status, re.msg)
-			return
-		case err != nil:
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			writeError(w, http.StatusInternalServerError, err.Error())
+		if err != nil {
+			s.writeHandlerError(w, r, err)
 			return
 		}
 		body, contentType := resp.body, resp.contentType
@@ -166,6 +186,18 @@ func (s *server) serve(e endpoint) http.Handler {
 		w.Header().Set("Content-Type", contentType)
 		_, _ = w.Write(body)
 	})
+}
+
+// writeHandlerError answers a handler's error: its status and message
+// for a requestError, else 500 (logged: the server's fault, not the
+// request's).
+func (s *server) writeHandlerError(w http.ResponseWriter, r *http.Request, err error) {
+	if re := (requestError{}); errors.As(err, &re) {
+		writeError(w, re.status, re.msg)
+		return
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	writeError(w, http.StatusInternalServerError, err.Error())
 }
 
 func unknownParam(name string, known []string) string {

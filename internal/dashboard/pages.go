@@ -50,6 +50,8 @@ const (
 )
 
 var pageRoutes = []pageRoute{
+	{pattern: "GET /live", template: "live_list.html", handle: (*server).liveListPage},
+	{pattern: "GET /live/{id}", template: "live_session.html", handle: (*server).liveSessionPage},
 	{pattern: "GET /{$}", params: runsPageParams, template: "runs.html", handle: (*server).runsPage},
 	{pattern: "GET /compare", params: comparePageParams, template: "compare.html", handle: (*server).comparePage},
 	{pattern: "GET /trends", params: trendsPageParams, template: "trends.html", handle: (*server).trendsPage},

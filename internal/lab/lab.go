@@ -25,6 +25,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -70,9 +71,22 @@ type Config struct {
 	Out         io.Writer
 	Progress    io.Writer
 	ProgressTTY bool
+	// Live receives the matrix's progress for the dashboard: which run
+	// starts, and each run's result; nil publishes nothing.
+	Live LivePublisher
+	// LoadDashboard, when its URL is set, makes each run's load generator
+	// publish its own progress (rate, percentiles) into the lab's session.
+	LoadDashboard LoadDashboard
 
 	// hook lets tests act at points of the run (kill a process mid-run).
 	hook func(event string, l *lab, spec scenario.RunSpec)
+}
+
+// LoadDashboard is where the load generators publish: the dashboard, its
+// token (passed in the environment, not on a command line anyone can
+// read) and the lab's live session.
+type LoadDashboard struct {
+	URL, Token, Session string
 }
 
 // Check is one confirmation that a run's traffic went where its mode says.
@@ -147,6 +161,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	if stop := l.relayDashboard(); stop != nil {
+		defer stop()
+	}
 	rep.Outcomes = l.runMatrix(ctx, store)
 	rep.PIDs = l.pids
 	for _, n := range l.nodes {
@@ -196,6 +213,25 @@ func newLab(cfg Config) (*lab, error) {
 		return nil, fmt.Errorf("lab: output directory: %w", err)
 	}
 	return l, nil
+}
+
+// relayDashboard gives pods in network namespaces a way to the dashboard
+// (a relay on a socket file); the loopback network's pods reach it as
+// they are. It returns what stops the relay, nil when none was started.
+func (l *lab) relayDashboard() (stop func()) {
+	l.loadDashboardURL = l.cfg.LoadDashboard.URL
+	if l.loadDashboardURL == "" || l.kind() == pod.KindLoopback {
+		return nil
+	}
+	r, err := live.StartRelay(l.loadDashboardURL)
+	if err != nil {
+		// Progress is a nicety: the runs go on without it.
+		l.logf("meshperf lab: %v; the load runs will not publish their progress", err)
+		l.loadDashboardURL = ""
+		return nil
+	}
+	l.loadDashboardURL = r.URL()
+	return func() { _ = r.Close() }
 }
 
 // finish removes everything the lab started, or with -keep says what was

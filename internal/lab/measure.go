@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/proc/procstat"
 	"github.com/meshperf/meshperf/internal/results"
@@ -26,7 +28,7 @@ const maxSetupFailures = 2
 // and stores each run as it ends.
 func (l *lab) runMatrix(ctx context.Context, store *results.Store) []Outcome {
 	specs := l.cfg.Scenario.Expand()
-	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs)
+	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs, l.cfg.Live, l.cfg.RunID)
 	var outs []Outcome
 	setupFailures := 0
 	for i, spec := range specs {
@@ -146,8 +148,15 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		return l.failed(spec, "provenance: "+err.Error())
 	}
 	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
+	var env []string
+	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
+		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
+		if d.Token != "" {
+			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
+		}
+	}
 	args = append(args, l.target(spec)...)
-	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args,
+	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,
 		LogPath: filepath.Join(l.logDir, "load.log")})
 	if err != nil {
 		return l.failed(spec, "load generator: "+err.Error())

@@ -7,7 +7,15 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/live"
+	"github.com/meshperf/meshperf/internal/results"
 )
+
+// LivePublisher takes the lab's events for the dashboard without waiting
+// (internal/live's Publisher).
+type LivePublisher interface {
+	Publish(live.Event)
+}
 
 // progress shows where the matrix is: on a terminal one live line that is
 // rewritten at each run's start, elsewhere one plain line per run; and a
@@ -16,11 +24,14 @@ type progress struct {
 	w     io.Writer
 	tty   bool
 	specs []scenario.RunSpec
-	live  bool // a live line is on the terminal
+	live  bool          // a live line is on the terminal
+	pub   LivePublisher // the dashboard's, or nil
+	runID string
+	index int // the run going, for its end's event
 }
 
-func newProgress(w io.Writer, tty bool, specs []scenario.RunSpec) *progress {
-	return &progress{w: w, tty: tty, specs: specs}
+func newProgress(w io.Writer, tty bool, specs []scenario.RunSpec, pub LivePublisher, runID string) *progress {
+	return &progress{w: w, tty: tty, specs: specs, pub: pub, runID: runID}
 }
 
 // ProgressLine is the line shown when run i of specs starts.
@@ -58,6 +69,12 @@ func ResultLine(o Outcome) string {
 }
 
 func (p *progress) start(i int) {
+	p.index = i
+	if p.pub != nil {
+		s := p.specs[i]
+		p.pub.Publish(live.Event{Kind: live.KindRun, RunIndex: i + 1, RunTotal: len(p.specs), Mode: string(s.Mode),
+			Label: s.Label(p.runID), TargetQPS: float64(s.QPS), DurationS: s.Duration.Seconds(), Message: ProgressLine(p.specs, i)})
+	}
 	line := ProgressLine(p.specs, i)
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
@@ -68,6 +85,9 @@ func (p *progress) start(i int) {
 }
 
 func (p *progress) done(o Outcome) {
+	if p.pub != nil {
+		p.pub.Publish(runEndEvent(o, p.index, len(p.specs)))
+	}
 	p.clear()
 	fmt.Fprintln(p.w, ResultLine(o))
 }
@@ -80,3 +100,14 @@ func (p *progress) clear() {
 }
 
 func (p *progress) finish() { p.clear() }
+
+// runEndEvent is a run's result as the dashboard's run-end event; a failed
+// run's figures are those it has (none, mostly) and its reason.
+func runEndEvent(o Outcome, i, total int) live.Event {
+	r := o.Run
+	e := live.Event{Kind: live.KindRunEnd, RunIndex: i + 1, RunTotal: total, Mode: r.Mode, Label: r.Label,
+		TargetQPS: float64(max(r.RequestedQPS, 0)), QPS: results.OrZero(r.ActualQPS), Calls: r.Calls, Errors: r.Errors,
+		P50Ms: results.OrZero(r.Latency.P50), P90Ms: results.OrZero(r.Latency.P90), P99Ms: results.OrZero(r.Latency.P99),
+		Message: strings.TrimSpace(ResultLine(o))}
+	return e
+}

@@ -49,7 +49,7 @@ func TestProgressOutputPlainAndTTY(t *testing.T) {
 	bad := Outcome{Run: results.Run{Label: "x_qps_500_c_4_1024_baseline", Failed: true, FailureReason: "server sidecar (pid 7) exited: signal: killed"}}
 
 	var plain bytes.Buffer
-	p := newProgress(&plain, false, specs)
+	p := newProgress(&plain, false, specs, nil, "")
 	p.start(0)
 	p.done(ok)
 	p.start(1)
@@ -67,7 +67,7 @@ func TestProgressOutputPlainAndTTY(t *testing.T) {
 	}
 
 	var tty bytes.Buffer
-	p = newProgress(&tty, true, specs)
+	p = newProgress(&tty, true, specs, nil, "")
 	p.start(0)
 	if got := tty.String(); got != "\r\033[Krun 1/2: no-mesh, 4 conn, max qps, http (24s left)" {
 		t.Errorf("live line: %q", got)

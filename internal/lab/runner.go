@@ -29,6 +29,9 @@ type lab struct {
 	logDir string
 	net    pod.Network
 	prov   labProvenance // what each run records about itself
+	// loadDashboardURL is where the load generators publish: the
+	// dashboard, or the relay to it; "" publishes nothing.
+	loadDashboardURL string
 
 	client, server *pod.Pod
 	pilotIP        netip.Addr  // where the control plane listens

@@ -80,13 +80,25 @@ func lineChart(title, xLabel, yLabel string, ss []series) (chart, error) {
 // renderLines draws series as lines with points and a legend; axes sets
 // the scales and ranges.
 func renderLines(title, xLabel, yLabel string, ss []series, axes func(*plot.Plot)) (chart, error) {
-	p := plot.New()
+	p, drawn, err := linesPlot(title, xLabel, yLabel, ss)
+	if err != nil {
+		return chart{}, err
+	}
+	axes(p)
+	c, err := renderChart(p, title)
+	c.Series = drawn
+	return c, err
+}
+
+// linesPlot is renderLines' plot before its axes are set and it is drawn;
+// drawn names the series that had a point to draw.
+func linesPlot(title, xLabel, yLabel string, ss []series) (p *plot.Plot, drawn []string, err error) {
+	p = plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	sans(p)
 	p.Add(plotter.NewGrid())
-	var drawn []string
 	for i, s := range ss {
 		pts := make(plotter.XYs, 0, len(s.xs))
 		for j := range s.xs {
@@ -99,7 +111,7 @@ func renderLines(title, xLabel, yLabel string, ss []series, axes func(*plot.Plot
 		}
 		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return chart{}, fmt.Errorf("chart %q: %w", title, err)
+			return nil, nil, fmt.Errorf("chart %q: %w", title, err)
 		}
 		var c color.Color = modeColor(s.name, i)
 		if s.color != nil {
@@ -113,10 +125,7 @@ func renderLines(title, xLabel, yLabel string, ss []series, axes func(*plot.Plot
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), vg.Points(-4)
-	axes(p)
-	c, err := renderChart(p, title)
-	c.Series = drawn
-	return c, err
+	return p, drawn, nil
 }
 
 // renderChart writes the plot as an SVG element for the page.

@@ -43,6 +43,7 @@ type Status struct {
 	Calls   int64
 	Errors  int64
 	P50     time.Duration // corrected latency percentiles so far
+	P90     time.Duration
 	P99     time.Duration
 }
 
@@ -51,14 +52,15 @@ func (r *Runner) Status() Status {
 	if !r.started.Load() {
 		return Status{}
 	}
-	p := r.rec.latencyPercentiles(50, 99)
+	p := r.rec.latencyPercentiles(50, 90, 99)
 	return Status{
 		Started: true,
 		Elapsed: r.clock.Now() - time.Duration(r.startAt.Load()),
 		Calls:   r.calls.Load(),
 		Errors:  r.errs.Load(),
 		P50:     p[0],
-		P99:     p[1],
+		P90:     p[1],
+		P99:     p[2],
 	}
 }
 
