@@ -160,16 +160,14 @@ func notFound(format string, args ...any) error {
 }
 
 // serve runs e's handler after refusing query parameters it does not
-// take (a misspelt filter would otherwise silently match everything).
+// take (checkParams).
 func (s *server) serve(e endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for name := range r.URL.Query() {
-			if !slices.Contains(e.params, name) {
-				writeError(w, http.StatusBadRequest, unknownParam(name, e.params))
-				return
-			}
+		var resp response
+		err := checkParams(r, e.params)
+		if err == nil {
+			resp, err = e.handle(s, r)
 		}
-		resp, err := e.handle(s, r)
 		if err != nil {
 			s.writeHandlerError(w, r, err)
 			return
@@ -192,12 +190,30 @@ func (s *server) serve(e endpoint) http.Handler {
 // for a requestError, else 500 (logged: the server's fault, not the
 // request's).
 func (s *server) writeHandlerError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := s.failure(r, err)
+	writeError(w, status, msg)
+}
+
+// failure is the status and message that answer a handler's error, for
+// the API's JSON and the pages alike: a requestError's own, else 500,
+// logged (the server's fault, not the request's).
+func (s *server) failure(r *http.Request, err error) (status int, msg string) {
 	if re := (requestError{}); errors.As(err, &re) {
-		writeError(w, re.status, re.msg)
-		return
+		return re.status, re.msg
 	}
 	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	writeError(w, http.StatusInternalServerError, err.Error())
+	return http.StatusInternalServerError, err.Error()
+}
+
+// checkParams refuses query parameters a route does not take: a misspelt
+// filter would otherwise silently match everything.
+func checkParams(r *http.Request, known []string) error {
+	for name := range r.URL.Query() {
+		if !slices.Contains(known, name) {
+			return badRequest("%s", unknownParam(name, known))
+		}
+	}
+	return nil
 }
 
 func unknownParam(name string, known []string) string {

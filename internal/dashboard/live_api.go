@@ -41,8 +41,8 @@ func servePost(handle func(*server, *http.Request) (int, any, error)) func(*serv
 				writeError(w, http.StatusUnauthorized, "this dashboard takes POSTs only with its token: send Authorization: Bearer TOKEN (--dashboard-token or "+live.TokenEnv+")")
 				return
 			}
-			for name := range r.URL.Query() {
-				writeError(w, http.StatusBadRequest, unknownParam(name, nil))
+			if err := checkParams(r, nil); err != nil {
+				s.writeHandlerError(w, r, err)
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, maxLiveBody)

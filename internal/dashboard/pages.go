@@ -3,13 +3,11 @@ package dashboard
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 )
@@ -126,21 +124,14 @@ var pages = func() map[string]*template.Template {
 // codes and messages.
 func (s *server) servePage(p pageRoute) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for name := range r.URL.Query() {
-			if !slices.Contains(p.params, name) {
-				s.writeErrorPage(w, http.StatusBadRequest, unknownParam(name, p.params))
-				return
-			}
+		var v view
+		err := checkParams(r, p.params)
+		if err == nil {
+			v, err = p.handle(s, r)
 		}
-		v, err := p.handle(s, r)
-		var re requestError
-		switch {
-		case errors.As(err, &re):
-			s.writeErrorPage(w, re.status, re.msg)
-			return
-		case err != nil:
-			s.log.Error("page failed", "path", r.URL.Path, "error", err)
-			s.writeErrorPage(w, http.StatusInternalServerError, err.Error())
+		if err != nil {
+			status, msg := s.failure(r, err)
+			s.writeErrorPage(w, status, msg)
 			return
 		}
 		s.render(w, http.StatusOK, p.template, v)
