@@ -64,6 +64,11 @@ type Spec struct {
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL; zero
 	// means DefaultStopGrace.
 	StopGrace time.Duration
+	// ParentDeathSignal is sent to the process when the thread that started
+	// it dies (prctl's PR_SET_PDEATHSIG), so that a server a test binary
+	// started does not outlive a test binary that was killed; zero sends
+	// none.
+	ParentDeathSignal syscall.Signal
 	// Launch starts the prepared command; nil means (*exec.Cmd).Start. A
 	// lab pod passes its own, which forks the child inside the pod's
 	// network namespace.
@@ -96,7 +101,7 @@ func Start(spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("%s: %w", spec.Name, cmd.Err)
 	}
 	cmd.Env, cmd.Dir, cmd.Stdin = spec.Env, spec.Dir, spec.Stdin
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: spec.ParentDeathSignal}
 	if spec.User != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: spec.User.UID, Gid: spec.User.GID}
 	}

@@ -20,7 +20,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
+	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +32,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, to create databases
 
+	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testenv"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
@@ -47,11 +48,8 @@ const (
 type Server struct {
 	dir  string // temporary: data directory, socket, log
 	port int
-	cmd  *exec.Cmd
-	// exited receives the server's exit once (a reader that only looks
-	// puts it back).
-	exited chan error
-	next   atomic.Int64 // databases created, for their names
+	proc *proc.Process
+	next atomic.Int64 // databases created, for their names
 }
 
 var (
@@ -155,7 +153,7 @@ func server(t testing.TB) *Server {
 
 // start initdb's a cluster in a new temporary directory and starts it.
 func start(initdb, postgres string) (*Server, error) {
-	cred, err := serverUser()
+	user, err := serverUser()
 	if err != nil {
 		return nil, err
 	}
@@ -164,8 +162,8 @@ func start(initdb, postgres string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{dir: dir}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+	if user != nil {
+		if err := os.Chown(dir, int(user.UID), int(user.GID)); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -175,21 +173,23 @@ func start(initdb, postgres string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if cred != nil {
-		_ = os.Chown(pwfile, int(cred.Uid), int(cred.Gid))
+	if user != nil {
+		_ = os.Chown(pwfile, int(user.UID), int(user.GID))
 	}
 	// -N: a test cluster needs no fsync. Local (socket) connections are
 	// trusted; TCP ones need the password, so tests meet authentication.
 	cmd := exec.Command(initdb, "-N", "-D", s.data(), "-U", User, "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if user != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: user.UID, Gid: user.GID}}
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	// A free port can be taken between asking and binding: try another.
 	for attempt := 0; ; attempt++ {
-		if err = s.run(postgres, cred); err == nil || attempt == 2 {
+		if err = s.run(postgres, user); err == nil || attempt == 2 {
 			break
 		}
 	}
@@ -202,86 +202,75 @@ func start(initdb, postgres string) (*Server, error) {
 
 // serverUser is the user the server runs as: postgres when the tests run
 // as root (nil: the current user otherwise).
-func serverUser() (*syscall.Credential, error) {
+func serverUser() (*proc.User, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	u, err := user.Lookup("postgres")
+	u, err := osuser.Lookup("postgres")
 	if err != nil {
 		return nil, fmt.Errorf("running as root, the server needs the postgres user (the postgresql package creates it): %w", err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &proc.User{UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
 // run starts postgres on a free port and waits until it answers.
-func (s *Server) run(postgres string, cred *syscall.Credential) error {
+func (s *Server) run(postgres string, user *proc.User) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	s.port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logPath := filepath.Join(s.dir, "postgres.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	s.proc, err = proc.Start(proc.Spec{
+		Name: "postgres", Path: postgres, User: user, LogPath: filepath.Join(s.dir, "postgres.log"),
+		Args: []string{"-D", s.data(), "-p", strconv.Itoa(s.port),
+			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + s.dir, "-c", "fsync=off"},
+		// SIGQUIT is PostgreSQL's immediate shutdown: should the test
+		// binary die without Main's stop, the server goes with it.
+		ParentDeathSignal: syscall.SIGQUIT,
+		// SIGTERM is its smart shutdown; the grace bounds it.
+		StopGrace: 30 * time.Second,
+	})
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	s.cmd = exec.Command(postgres, "-D", s.data(), "-p", strconv.Itoa(s.port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir, "-c", "fsync=off")
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	// SIGQUIT is PostgreSQL's immediate shutdown: should the test binary
-	// die without Main's stop, the server goes with it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
-	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	s.exited = make(chan error, 1)
-	go func() { s.exited <- s.cmd.Wait() }()
 	db, err := sql.Open("pgx", s.URL("postgres"))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	err = testutil.Poll(30*time.Second, func() error {
-		select {
-		case err := <-s.exited:
-			s.exited <- err
+		if s.proc.Exited() {
 			return nil
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return db.PingContext(ctx)
 	})
-	select {
-	case werr := <-s.exited:
-		log, _ := os.ReadFile(logPath)
-		return fmt.Errorf("postgres exited (%v):\n%s", werr, log)
-	default:
+	if s.proc.Exited() {
+		return fmt.Errorf("postgres on port %d %s", s.port, s.proc.ExitReason())
 	}
 	if err != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+		_ = s.proc.Kill()
 		return fmt.Errorf("postgres on port %d: %w", s.port, err)
 	}
 	return nil
 }
 
-// stop shuts the server down (SIGINT: fast shutdown) and removes its
-// directory.
+// stop shuts the server down (SIGINT: fast shutdown, then SIGKILL after
+// its grace) and removes its directory.
 func (s *Server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+	if err := s.proc.Signal(syscall.SIGINT); err == nil {
+		select {
+		case <-s.proc.Done():
+		case <-time.After(30 * time.Second):
+		}
 	}
+	_ = s.proc.Stop()
 	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(os.Stderr, "pgtest: remove %s: %v\n", s.dir, err)
 	}
