@@ -45,7 +45,10 @@ const MaxErrorPercent = 10
 
 // Process is one process's resource use over a run's steady window.
 type Process struct {
-	Role     string  `json:"role"`
+	Role string `json:"role"`
+	// Pod is the pod the process ran in, in a run over a service graph
+	// (where many pods share a role); "" otherwise.
+	Pod      string  `json:"pod,omitempty"`
 	PID      int     `json:"pid"`
 	VCPU     float64 `json:"vcpu"`       // CPU seconds (user+system) per second of the window
 	RSSMB    float64 `json:"rss_mb"`     // resident set, average over the window, MiB
@@ -131,7 +134,10 @@ type Run struct {
 	Processes []Process
 	// Prometheus are the proxies' figures as a Prometheus scraping them
 	// read them over the same window (lab run --prometheus); nil without.
-	Prometheus    []PromFigures
+	Prometheus []PromFigures
+	// Graph is what a run over a service graph adds; nil for a two-pod
+	// run.
+	Graph         *GraphRun
 	Failed        bool
 	FailureReason string
 	FortioJSON    string // path of the run's Fortio JSON
