@@ -22,6 +22,10 @@ type GraphRun struct {
 	// Pods is how many pods the graph ran in (one per replica), the load
 	// generator's left out.
 	Pods int `json:"pods"`
+	// Hops is how many pod-to-pod hops the longest path from the load
+	// generator through the graph crosses (the load generator's hop to the
+	// entrypoint counted): what added latency is divided by per hop.
+	Hops int `json:"hops"`
 	// SetupSeconds is how long the mode took to stand up: pods enrolled,
 	// proxies started and configured, apps ready.
 	SetupSeconds float64 `json:"setup_seconds"`

@@ -127,3 +127,34 @@ func (t *Topology) Service(name string) (Service, bool) {
 	}
 	return Service{}, false
 }
+
+// Hops is how many pod-to-pod hops the longest chain of calls from a
+// client through entry crosses, the client's own hop to entry counted: 1
+// for a service that calls nothing, 5 for a chain of five. Concurrent calls
+// count once (they overlap); calls made with a probability count, as the
+// path exists. The graph is acyclic (Validate refuses cycles).
+func (t *Topology) Hops(entry string) int {
+	depth := map[string]int{}
+	var walk func(name string) int
+	walk = func(name string) int {
+		if d, ok := depth[name]; ok {
+			return d
+		}
+		depth[name] = 1 // a cycle, refused by Validate, cannot recurse forever
+		s, _ := t.Service(name)
+		deepest := 0
+		var visit func(steps []Step)
+		visit = func(steps []Step) {
+			for _, st := range steps {
+				if st.Call != nil {
+					deepest = max(deepest, walk(st.Call.Service))
+				}
+				visit(st.Concurrent)
+			}
+		}
+		visit(s.Script)
+		depth[name] = 1 + deepest
+		return depth[name]
+	}
+	return walk(entry)
+}
