@@ -128,59 +128,22 @@ func (l *lab) target(spec scenario.RunSpec) (args []string) {
 // runOne runs the load generator in the client pod, sampling every
 // process over the steady window, and checks the sidecars' counters.
 func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
+	if l.graph != nil {
+		return l.runGraphOne(ctx, spec)
+	}
 	r := l.base(spec)
-	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
 	before, err := l.scrape(ctx)
 	if err != nil {
 		return l.failed(spec, err.Error())
 	}
-	sampler := procstat.NewSampler(500 * time.Millisecond)
-	infra := l.infra()
-	for _, p := range infra {
-		if role := roleOf(p); role != "" {
-			_ = sampler.Add(role, p.PID())
-		}
+	var watched []watchedProcess
+	for _, p := range l.infra() {
+		watched = append(watched, watchedProcess{roleOf(p), p})
 	}
-	// The load generator records the run's provenance in its result, so
-	// that the file says what it measured wherever it is taken.
-	prov, err := json.Marshal(r.Provenance)
-	if err != nil {
-		return l.failed(spec, "provenance: "+err.Error())
-	}
-	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
-	var env []string
-	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
-		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
-		if d.Token != "" {
-			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
-		}
-	}
-	args = append(args, l.target(spec)...)
-	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,
-		LogPath: filepath.Join(l.logDir, "load.log")})
-	if err != nil {
-		return l.failed(spec, "load generator: "+err.Error())
-	}
-	l.pids = append(l.pids, load.PID())
-	_ = sampler.Add(results.RoleClientApp, load.PID())
-	sctx, stopSampling := context.WithCancel(ctx)
-	defer stopSampling()
-	go sampler.Run(sctx)
-	if l.cfg.hook != nil {
-		l.cfg.hook("load-started", l, spec)
-	}
-	winStart, winEnd, reason := l.watchLoad(ctx, spec, sampler, load, infra)
-	stopSampling()
+	r, winStart, winEnd, reason := l.runLoad(ctx, spec, r, watched, results.RoleClientApp, l.target(spec))
 	if reason != "" {
-		_ = load.Stop()
 		return l.failed(spec, reason)
 	}
-	got, err := results.ReadFortioFile(jsonPath)
-	if err != nil {
-		return l.failed(spec, err.Error())
-	}
-	r = merge(r, got)
-	r.Processes = processes(sampler.Window(winStart, winEnd))
 	after, err := l.scrape(ctx)
 	if err != nil {
 		r.Failed, r.FailureReason = true, err.Error()
@@ -198,6 +161,70 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		}
 	}
 	return Outcome{Run: r, Checks: checks}
+}
+
+// watchedProcess is a process a run depends on, and its role in the run's
+// figures ("" to leave it unsampled).
+type watchedProcess struct {
+	role string
+	p    *proc.Process
+}
+
+// runLoad runs the load generator in the client pod against target,
+// sampling it (as loadRole) and every watched process over the steady
+// window, and lays its figures over r. It returns why the run failed, if
+// it did, and the window's edges.
+func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run, watched []watchedProcess, loadRole string, target []string) (_ results.Run, winStart, winEnd time.Time, reason string) {
+	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	sampler := procstat.NewSampler(500 * time.Millisecond)
+	var infra []*proc.Process
+	for _, w := range watched {
+		infra = append(infra, w.p)
+		if w.role != "" {
+			_ = sampler.Add(w.role, w.p.PID())
+		}
+	}
+	// The load generator records the run's provenance in its result, so
+	// that the file says what it measured wherever it is taken.
+	prov, err := json.Marshal(r.Provenance)
+	if err != nil {
+		return r, winStart, winEnd, "provenance: " + err.Error()
+	}
+	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
+	var env []string
+	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
+		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
+		if d.Token != "" {
+			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
+		}
+	}
+	args = append(args, target...)
+	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,
+		LogPath: filepath.Join(l.logDir, "load.log")})
+	if err != nil {
+		return r, winStart, winEnd, "load generator: " + err.Error()
+	}
+	l.addPID(load.PID())
+	_ = sampler.Add(loadRole, load.PID())
+	sctx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go sampler.Run(sctx)
+	if l.cfg.hook != nil {
+		l.cfg.hook("load-started", l, spec)
+	}
+	winStart, winEnd, reason = l.watchLoad(ctx, spec, sampler, load, infra)
+	stopSampling()
+	if reason != "" {
+		_ = load.Stop()
+		return r, winStart, winEnd, reason
+	}
+	got, err := results.ReadFortioFile(jsonPath)
+	if err != nil {
+		return r, winStart, winEnd, err.Error()
+	}
+	r = merge(r, got)
+	r.Processes = processes(sampler.Window(winStart, winEnd))
+	return r, winStart, winEnd, ""
 }
 
 // watchLoad waits for the load generator to finish, marking the steady

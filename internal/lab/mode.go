@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/proc"
@@ -18,6 +20,9 @@ import (
 // costs nothing; otherwise the old mode's sidecars go, dead processes are
 // restarted, and the new mode is set up and waited for.
 func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
+	if l.graph != nil {
+		return l.ensureGraph(ctx, spec)
+	}
 	if l.modeReady && l.mode == spec.Mode && l.modeAccessLog == spec.AccessLog && l.allAlive(spec.Mode) {
 		return nil
 	}
@@ -252,7 +257,7 @@ func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Proc
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", s.role, err)
 	}
-	l.pids = append(l.pids, c.PID())
+	l.addPID(c.PID())
 	*dst = c
 	return nil
 }
@@ -261,56 +266,77 @@ func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Proc
 // its access log set as the run wants, and has the configuration the run
 // depends on.
 func (l *lab) waitConverged(ctx context.Context, spec scenario.RunSpec) error {
-	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
-	defer cancel()
-	type side struct {
-		p     *proc.Process
-		admin *admin
-		check func(*configDump) string
-	}
-	var sides []side
+	var sides []convergeSide
 	if l.serverSC != nil {
-		sides = append(sides, side{l.serverSC, newAdmin(l.server.IP()), func(d *configDump) string {
+		sides = append(sides, convergeSide{l.serverSC, newAdmin(l.server.IP()), func(d *configDump) string {
 			return serverConverged(d, spec, l.app.ForProtocol(spec.Protocol))
 		}})
 	}
 	if l.clientSC != nil {
 		want := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
-		sides = append(sides, side{l.clientSC, newAdmin(l.client.IP()), func(d *configDump) string {
+		sides = append(sides, convergeSide{l.clientSC, newAdmin(l.client.IP()), func(d *configDump) string {
 			return clientConverged(d, spec, want)
 		}})
 	}
 	if l.waypoint != nil {
 		want := netip.AddrPortFrom(l.server.IP(), uint16(l.app.ForProtocol(spec.Protocol)))
-		sides = append(sides, side{l.waypoint, newAdmin(l.waypointPod.IP()), func(d *configDump) string {
+		sides = append(sides, convergeSide{l.waypoint, newAdmin(l.waypointPod.IP()), func(d *configDump) string {
 			return waypointConverged(d, spec, want)
 		}})
 	}
+	return awaitConverged(ctx, sides, spec.AccessLog)
+}
+
+// convergeSide is one proxy to wait for: its process, its admin API, and
+// what its /config_dump still lacks ("" when nothing).
+type convergeSide struct {
+	p     *proc.Process
+	admin *admin
+	check func(*configDump) string
+}
+
+// convergeParallel bounds how many proxies are polled at once: enough
+// that a hundred sidecars converge in seconds, few enough that polling
+// does not starve them of the CPU they need to take their configuration.
+const convergeParallel = 16
+
+// awaitConverged waits until every side is ready and configured, then
+// sets its access log, several sides at a time.
+func awaitConverged(ctx context.Context, sides []convergeSide, accessLog bool) error {
+	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
+	defer cancel()
+	var g errgroup.Group
+	g.SetLimit(convergeParallel)
 	for _, s := range sides {
-		lack := "not ready"
-		for lack != "" {
-			if s.p.Exited() {
-				return errors.New(s.p.ExitReason())
-			}
-			if s.admin.ready(ctx) {
-				if d, err := s.admin.configDump(ctx); err != nil {
-					lack = err.Error()
-				} else {
-					lack = s.check(d)
-				}
-			}
-			if lack == "" {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("lab: %s not configured within %s: %s (log: %s)", s.p.Name(), convergeTimeout, lack, s.p.LogPath())
-			case <-time.After(100 * time.Millisecond):
+		g.Go(func() error { return s.await(ctx, accessLog) })
+	}
+	return g.Wait()
+}
+
+func (s convergeSide) await(ctx context.Context, accessLog bool) error {
+	lack := "not ready"
+	for lack != "" {
+		if s.p.Exited() {
+			return errors.New(s.p.ExitReason())
+		}
+		if s.admin.ready(ctx) {
+			if d, err := s.admin.configDump(ctx); err != nil {
+				lack = err.Error()
+			} else {
+				lack = s.check(d)
 			}
 		}
-		if err := s.admin.setAccessLog(ctx, spec.AccessLog); err != nil {
-			return fmt.Errorf("lab: %s: %w", s.p.Name(), err)
+		if lack == "" {
+			break
 		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab: %s not configured within %s: %s (log: %s)", s.p.Name(), convergeTimeout, lack, s.p.LogPath())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := s.admin.setAccessLog(ctx, accessLog); err != nil {
+		return fmt.Errorf("lab: %s: %w", s.p.Name(), err)
 	}
 	return nil
 }

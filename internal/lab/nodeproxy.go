@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/meshperf/meshperf/internal/lab/inpod"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -96,37 +98,43 @@ func nodeProxyEnv(c nodeProxyEnvConfig) []string {
 func nodeProxyPodName(node string) string { return "ztunnel-" + node }
 
 // node is one ambient node: its namespace, its ZDS server (the lab as
-// istio-cni), the pod it serves and its node proxy when one runs.
+// istio-cni), the pods it serves and its node proxy when one runs.
 type node struct {
 	name, role string
 	ns         *pod.Pod // the node's own namespace
 	zds        *inpod.Server
 	zdsLog     *os.File
-	pod        *pod.Pod // the workload pod on this node
-	sa         string
+	members    []*nodeMember // the workload pods on this node
 	proxy      *proc.Process
 	binary     string // what runs as its node proxy: "meshperf-proxy" or "ztunnel VERSION"
-	enrolled   bool   // the pod has the in-pod rules and is known to the ZDS server
 }
 
-// workload is the node's pod as ZDS names it.
-func (n *node) workload() inpod.Workload {
-	return inpod.Workload{UID: inpod.PodUID(Namespace, n.pod.Name()), Name: n.pod.Name(), Namespace: Namespace,
-		ServiceAccount: n.sa, NetnsPath: n.pod.NetnsPath()}
+// nodeMember is a workload pod on a node.
+type nodeMember struct {
+	pod      *pod.Pod
+	sa       string
+	enrolled bool // the pod has the in-pod rules and is known to the ZDS server
 }
 
-// addNodes creates the two nodes and their ZDS servers, whose sockets go
-// in a short directory of their own (a unix socket's path is limited to
-// 107 bytes, which an output directory can exceed).
-func (l *lab) addNodes() error {
+// workload is the member's pod as ZDS names it.
+func (m *nodeMember) workload() inpod.Workload {
+	return inpod.Workload{UID: inpod.PodUID(Namespace, m.pod.Name()), Name: m.pod.Name(), Namespace: Namespace,
+		ServiceAccount: m.sa, NetnsPath: m.pod.NetnsPath()}
+}
+
+// addNodes creates the two nodes, each serving its members, and their ZDS
+// servers, whose sockets go in a short directory of their own (a unix
+// socket's path is limited to 107 bytes, which an output directory can
+// exceed).
+func (l *lab) addNodes(members [2][]*nodeMember) error {
 	dir, err := os.MkdirTemp("", "meshperf-zds-"+l.cfg.RunID+"-")
 	if err != nil {
 		return fmt.Errorf("lab: ZDS socket directory: %w", err)
 	}
 	l.zdsDir = dir
 	for _, n := range []*node{
-		{name: NodeClient, role: clientNodeProxy, pod: l.client, sa: ClientSA},
-		{name: NodeServer, role: serverNodeProxy, pod: l.server, sa: ServerSA},
+		{name: NodeClient, role: clientNodeProxy, members: members[0]},
+		{name: NodeServer, role: serverNodeProxy, members: members[1]},
 	} {
 		if n.ns, err = l.net.AddPod(n.name); err != nil {
 			return fmt.Errorf("lab: %w", err)
@@ -202,31 +210,38 @@ func (l *lab) startNodeProxy(n *node, m scenario.Mode, workers int) error {
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", n.role, err)
 	}
-	l.pids = append(l.pids, p.PID())
+	l.addPID(p.PID())
 	n.proxy, n.binary = p, binary
 	l.logf("  %s on %s: %s (pid %d)", n.role, n.name, binary, p.PID())
 	return nil
 }
 
-// enroll puts node n's pod in ambient: the in-pod rules in the pod, and
+// enroll puts node n's pods in ambient: the in-pod rules in each pod, and
 // the pod handed to the node proxy over ZDS.
 func (n *node) enroll() error {
-	if err := n.pod.CaptureInpod(); err != nil {
-		return fmt.Errorf("lab: %w", err)
+	for _, m := range n.members {
+		if m.enrolled {
+			continue
+		}
+		if err := m.pod.CaptureInpod(); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		if err := n.zds.Add(m.workload()); err != nil {
+			return fmt.Errorf("lab: %s: %w", n.role, err)
+		}
+		m.enrolled = true
 	}
-	if err := n.zds.Add(n.workload()); err != nil {
-		return fmt.Errorf("lab: %s: %w", n.role, err)
-	}
-	n.enrolled = true
 	return nil
 }
 
-// leave takes node n's pod out of ambient and stops its node proxy.
+// leave takes node n's pods out of ambient and stops its node proxy.
 func (n *node) leave() error {
 	var errs []error
-	if n.enrolled {
-		errs = append(errs, n.zds.Del(n.workload().UID), n.pod.Uncapture())
-		n.enrolled = false
+	for _, m := range n.members {
+		if m.enrolled {
+			errs = append(errs, n.zds.Del(m.workload().UID), m.pod.Uncapture())
+			m.enrolled = false
+		}
 	}
 	if n.proxy != nil {
 		errs = append(errs, n.proxy.Stop())
@@ -241,19 +256,25 @@ func nodeStats(n *node) *admin {
 }
 
 // nodeAdmin talks to a node proxy's admin port, which listens on its
-// node's localhost: each connection is made from inside the node's
-// namespace (a socket stays in the namespace it was made in).
+// node's localhost.
 func nodeAdmin(n *node) *admin {
+	return inPodAdmin(n.ns, nodeProxyAdminPort)
+}
+
+// inPodAdmin talks HTTP to a port on p's localhost: each connection is
+// made from inside the pod's namespace (a socket stays in the namespace it
+// was made in).
+func inPodAdmin(p *pod.Pod, port uint16) *admin {
 	var d net.Dialer
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var c net.Conn
-		err := n.ns.Do(func() (err error) {
+		err := p.Do(func() (err error) {
 			c, err = d.DialContext(ctx, network, addr)
 			return err
 		})
 		return c, err
 	}
-	return newAdminAt(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), nodeProxyAdminPort),
+	return newAdminAt(netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port),
 		&http.Transport{DialContext: dial})
 }
 
@@ -263,32 +284,47 @@ func nodeAdmin(n *node) *admin {
 // pod's workload, and in the waypoint modes the server Service bound to
 // its waypoint (sent before that, the load would bypass the waypoint).
 func (l *lab) waitNodeProxies(ctx context.Context, m scenario.Mode) error {
+	return l.awaitNodeProxies(ctx, func(n *node, dump []byte) string {
+		if n.role != clientNodeProxy {
+			return ""
+		}
+		return clientNodeProxyLacks(dump, l.server.Name(), m)
+	})
+}
+
+// awaitNodeProxies waits until each node proxy is ready and lacks, given
+// its /config_dump, says it lacks nothing (""), every node at once.
+func (l *lab) awaitNodeProxies(ctx context.Context, lacks func(n *node, dump []byte) string) error {
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
+	var g errgroup.Group
 	for _, n := range l.nodes {
-		ready := newAdminAt(netip.AddrPortFrom(n.ns.IP(), nodeProxyReadyPort), nil)
-		lack := "not ready"
-		for {
-			if n.proxy.Exited() {
-				return errors.New(n.proxy.ExitReason())
-			}
-			if code, _, err := ready.get(ctx, "/healthz/ready"); err != nil || code != http.StatusOK {
-				lack = fmt.Sprintf("/healthz/ready: status %d (%v)", code, err)
-			} else if n.role != clientNodeProxy {
-				break
-			} else if code, dump, err := nodeAdmin(n).get(ctx, "/config_dump"); err != nil || code != http.StatusOK {
-				lack = fmt.Sprintf("/config_dump: status %d (%v)", code, err)
-			} else if lack = clientNodeProxyLacks(dump, l.server.Name(), m); lack == "" {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("lab: %s not ready within %s: %s (log: %s)", n.role, convergeTimeout, lack, n.proxy.LogPath())
-			case <-time.After(100 * time.Millisecond):
-			}
+		g.Go(func() error { return awaitNodeProxy(ctx, n, lacks) })
+	}
+	return g.Wait()
+}
+
+// awaitNodeProxy waits for one node proxy, as awaitNodeProxies says.
+func awaitNodeProxy(ctx context.Context, n *node, lacks func(n *node, dump []byte) string) error {
+	ready := newAdminAt(netip.AddrPortFrom(n.ns.IP(), nodeProxyReadyPort), nil)
+	for {
+		if n.proxy.Exited() {
+			return errors.New(n.proxy.ExitReason())
+		}
+		var lack string
+		if code, _, err := ready.get(ctx, "/healthz/ready"); err != nil || code != http.StatusOK {
+			lack = fmt.Sprintf("/healthz/ready: status %d (%v)", code, err)
+		} else if code, dump, err := nodeAdmin(n).get(ctx, "/config_dump"); err != nil || code != http.StatusOK {
+			lack = fmt.Sprintf("/config_dump: status %d (%v)", code, err)
+		} else if lack = lacks(n, dump); lack == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lab: %s not ready within %s: %s (log: %s)", n.role, convergeTimeout, lack, n.proxy.LogPath())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // clientNodeProxyLacks says what the client's node proxy's /config_dump

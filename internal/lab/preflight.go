@@ -30,6 +30,15 @@ func Preflight(cfg Config) error {
 	if err := preflightPrometheus(cfg); err != nil {
 		return err
 	}
+	if cfg.Scenario.IsGraph() {
+		meminfo, err := readMeminfo()
+		if err != nil {
+			return err
+		}
+		if err := preflightGraph(cfg.Scenario, cfg.Network, meminfo); err != nil {
+			return err
+		}
+	}
 	ambient := ""
 	for _, m := range cfg.Scenario.Modes {
 		if m.NodeProxies() && ambient == "" {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
@@ -54,7 +55,18 @@ type lab struct {
 	appliedDR          bool
 	appliedWaypoint    bool
 	prom               *metrics.PromServer // --prometheus
-	pids               []int
+	// graph is the service graph of a scenario with a topology, which
+	// replaces the server pod; nil for the two-pod benchmark.
+	graph  *graphLab
+	pidsMu sync.Mutex // pids grows from goroutines setting a graph up
+	pids   []int
+}
+
+// addPID records a process the lab started.
+func (l *lab) addPID(pid int) {
+	l.pidsMu.Lock()
+	defer l.pidsMu.Unlock()
+	l.pids = append(l.pids, pid)
 }
 
 // alive reports whether p was started and has not exited.
@@ -89,6 +101,15 @@ func (l *lab) start(ctx context.Context) error {
 		l.logf("meshperf lab: loopback network (not root, or -network loopback): pods are 127.x addresses and " +
 			"sidecars use explicit listeners instead of iptables capture; every result says network=loopback")
 	}
+	if l.cfg.Scenario.IsGraph() {
+		if err := l.startGraph(); err != nil {
+			return err
+		}
+		if err := l.choosePilotIP(); err != nil {
+			return err
+		}
+		return l.startPilot(ctx)
+	}
 	if l.client, err = n.AddPod(ClientPod); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
@@ -96,7 +117,7 @@ func (l *lab) start(ctx context.Context) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	if l.ambient() {
-		if err := l.addNodes(); err != nil {
+		if err := l.addNodes([2][]*nodeMember{{{pod: l.client, sa: ClientSA}}, {{pod: l.server, sa: ServerSA}}}); err != nil {
 			return err
 		}
 	}

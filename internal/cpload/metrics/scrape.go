@@ -153,6 +153,50 @@ func (s *Snapshot) Histogram(name string) Histogram {
 	return h
 }
 
+// HistogramCountBy counts the observations of the histogram name by the
+// value of label: sum(name_count) by (label).
+func (s *Snapshot) HistogramCountBy(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	if s == nil {
+		return out
+	}
+	for _, m := range s.Families[name].GetMetric() {
+		hm := m.GetHistogram()
+		if hm == nil {
+			continue
+		}
+		key := ""
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				key = lp.GetValue()
+			}
+		}
+		out[key] += float64(hm.GetSampleCount())
+	}
+	return out
+}
+
+// Merge returns one snapshot holding every series of snaps, as a
+// Prometheus query over several targets sees them: sums and histograms
+// over it add up the targets.
+func Merge(snaps ...*Snapshot) *Snapshot {
+	out := &Snapshot{Families: map[string]*dto.MetricFamily{}}
+	for _, s := range snaps {
+		if s == nil {
+			continue
+		}
+		for name, f := range s.Families {
+			m := out.Families[name]
+			if m == nil {
+				m = &dto.MetricFamily{Name: f.Name, Help: f.Help, Type: f.Type}
+				out.Families[name] = m
+			}
+			m.Metric = append(m.Metric, f.Metric...)
+		}
+	}
+	return out
+}
+
 // Sub returns h - earlier, bucket by bucket: the observations made between
 // two scrapes. Buckets missing from earlier count as zero (a series that
 // appeared in between).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -73,6 +74,8 @@ var fields = []decoder{
 	{"jitter", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.Jitter) }},
 	{"uniform", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.Uniform) }},
 	{"timeout", func(s *Scenario, r json.RawMessage) error { return s.Timeout.UnmarshalJSON(r) }},
+	{"topology", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.Topology) }},
+	{"replicas", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.Replicas) }},
 }
 
 // Parse reads a scenario file's bytes, fills in defaults and validates it.
@@ -89,6 +92,11 @@ func Parse(source string, data []byte) (*Scenario, error) {
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", source, err)
+	}
+	if s.IsGraph() {
+		if err := s.resolveTopology(filepath.Dir(source)); err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", source, err)
+		}
 	}
 	return s, nil
 }
@@ -127,6 +135,16 @@ func decode(data []byte) (*Scenario, error) {
 	}
 	if _, ok := top["warmup"]; !ok {
 		s.Warmup = Duration(defaultWarmup(s.Duration.D()))
+	}
+	if s.IsGraph() {
+		// A graph's defaults: the modes that apply to it, and no echo
+		// payload (its services answer their own sizes).
+		if _, ok := top["modes"]; !ok {
+			s.Modes = append([]Mode(nil), defaultGraphModes...)
+		}
+		if _, ok := top["payloadSize"]; !ok {
+			s.PayloadSize = 0
+		}
 	}
 	return &s, nil
 }

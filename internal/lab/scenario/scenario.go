@@ -13,6 +13,8 @@ package scenario
 import (
 	"fmt"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/topology"
 )
 
 // Protocol is what the load generator speaks to the echo server.
@@ -200,6 +202,22 @@ type Scenario struct {
 	// Timeout (timeout) is the load generator's per-request -timeout.
 	// Default 3s, Fortio's.
 	Timeout Duration `json:"timeout"`
+	// Topology (topology) runs a service graph instead of the two-pod
+	// echo benchmark: a shipped topology's name or an isotope YAML file,
+	// relative to the scenario file. The load goes to its (first)
+	// entrypoint over http; payloadSize does not apply (each service
+	// answers its own responseSize) and defaults to 0; modes are no-mesh,
+	// both-sidecars and ambient, by default the first two. Optional.
+	Topology string `json:"topology,omitempty"`
+	// Replicas (replicas) overrides every service's numReplicas, as
+	// Istio's load test scales its namespaces. Optional; needs topology.
+	Replicas int `json:"replicas,omitempty"`
+	// Graph is the topology read, replicas applied; nil without one.
+	Graph *topology.Topology `json:"-"`
+	// TopologySource is what reads the same topology again, for the
+	// services the lab starts: the shipped name, or the file's absolute
+	// path.
+	TopologySource string `json:"-"`
 }
 
 // Defaults used for keys a file leaves out.
@@ -242,6 +260,9 @@ func (s *Scenario) Notes() []string {
 	}
 	if !s.MTLS && s.hasNodeProxyMode() {
 		notes = append(notes, "mtls: the ambient modes are mutual TLS all the same (HBONE has no plain-text form)")
+	}
+	if s.IsGraph() && s.PayloadSize != 0 {
+		notes = append(notes, "payloadSize: no effect with a topology; each service answers its own responseSize")
 	}
 	if s.AccessLog && !s.hasSidecarMode() {
 		notes = append(notes, "accessLog: no effect, no mode has a sidecar")

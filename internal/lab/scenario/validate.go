@@ -28,7 +28,7 @@ func (s *Scenario) Validate() error {
 	checks := []func() error{
 		s.validateName, s.validateConnections, s.validateQPS, s.validateTimes,
 		s.validatePayload, s.validateProtocol, s.validateModes, s.validateCounts,
-		s.validateSize,
+		s.validateSize, s.validateGraph,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

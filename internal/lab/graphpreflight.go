@@ -1,0 +1,82 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+)
+
+// What one pod of a graph costs in memory, measured in the lab (RSS of
+// `meshperf service` and of meshperf-proxy as a sidecar, idle after
+// set-up, on this project's machine; see docs/topologies.md): the
+// preflight multiplies them by the pods to refuse a graph that cannot fit
+// before anything starts. Rounded up, as load adds buffers.
+const (
+	appMemoryMB     = 10
+	sidecarMemoryMB = 15
+)
+
+// maxGraphPods is how many pods the lab's /24 holds (addresses .2 to .254)
+// less the client pod and the ambient modes' two nodes.
+const maxGraphPods = 253 - 1 - 2
+
+// preflightGraph says why a graph scenario cannot run here: the pods need
+// network namespaces, fit in the lab's /24, and their estimated memory in
+// what is free.
+func preflightGraph(s *scenario.Scenario, kind pod.Kind, meminfo string) error {
+	t := s.Graph
+	if kind == pod.KindLoopback || (kind == "" && os.Geteuid() != 0) {
+		return fmt.Errorf("topology %s needs network namespaces (one pod per replica, each with the service port 8080); run meshperf lab as root, without -network loopback", t.Name)
+	}
+	pods := t.Pods() + 1 // the load generator's pod
+	if t.Pods() > maxGraphPods {
+		return fmt.Errorf("topology %s needs %d pods, more than the %d a lab network holds; lower replicas or numReplicas", t.Name, t.Pods(), maxGraphPods)
+	}
+	perPod := appMemoryMB
+	for _, m := range s.Modes {
+		if c, _ := m.Sidecars(); c {
+			perPod += sidecarMemoryMB
+			break
+		}
+	}
+	free, err := memAvailableMB(meminfo)
+	if err != nil {
+		return err
+	}
+	if need := pods * perPod; need > free {
+		return fmt.Errorf("topology %s needs ~%d pods x %d MB = %.1f GB, %.1f GB is free; lower replicas or numReplicas",
+			t.Name, pods, perPod, float64(need)/1024, float64(free)/1024)
+	}
+	return nil
+}
+
+// memAvailableMB reads MemAvailable from the text of /proc/meminfo.
+func memAvailableMB(meminfo string) (int, error) {
+	sc := bufio.NewScanner(bytes.NewReader([]byte(meminfo)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.Atoi(f[1])
+			if err != nil {
+				break
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/meminfo has no MemAvailable line to check the graph's memory against")
+}
+
+// readMeminfo is /proc/meminfo's text.
+func readMeminfo() (string, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "", fmt.Errorf("read free memory: %w", err)
+	}
+	return string(b), nil
+}
