@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/hosts"
 )
 
 // maxIdlePerPeer is how many idle connections the service keeps to each
@@ -18,9 +20,13 @@ const maxIdlePerPeer = 256
 // keep-alive (isotope's protocol, and what a sidecar expects of an app),
 // never a proxy from the environment (the mesh is the proxy), no
 // compression (isotope's bodies are random bytes).
-func newClient(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Client {
+func newClient(dial func(ctx context.Context, network, addr string) (net.Conn, error), table *hosts.Table) *http.Client {
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+		dial = d.DialContext
+		if table != nil {
+			dial = table.Dialer(d)
+		}
 	}
 	return &http.Client{
 		Transport: &http.Transport{

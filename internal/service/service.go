@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/meshperf/meshperf/internal/hosts"
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
@@ -35,9 +36,12 @@ type Config struct {
 	// Service is the service played; its calls name services of the same
 	// topology.
 	Service topology.Service
-	// Dial opens outbound connections; nil dials with net.Dialer. The lab
-	// passes a hosts.Table's Dialer, resolving the graph's names to their
-	// Service addresses.
+	// Hosts resolves the names the calls dial before the system resolver
+	// does: the lab's hosts file, naming each Service's address. nil
+	// leaves names to the system.
+	Hosts *hosts.Table
+	// Dial, when set, opens outbound connections instead (Hosts unused):
+	// tests map each name to a port of their own.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Registry receives the service's metrics; nil makes a private one.
 	Registry *prometheus.Registry
@@ -84,7 +88,7 @@ func New(cfg Config) (*Handler, error) {
 		service:    cfg.Service,
 		errorEvery: uint64(cfg.Service.ErrorEvery()),
 		response:   randomBytes(cfg.Service.ResponseSize),
-		client:     newClient(cfg.Dial),
+		client:     newClient(cfg.Dial, cfg.Hosts),
 		chance:     cfg.Chance,
 		metrics:    m,
 		metricsH:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
