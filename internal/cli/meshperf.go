@@ -23,6 +23,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "lab", about: "run a scenario: pods with and without sidecars, load, and what the mesh costs", run: with(Lab)},
 			{name: "load", about: "generate load against a target (Fortio-compatible flags and JSON)", run: with(Load)},
 			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},
+			{name: "service", about: "play one service of an isotope service graph (the lab's graph pods; isotope's service)", run: with(Service)},
 			{name: "pilot", about: "run the control plane (Istio config in, Envoy xDS out)", run: with(Pilot)},
 			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
