@@ -42,7 +42,15 @@ func (l *lab) ensureGraph(ctx context.Context, spec scenario.RunSpec) error {
 			return err
 		}
 	}
-	if err := l.startGraphApps(ctx); err != nil {
+	if l.mode != spec.Mode {
+		// A new mode starts new apps, as a pod is re-created to join or
+		// leave the mesh: an app's kept-alive connections from the old
+		// mode would go on around the new mode's proxies.
+		if err := l.stopGraphApps(); err != nil {
+			return err
+		}
+	}
+	if err := l.startGraphApps(ctx, spec.Mode); err != nil {
 		return err
 	}
 	if err := l.setupGraphMode(ctx, spec); err != nil {
@@ -76,19 +84,33 @@ func (l *lab) graphAlive(m scenario.Mode) bool {
 
 // startGraphApps starts every app that is not running, several at once,
 // and waits until each is ready.
-func (l *lab) startGraphApps(ctx context.Context) error {
+func (l *lab) startGraphApps(ctx context.Context, mode scenario.Mode) error {
 	var g errgroup.Group
 	g.SetLimit(startParallel)
 	for _, gp := range l.graph.pods {
 		if alive(gp.app) {
 			continue
 		}
-		if gp.app != nil {
+		if gp.app != nil && l.mode == mode {
 			l.logf("  restarting %s: %s", gp.app.Name(), gp.app.ExitReason())
 		}
 		g.Go(func() error { return l.startApp(ctx, gp) })
 	}
 	return g.Wait()
+}
+
+// stopGraphApps stops every app, all at once.
+func (l *lab) stopGraphApps() error {
+	var eg errgroup.Group
+	for _, gp := range l.graph.pods {
+		if alive(gp.app) {
+			eg.Go(gp.app.Stop)
+		}
+	}
+	if err := eg.Wait(); err != nil {
+		return fmt.Errorf("lab: stop apps: %w", err)
+	}
+	return nil
 }
 
 // teardownGraphMode stops every sidecar and removes every pod's rules,

@@ -1,0 +1,138 @@
+package lab
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
+	"github.com/meshperf/meshperf/internal/testenv"
+)
+
+// graphScenario is a scenario over testdata/chain-3.yaml, written beside a
+// copy of it so that the topology resolves relative to the scenario file.
+func graphScenario(t *testing.T, body string) *scenario.Scenario {
+	t.Helper()
+	dir := t.TempDir()
+	topo, err := os.ReadFile("testdata/chain-3.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chain-3.yaml"), topo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "graph.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := scenario.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The chain in every graph mode, in one lab: each run's traffic went
+// through every proxy its mode puts on the path (the checks), every call
+// of the load reached the entrypoint, each service served as many requests
+// as its caller made, and leaf's injected errors show in its figures and,
+// passed on, in its callers'.
+func TestLabGraphModes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root", "a graph's pods are network namespaces")
+	}
+	testenv.NeedNetns(t)
+	s := graphScenario(t, `
+topology: chain-3.yaml
+connections: [2]
+qps: [200]
+duration: 3s
+warmup: 1s
+cooldown: 200ms
+modes: [no-mesh, both-sidecars, ambient]
+`)
+	rep := runLab(t, pod.KindNetns, s, nil)
+	if len(rep.Outcomes) != 3 {
+		t.Fatalf("%d runs, want 3", len(rep.Outcomes))
+	}
+	wantChecks := map[string]string{
+		"no-mesh":       "entrypoint front|errors of leaf",
+		"both-sidecars": "entrypoint front|client sidecar|every pod's sidecar|errors of leaf",
+		"ambient":       "entrypoint front|client node proxy|server node proxy|errors of leaf",
+	}
+	for _, o := range rep.Outcomes {
+		r := o.Run
+		if r.Failed {
+			t.Errorf("%s failed: %s", r.Label, r.FailureReason)
+			continue
+		}
+		var names []string
+		for _, c := range o.Checks {
+			names = append(names, c.Name)
+			if !c.OK {
+				t.Errorf("%s: check %s failed: %s", r.Label, c.Name, c.Detail)
+			}
+		}
+		if got := strings.Join(names, "|"); got != wantChecks[r.Mode] {
+			t.Errorf("%s: checks %q, want %q", r.Label, got, wantChecks[r.Mode])
+		}
+		checkGraphFigures(t, r)
+	}
+	checkNothingLeft(t, rep)
+}
+
+// checkGraphFigures asserts one chain run's record.
+func checkGraphFigures(t *testing.T, r results.Run) {
+	t.Helper()
+	g := r.Graph
+	if g == nil {
+		t.Fatalf("%s: no graph record", r.Label)
+	}
+	if g.Workload != "chain-3" || g.Entrypoint != "front" || g.Pods != 5 || g.Hops != 3 || g.SetupSeconds <= 0 {
+		t.Errorf("%s: graph %+v", r.Label, g)
+	}
+	if len(g.Services) != 3 {
+		t.Fatalf("%s: services %+v", r.Label, g.Services)
+	}
+	front, middle, leaf := g.Services[0], g.Services[1], g.Services[2]
+	if front.Requests < r.Calls || middle.Requests != front.Requests || leaf.Requests != middle.Requests {
+		t.Errorf("%s: %d calls; requests front %d, middle %d, leaf %d, want each the same", r.Label, r.Calls,
+			front.Requests, middle.Requests, leaf.Requests)
+	}
+	if want := float64(leaf.Requests) / 20; math.Abs(float64(leaf.Errors)-want) > 2 || leaf.Errors == 0 {
+		t.Errorf("%s: leaf failed %d of %d requests, want ~%.0f (5%%)", r.Label, leaf.Errors, leaf.Requests, want)
+	}
+	if middle.Errors != leaf.Errors || front.Errors != middle.Errors {
+		t.Errorf("%s: errors front %d, middle %d, leaf %d: want leaf's passed on", r.Label, front.Errors, middle.Errors, leaf.Errors)
+	}
+	if front.Replicas != 2 || leaf.Replicas != 2 || middle.Replicas != 1 {
+		t.Errorf("%s: replicas %d %d %d", r.Label, front.Replicas, middle.Replicas, leaf.Replicas)
+	}
+	// middle sleeps 1 ms before calling leaf: its latency includes that.
+	if !(middle.Latency.P50 >= 1 && front.Latency.P50 >= leaf.Latency.P50) {
+		t.Errorf("%s: P50 front %.2f, middle %.2f, leaf %.2f ms", r.Label, front.Latency.P50, middle.Latency.P50, leaf.Latency.P50)
+	}
+	roles := map[string]int{}
+	for _, p := range r.Processes {
+		roles[p.Role]++
+		if (p.Role == results.RoleGraphApp || p.Role == results.RoleGraphSidecar) && p.Pod == "" {
+			t.Errorf("%s: %s without its pod", r.Label, p.Role)
+		}
+	}
+	want := map[string]int{results.RoleGraphApp: 5, results.RoleControlPlane: 1, results.RoleLoadGenerator: 1}
+	switch r.Mode {
+	case "both-sidecars":
+		want[results.RoleGraphSidecar] = 6
+	case "ambient":
+		want[results.RoleClientNodeProxy], want[results.RoleServerNodeProxy] = 1, 1
+	}
+	for role, n := range want {
+		if roles[role] != n {
+			t.Errorf("%s: %d processes of role %s, want %d (all: %v)", r.Label, roles[role], role, n, roles)
+		}
+	}
+}
