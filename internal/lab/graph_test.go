@@ -62,7 +62,7 @@ modes: [no-mesh, both-sidecars, ambient]
 	wantChecks := map[string]string{
 		"no-mesh":       "entrypoint front|errors of leaf",
 		"both-sidecars": "entrypoint front|client sidecar|every pod's sidecar|errors of leaf",
-		"ambient":       "entrypoint front|client node proxy|server node proxy|errors of leaf",
+		"ambient":       "entrypoint front|client node proxy|every pod's node proxy|errors of leaf",
 	}
 	for _, o := range rep.Outcomes {
 		r := o.Run
