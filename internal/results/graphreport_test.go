@@ -35,15 +35,6 @@ func tableRows(t *testing.T, doc, class string) []string {
 		t.Fatal(err)
 	}
 	var rows []string
-	var text func(*html.Node, *strings.Builder)
-	text = func(n *html.Node, b *strings.Builder) {
-		if n.Type == html.TextNode {
-			b.WriteString(n.Data)
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			text(c, b)
-		}
-	}
 	var walk func(*html.Node, bool)
 	walk = func(n *html.Node, in bool) {
 		if n.Type == html.ElementNode && n.Data == "table" {
@@ -58,7 +49,7 @@ func tableRows(t *testing.T, doc, class string) []string {
 			for c := n.FirstChild; c != nil; c = c.NextSibling {
 				if c.Type == html.ElementNode && (c.Data == "td" || c.Data == "th") {
 					var b strings.Builder
-					text(c, &b)
+					nodeText(c, &b, "")
 					cells = append(cells, b.String())
 				}
 			}

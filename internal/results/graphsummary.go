@@ -137,73 +137,51 @@ func (r Run) medianPodMB() float64 {
 // medianServices is each service's figures, the median over the runs that
 // have it.
 func medianServices(rs []Run) []ServiceFigures {
-	var out []ServiceFigures
-	for _, name := range graphNames(rs, func(g *GraphRun) []string {
-		var n []string
-		for _, s := range g.Services {
-			n = append(n, s.Name)
-		}
-		return n
-	}) {
-		var have []ServiceFigures
-		for _, r := range rs {
-			for _, s := range r.Graph.Services {
-				if s.Name == name {
-					have = append(have, s)
-				}
+	return mediansByName(rs, func(g *GraphRun) []ServiceFigures { return g.Services },
+		func(s ServiceFigures) string { return s.Name },
+		func(name string, have []ServiceFigures) ServiceFigures {
+			sf := ServiceFigures{Name: name}
+			for _, s := range have {
+				sf.Replicas = max(sf.Replicas, s.Replicas)
 			}
-		}
-		sf := ServiceFigures{Name: name}
-		for _, s := range have {
-			sf.Replicas = max(sf.Replicas, s.Replicas)
-		}
-		sf.Requests = medianCount(have, func(s ServiceFigures) int64 { return s.Requests })
-		sf.Errors = medianCount(have, func(s ServiceFigures) int64 { return s.Errors })
-		sf.Latency = medianLatency(have, func(s ServiceFigures) Latency { return s.Latency })
-		out = append(out, sf)
-	}
-	return out
+			sf.Requests = medianCount(have, func(s ServiceFigures) int64 { return s.Requests })
+			sf.Errors = medianCount(have, func(s ServiceFigures) int64 { return s.Errors })
+			sf.Latency = medianLatency(have, func(s ServiceFigures) Latency { return s.Latency })
+			return sf
+		})
 }
 
 // medianTransactions is each transaction's figures, the median over the
 // runs that have it.
 func medianTransactions(rs []Run) []TransactionFigures {
-	var out []TransactionFigures
-	for _, name := range graphNames(rs, func(g *GraphRun) []string {
-		var n []string
-		for _, t := range g.Transactions {
-			n = append(n, t.Name)
-		}
-		return n
-	}) {
-		var have []TransactionFigures
-		for _, r := range rs {
-			for _, t := range r.Graph.Transactions {
-				if t.Name == name {
-					have = append(have, t)
-				}
-			}
-		}
-		tf := TransactionFigures{Name: name}
-		tf.Count = medianCount(have, func(t TransactionFigures) int64 { return t.Count })
-		tf.Errors = medianCount(have, func(t TransactionFigures) int64 { return t.Errors })
-		tf.RPS = Median(valuesOf(have, func(t TransactionFigures) float64 { return t.RPS }))
-		tf.Latency = medianLatency(have, func(t TransactionFigures) Latency { return t.Latency })
-		out = append(out, tf)
-	}
-	return out
+	return mediansByName(rs, func(g *GraphRun) []TransactionFigures { return g.Transactions },
+		func(t TransactionFigures) string { return t.Name },
+		func(name string, have []TransactionFigures) TransactionFigures {
+			return TransactionFigures{Name: name,
+				Count:   medianCount(have, func(t TransactionFigures) int64 { return t.Count }),
+				Errors:  medianCount(have, func(t TransactionFigures) int64 { return t.Errors }),
+				RPS:     Median(valuesOf(have, func(t TransactionFigures) float64 { return t.RPS })),
+				Latency: medianLatency(have, func(t TransactionFigures) Latency { return t.Latency })}
+		})
 }
 
-// graphNames are the names names lists over the runs' graphs, each once,
-// in the order first seen.
-func graphNames(rs []Run, names func(*GraphRun) []string) []string {
-	var out []string
+// mediansByName groups the rows list gives of each run's graph by name,
+// in the order first seen, and makes one row of each group with median.
+func mediansByName[T any](rs []Run, list func(*GraphRun) []T, name func(T) string, median func(string, []T) T) []T {
+	var names []string
+	groups := map[string][]T{}
 	for _, r := range rs {
-		for _, n := range names(r.Graph) {
-			if !contains(out, n) {
-				out = append(out, n)
+		for _, row := range list(r.Graph) {
+			n := name(row)
+			if _, seen := groups[n]; !seen {
+				names = append(names, n)
 			}
+			groups[n] = append(groups[n], row)
 		}
+	}
+	var out []T
+	for _, n := range names {
+		out = append(out, median(n, groups[n]))
 	}
 	return out
 }

@@ -393,10 +393,7 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 	if r.StartTime, err = time.Parse(time.RFC3339Nano, start); err != nil {
 		return r, 0, fmt.Errorf("run %d start time %q: %w", id, start, err)
 	}
-	l := &r.Latency
-	for i, dst := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
-		*dst = fromNull(lat[i])
-	}
+	r.Latency = latencyFromNull(lat)
 	return r, id, nil
 }
 
