@@ -230,7 +230,7 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 		}
 	}
 	if s.Name == "" {
-		return s, fieldErr(path+".name", "missing; every service needs a name")
+		return s, fieldErr(path+".name", "missing or empty; every service needs a name")
 	}
 	path += " (" + s.Name + ")"
 	if err := checkKeys(m, path, serviceKeys, perServiceIgnore, &t.Ignored); err != nil {
@@ -250,7 +250,7 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 	}
 	if r, ok := m["labels"]; ok {
 		if json.Unmarshal(r, &s.Labels) != nil || s.Labels == nil {
-			return s, fieldErr(join(path, "labels"), "expected a mapping of text to text, got %s", describe(r))
+			return s, fieldErr(join(path, "labels"), "expected a mapping of text to text (quote numbers: version: \"2\"), got %s", describe(r))
 		}
 	}
 	if err := decodeCommon(m, path, d.RequestSize, &s.Type, &s.NumReplicas, &s.ErrorRate, &s.ResponseSize, &s.Script); err != nil {
