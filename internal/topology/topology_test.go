@@ -3,45 +3,21 @@ package topology
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestBadFiles checks every testdata/*.bad.yaml is refused with the one-line
 // error its first line announces ("# want: ...").
 func TestBadFiles(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.bad.yaml")
-	if err != nil || len(files) < 30 {
-		t.Fatalf("found %d bad files (%v)", len(files), err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			want, ok := strings.CutPrefix(first, "# want: ")
-			if !ok {
-				t.Fatalf("first line %q does not say what error to expect", first)
-			}
-			_, err = Parse(data, filepath.Base(f))
-			if err == nil {
-				t.Fatalf("accepted; want %q", want)
-			}
-			got := err.Error()
-			if strings.Contains(got, "\n") {
-				t.Errorf("error spans lines: %q", got)
-			}
-			if got != want {
-				t.Errorf("error\n got %q\nwant %q", got, want)
-			}
-		})
-	}
+	testutil.BadFiles(t, "testdata/*.bad.yaml", 40, func(name string, data []byte) error {
+		_, err := Parse(data, name)
+		return err
+	})
 }
 
 func mustLoad(t *testing.T, path string) *Topology {
