@@ -220,12 +220,8 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 	if err := checkKeys(m, path, serviceKeys, perServiceIgnore, &t.Ignored); err != nil {
 		return s, err
 	}
-	for key, dst := range map[string]*string{"namespace": &s.Namespace, "cluster": &s.Cluster} {
-		if r, ok := m[key]; ok {
-			if err := decodeString(r, dst); err != nil {
-				return s, fieldErr(join(path, key), "%v", err)
-			}
-		}
+	if err := decodeStrings(m, path, []textField{{"namespace", &s.Namespace}, {"cluster", &s.Cluster}}); err != nil {
+		return s, err
 	}
 	if r, ok := m["isEntrypoint"]; ok {
 		if json.Unmarshal(r, &s.IsEntrypoint) != nil || string(r) == "null" {
@@ -326,12 +322,8 @@ func decodeCall(raw json.RawMessage, path string, requestSize int64) (*Call, err
 		if err := checkKeys(m, path, callKeys, nil, &ignored); err != nil {
 			return nil, err
 		}
-		for key, dst := range map[string]*string{"service": &c.Service, "hostname": &c.Hostname} {
-			if r, ok := m[key]; ok {
-				if err := decodeString(r, dst); err != nil {
-					return nil, fieldErr(path+"."+key, "%v", err)
-				}
-			}
+		if err := decodeStrings(m, path, []textField{{"service", &c.Service}, {"hostname", &c.Hostname}}); err != nil {
+			return nil, err
 		}
 		if r, ok := m["extra-header"]; ok {
 			if json.Unmarshal(r, &c.ExtraHeader) != nil || c.ExtraHeader == nil {
@@ -423,6 +415,25 @@ func decodeSize(raw json.RawMessage, dst *int64) error {
 		return fmt.Errorf("%d is negative; a size is 0 bytes or more", n)
 	}
 	*dst = int64(n)
+	return nil
+}
+
+// textField is a text field's key and where it goes.
+type textField struct {
+	key string
+	dst *string
+}
+
+// decodeStrings reads text fields in the order given, so that of two bad
+// fields the same one is always reported.
+func decodeStrings(m map[string]json.RawMessage, path string, fields []textField) error {
+	for _, f := range fields {
+		if r, ok := m[f.key]; ok {
+			if err := decodeString(r, f.dst); err != nil {
+				return fieldErr(join(path, f.key), "%v", err)
+			}
+		}
+	}
 	return nil
 }
 
