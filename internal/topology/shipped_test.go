@@ -159,8 +159,9 @@ func TestHops(t *testing.T) {
 // files are to run unchanged.
 func TestIsotopeExamples(t *testing.T) {
 	dir := os.Getenv("MESHPERF_ISOTOPE_DIR")
-	if dir == "" {
-		testenv.Missing(t, "isotope's example topologies", "set MESHPERF_ISOTOPE_DIR to istio/tools' isotope/example-topologies directory")
+	if _, err := os.Stat(dir); dir == "" || err != nil {
+		testenv.Missing(t, "isotope's example topologies",
+			"MESHPERF_ISOTOPE_DIR names no directory; bash scripts/setup test fetches them (scripts/test sets it), or point it at istio/tools' isotope/example-topologies")
 		return
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
