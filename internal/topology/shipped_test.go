@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 // TestShipped pins each shipped graph's shape: what its header promises.
@@ -160,9 +158,10 @@ func TestHops(t *testing.T) {
 func TestIsotopeExamples(t *testing.T) {
 	dir := os.Getenv("MESHPERF_ISOTOPE_DIR")
 	if _, err := os.Stat(dir); dir == "" || err != nil {
-		testenv.Missing(t, "isotope's example topologies",
-			"MESHPERF_ISOTOPE_DIR names no directory; bash scripts/setup test fetches them (scripts/test sets it), or point it at istio/tools' isotope/example-topologies")
-		return
+		// Opt-in, as the ztunnel interoperability test: isotope is not
+		// published where CI can fetch it (the Go module proxy refuses
+		// istio.io/tools/isotope), and its files are never committed here.
+		t.Skip("needs isotope's example topologies: set MESHPERF_ISOTOPE_DIR to istio/tools' isotope/example-topologies (docs/topologies.md)")
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
