@@ -21,6 +21,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		about: "meshperf measures, tunes and tracks the performance of a service mesh.",
 		subs: []subcommand{
 			{name: "lab", about: "run a scenario: pods with and without sidecars, load, and what the mesh costs", run: with(Lab)},
+			{name: "topology", about: "check, list and show service graphs in isotope's format (the lab's realistic workloads)", run: with(Topology)},
 			{name: "load", about: "generate load against a target (Fortio-compatible flags and JSON)", run: with(Load)},
 			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},
 			{name: "service", about: "play one service of an isotope service graph (the lab's graph pods; isotope's service)", run: with(Service)},
