@@ -39,6 +39,9 @@ type graphLab struct {
 	appliedWE bool
 	appliedDR bool
 	setup     time.Duration // how long the current mode took to stand up
+	// restoreNeighbours puts back the ARP table's thresholds if the graph
+	// raised them; nil otherwise.
+	restoreNeighbours func() error
 }
 
 // graphService is one service of the graph: its cluster IP and its pods.
@@ -117,6 +120,16 @@ func (l *lab) startGraph() error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	l.client = g.client
+	pods := g.topo.Pods() + 3 // the client and the ambient modes' nodes
+	restore, raised, err := pod.FitNeighbourTable(pod.NeighbourEntries(pods))
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if raised {
+		g.restoreNeighbours = restore
+		l.logf("meshperf lab: %d pods: the kernel's ARP table thresholds (net.ipv4.neigh.default.gc_thresh2/3) raised to fit %d entries until the lab ends",
+			pods, pod.NeighbourEntries(pods))
+	}
 	for _, s := range g.services {
 		for i := range s.NumReplicas {
 			p, err := l.net.AddPod(fmt.Sprintf("%s-%d", s.Name, i))

@@ -12,14 +12,17 @@ import (
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
 
-// What one pod of a graph costs in memory, measured in the lab (RSS of
-// `meshperf service` and of meshperf-proxy as a sidecar, idle after
-// set-up, on this project's machine; see docs/topologies.md): the
-// preflight multiplies them by the pods to refuse a graph that cannot fit
-// before anything starts. Rounded up, as load adds buffers.
+// What one pod of a graph costs in memory, as measured in the lab on this
+// project's machine (graph-tree-13 and graph-100-pods, meshperf service
+// and meshperf-proxy 0.1.0): an app's PSS 9 to 14 MB, a sidecar's 4 MB
+// (their RSS, 41 to 48 MB and 14 MB, counts the binaries' pages every
+// copy shares), and MemAvailable fell by 11 to 13 MB a pod standing 105
+// pods up. PSS, rounded up for buffers under load, is what the preflight
+// multiplies by the pods to refuse a graph that cannot fit before
+// anything starts.
 const (
-	appMemoryMB     = 10
-	sidecarMemoryMB = 15
+	appMemoryMB     = 14
+	sidecarMemoryMB = 6
 )
 
 // maxGraphPods is how many pods the lab's /24 holds (addresses .2 to .254)

@@ -31,10 +31,10 @@ func TestPreflightGraphRefusals(t *testing.T) {
 			"topology tree-13 needs 260 pods, more than the 250 a lab network holds; lower replicas or numReplicas"},
 		{"memory with sidecars", "topology: tree-13\nreplicas: 8\nconnections: [1]\nqps: [1]\n",
 			"MemTotal: 4000000 kB\nMemAvailable: 1048576 kB\n", pod.KindNetns,
-			"topology tree-13 needs ~105 pods x 25 MB = 2.6 GB, 1.0 GB is free; lower replicas or numReplicas"},
+			"topology tree-13 needs ~105 pods x 20 MB = 2.1 GB, 1.0 GB is free; lower replicas or numReplicas"},
 		{"memory without sidecars", "topology: tree-13\nreplicas: 8\nconnections: [1]\nqps: [1]\nmodes: [no-mesh]\n",
 			"MemAvailable: 524288 kB\n", pod.KindNetns,
-			"topology tree-13 needs ~105 pods x 10 MB = 1.0 GB, 0.5 GB is free; lower replicas or numReplicas"},
+			"topology tree-13 needs ~105 pods x 14 MB = 1.4 GB, 0.5 GB is free; lower replicas or numReplicas"},
 		{"no MemAvailable", "topology: chain-5\nconnections: [1]\nqps: [1]\n", "MemTotal: 1 kB\n", pod.KindNetns,
 			"/proc/meminfo has no MemAvailable line to check the graph's memory against"},
 	}

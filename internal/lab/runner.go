@@ -295,6 +295,9 @@ func (l *lab) close() error {
 	if l.net != nil {
 		errs = append(errs, l.net.Close())
 	}
+	if l.graph != nil && l.graph.restoreNeighbours != nil {
+		errs = append(errs, l.graph.restoreNeighbours())
+	}
 	return errors.Join(errs...)
 }
 
