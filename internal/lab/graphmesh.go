@@ -55,14 +55,7 @@ spec:
 func (g *graphLab) destinationRulesYAML() string {
 	var docs []string
 	for _, s := range g.services {
-		docs = append(docs, fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: %[2]s, namespace: %[1]s}
-spec:
-  host: %[3]s
-  trafficPolicy:
-    tls: {mode: DISABLE}
-`, Namespace, s.Name, s.host()))
+		docs = append(docs, tlsDisableRuleYAML(s.Name, s.host()))
 	}
 	return strings.Join(docs, "---\n")
 }

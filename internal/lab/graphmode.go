@@ -36,11 +36,8 @@ func (l *lab) ensureGraph(ctx context.Context, spec scenario.RunSpec) error {
 	if err := l.teardownGraphMode(); err != nil {
 		return err
 	}
-	if !alive(l.pilot.Process) {
-		l.logf("  restarting the control plane: %s", l.pilot.ExitReason())
-		if err := l.startPilot(ctx); err != nil {
-			return err
-		}
+	if err := l.ensurePilot(ctx); err != nil {
+		return err
 	}
 	if l.mode != spec.Mode {
 		// A new mode starts new apps, as a pod is re-created to join or

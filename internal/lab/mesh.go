@@ -221,7 +221,11 @@ spec:
 // puts it on the Deployment's pods) and in its proxy's node metadata.
 const waypointGatewayLabel = "gateway.networking.k8s.io/gateway-name"
 
-func destinationRuleYAML() string {
+func destinationRuleYAML() string { return tlsDisableRuleYAML(ServerService, ServerHost()) }
+
+// tlsDisableRuleYAML is a DestinationRule named name that turns TLS off
+// towards host, as both sidecars without mTLS need.
+func tlsDisableRuleYAML(name, host string) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: %[2]s, namespace: %[1]s}
@@ -229,7 +233,7 @@ spec:
   host: %[3]s
   trafficPolicy:
     tls: {mode: DISABLE}
-`, Namespace, ServerService, ServerHost())
+`, Namespace, name, host)
 }
 
 // nodeLabel names the node a WorkloadEntry's pod runs on, which workload

@@ -30,11 +30,8 @@ func (l *lab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 	if err := l.teardownMode(); err != nil {
 		return err
 	}
-	if !alive(l.pilot.Process) {
-		l.logf("  restarting the control plane: %s", l.pilot.ExitReason())
-		if err := l.startPilot(ctx); err != nil {
-			return err
-		}
+	if err := l.ensurePilot(ctx); err != nil {
+		return err
 	}
 	_, serverSidecar := spec.Mode.Sidecars()
 	host := ""

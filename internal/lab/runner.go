@@ -202,6 +202,15 @@ func (l *lab) startPilot(ctx context.Context) error {
 	return nil
 }
 
+// ensurePilot restarts the control plane if it died.
+func (l *lab) ensurePilot(ctx context.Context) error {
+	if alive(l.pilot.Process) {
+		return nil
+	}
+	l.logf("  restarting the control plane: %s", l.pilot.ExitReason())
+	return l.startPilot(ctx)
+}
+
 // apply sends YAML to the control plane's API, or deletes what it names.
 func (l *lab) apply(ctx context.Context, name, yaml string, del bool) error {
 	verb, source := "apply", name+".yaml"
