@@ -16,12 +16,12 @@ import (
 // the hostnames their calls dial ("b:8080") to those ports, as the lab's
 // hosts file resolves them to Service addresses.
 type graph struct {
-	t     *testing.T
+	t     testing.TB
 	mu    sync.Mutex
 	addrs map[string]string // hostname dialled -> bound address
 }
 
-func newGraph(t *testing.T) *graph { return &graph{t: t, addrs: map[string]string{}} }
+func newGraph(t testing.TB) *graph { return &graph{t: t, addrs: map[string]string{}} }
 
 func (g *graph) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	g.mu.Lock()
