@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -123,5 +122,3 @@ func get(t *testing.T, url string, header http.Header) (int, string) {
 func callTo(name string, size int64) topology.Step {
 	return topology.Step{Call: &topology.Call{Service: name, Hostname: name + ":8080", Size: size}}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

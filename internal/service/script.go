@@ -57,6 +57,16 @@ func compileStep(s topology.Step, m *metrics) (step, error) {
 	return step{sleep: s.Sleep}, nil
 }
 
+// hasCall says whether any step calls another service.
+func hasCall(steps []step) bool {
+	for _, s := range steps {
+		if s.call != nil || hasCall(s.concurrent) {
+			return true
+		}
+	}
+	return false
+}
+
 // run plays the step for one request; the error is what the service
 // answers with.
 func (s *step) run(ctx context.Context, h *Handler, trace *traceHeaders) error {
