@@ -6,7 +6,10 @@ import (
 	"net/http/httptest"
 	"syscall"
 	"testing"
+
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 
 	"github.com/meshperf/meshperf/internal/topology"
 )
@@ -20,15 +23,7 @@ func BenchmarkHandlerLeaf(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := httptest.NewRequest(http.MethodGet, "/", http.NoBody)
-	w := &discardWriter{h: make(http.Header)}
-	b.ReportAllocs()
-	for b.Loop() {
-		clear(w.h)
-		h.ServeHTTP(w, req)
-	}
-	if w.status != http.StatusOK {
-		b.Fatalf("status %d", w.status)
-	}
+	testutil.BenchHandler(b, h, req)
 }
 
 // BenchmarkHop is one request through a two-service chain on loopback,
@@ -74,13 +69,3 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// discardWriter is a minimal ResponseWriter that keeps nothing but the status.
-type discardWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.status = code }
