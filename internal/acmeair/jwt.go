@@ -73,7 +73,7 @@ func (s signer) subject(r *http.Request) (string, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		var ok bool
 		if raw, ok = strings.CutPrefix(h, "Bearer "); !ok {
-			return "", errors.New("Authorization is not a Bearer token")
+			return "", errors.New("the Authorization header is not a Bearer token")
 		}
 	} else if c, err := r.Cookie(jwtCookie); err == nil {
 		raw = c.Value

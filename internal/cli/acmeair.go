@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,16 +34,16 @@ func Acmeair(args []string, stdout, stderr io.Writer) int {
 
 // acmeairServeFlags are meshperf acmeair serve's flags.
 type acmeairServeFlags struct {
-	service      string
-	listeners    listenerSet
-	dataDir      string
-	jwtKeyFile   string
-	hostsFile    string
-	readyFile    string
-	customers    int
-	customerURL  string
-	flightURL    string
-	rewardTimout time.Duration
+	service       string
+	listeners     listenerSet
+	dataDir       string
+	jwtKeyFile    string
+	hostsFile     string
+	readyFile     string
+	customers     int
+	customerURL   string
+	flightURL     string
+	rewardTimeout time.Duration
 }
 
 func newAcmeairServeCommand(f *acmeairServeFlags) *command {
@@ -64,7 +65,7 @@ func newAcmeairServeCommand(f *acmeairServeFlags) *command {
 	intVar(fs, &f.customers, "customers", acmeair.DefaultCustomers, 1, 10_000_000, "customers loaded into an empty customer database")
 	urlVar(fs, &f.customerURL, "customer-url", "the customer service's base `URL` (default "+acmeair.DefaultURL(acmeair.ServiceCustomer)+")")
 	urlVar(fs, &f.flightURL, "flight-url", "the flight service's base `URL` (default "+acmeair.DefaultURL(acmeair.ServiceFlight)+")")
-	durationVar(fs, &f.rewardTimout, "reward-timeout", acmeair.DefaultRewardTimeout, "booking: how long a reward-miles update may take before it counts as failed")
+	durationVar(fs, &f.rewardTimeout, "reward-timeout", acmeair.DefaultRewardTimeout, "booking: how long a reward-miles update may take before it counts as failed")
 	return cmd
 }
 
@@ -99,14 +100,14 @@ func runAcmeairServe(ctx context.Context, args []string, stdout, stderr io.Write
 // starts.
 func (f *acmeairServeFlags) config(stderr io.Writer) (acmeair.Config, error) {
 	cfg := acmeair.Config{Service: f.service, DataDir: f.dataDir, Customers: f.customers,
-		CustomerURL: f.customerURL, FlightURL: f.flightURL, RewardTimeout: f.rewardTimout,
+		CustomerURL: f.customerURL, FlightURL: f.flightURL, RewardTimeout: f.rewardTimeout,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	switch {
 	case f.service == "":
 		return cfg, usagef("-service is required: one of %s", strings.Join(acmeair.Services, ", "))
-	case !isAcmeairService(f.service):
+	case !slices.Contains(acmeair.Services, f.service):
 		return cfg, usagef("-service %q: want one of %s", f.service, strings.Join(acmeair.Services, ", "))
-	case f.rewardTimout <= 0:
+	case f.rewardTimeout <= 0:
 		return cfg, usagef("-reward-timeout must be more than 0")
 	}
 	if f.service == acmeair.ServiceMain {
@@ -142,15 +143,6 @@ func hostsDialer(path string) (func(context.Context, string, string) (net.Conn, 
 		return nil, inputError{err}
 	}
 	return t.Dialer(&net.Dialer{Timeout: 5 * time.Second}), nil
-}
-
-func isAcmeairService(name string) bool {
-	for _, s := range acmeair.Services {
-		if s == name {
-			return true
-		}
-	}
-	return false
 }
 
 // serveAcmeair serves svc on the bound listener until ctx ends.
