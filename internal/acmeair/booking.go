@@ -87,12 +87,8 @@ func newBooking(_ context.Context, cfg Config) (*Service, error) {
 // retFlightSegId). It answers once the bookings are stored; the miles
 // follow in the background.
 func (b *booking) bookFlights(w http.ResponseWriter, r *http.Request) {
-	if err := readForm(w, r); err != nil {
-		fail(w, b.log, http.StatusBadRequest, err)
-		return
-	}
-	user := r.PostForm.Get("userid")
-	if !authorize(w, r, b.signer, user) {
+	user, ok := b.userForm(w, r)
+	if !ok {
 		return
 	}
 	names := []string{"toFlightId", "toFlightSegId"}
@@ -135,6 +131,17 @@ func newBookingID() string {
 	return hex.EncodeToString(r[:])
 }
 
+// userForm reads a booking call's form and checks that its userid is the
+// token's; it answers the call and returns false when it may not go on.
+func (b *booking) userForm(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if err := readForm(w, r); err != nil {
+		fail(w, b.log, http.StatusBadRequest, err)
+		return "", false
+	}
+	user := r.PostForm.Get("userid")
+	return user, authorize(w, r, b.signer, user)
+}
+
 // listByUser is GET /booking/byuser/{user}: the user's bookings, oldest
 // first.
 func (b *booking) listByUser(w http.ResponseWriter, r *http.Request) {
@@ -167,12 +174,8 @@ func (b *booking) listByUser(w http.ResponseWriter, r *http.Request) {
 // cancel is POST /booking/cancelbooking (number, userid). A booking
 // already gone is answered as deleted, as the reference app answers it.
 func (b *booking) cancel(w http.ResponseWriter, r *http.Request) {
-	if err := readForm(w, r); err != nil {
-		fail(w, b.log, http.StatusBadRequest, err)
-		return
-	}
-	user := r.PostForm.Get("userid")
-	if !authorize(w, r, b.signer, user) {
+	user, ok := b.userForm(w, r)
+	if !ok {
 		return
 	}
 	v, err := requiredForm(r, "number")

@@ -54,10 +54,8 @@ func newAcmeairServeCommand(f *acmeairServeFlags) *command {
 	fs := cmd.flags
 	fs.StringVar(&f.service, "service", "", "the `service`: "+strings.Join(acmeair.Services, ", "))
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "port", def: fmt.Sprint(acmeair.DefaultPort), required: true,
-		usage: "listen `address`: a port (all interfaces) or host:port (port 0 picks a free one)"}}
-	for _, l := range f.listeners {
-		addrVar(fs, &l.addr, l.flag, l.def, addrForm{barePort: true}, l.usage)
-	}
+		barePort: true, usage: "listen `address`: a port (all interfaces) or host:port (port 0 picks a free one)"}}
+	f.listeners.define(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "", "`directory` of the service's SQLite database (created if needed)")
 	fs.StringVar(&f.jwtKeyFile, "jwt-key-file", "", "`file` holding the HS256 key every service shares (16 bytes or more)")
 	fs.StringVar(&f.hostsFile, "hosts", "", "resolve the peers' names from this hosts `file` first (the lab's)")
@@ -75,14 +73,12 @@ func runAcmeairServe(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
+	if err := f.listeners.check(); err != nil {
+		return cmd.exit(stderr, inputError{err})
+	}
 	cfg, err := f.config(stderr)
 	if err != nil {
 		return cmd.exit(stderr, err)
-	}
-	for _, l := range f.listeners {
-		if !strings.Contains(l.addr, ":") {
-			l.addr = ":" + l.addr
-		}
 	}
 	if err := f.listeners.bind(); err != nil {
 		return cmd.exit(stderr, err)
