@@ -226,8 +226,10 @@ func runAcmeairDrive(ctx context.Context, args []string, stdout, stderr io.Write
 			return cmd.exit(stderr, err)
 		}
 	}
-	if r.DurationHistogram.Count == 0 {
-		return cmd.exit(stderr, errors.New("no call was made: are the services up?"))
+	// Errors are figures of the run, as in a load result; a run in which
+	// nothing worked measured nothing.
+	if r.DurationHistogram.Count == r.ErrorsDurationHistogram.Count {
+		return cmd.exit(stderr, fmt.Errorf("none of %d calls succeeded: are the services up at the URLs given?", r.DurationHistogram.Count))
 	}
 	return exitOK
 }
