@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,6 +32,9 @@ type namedListener struct {
 	addr     string
 	def      string // the default, also the example an error quotes
 	required bool
+	// barePort lets the flag take a port alone for all interfaces, as
+	// Fortio's servers and the Acmeair services (-port 8080) take it.
+	barePort bool
 	usage    string
 	ln       net.Listener // once bound
 }
@@ -63,7 +67,9 @@ func pilotListeners() listenerSet {
 // parse time, so that check can say which one is required with an example.
 func (s listenerSet) define(fs *flag.FlagSet) {
 	for _, l := range s {
-		addrVar(fs, &l.addr, l.flag, l.def, optionalHostPort, l.usage)
+		form := optionalHostPort
+		form.barePort = l.barePort
+		addrVar(fs, &l.addr, l.flag, l.def, form, l.usage)
 	}
 }
 
@@ -83,7 +89,11 @@ func (s listenerSet) bind() error {
 		if l.addr == "" {
 			continue
 		}
-		ln, err := net.Listen("tcp", l.addr)
+		addr := l.addr
+		if l.barePort && !strings.Contains(addr, ":") {
+			addr = ":" + addr
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			s.close()
 			return fmt.Errorf("--%s: cannot listen on %s: %w", l.flag, l.addr, err)
