@@ -21,6 +21,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		about: "meshperf measures, tunes and tracks the performance of a service mesh.",
 		subs: []subcommand{
 			{name: "lab", about: "run a scenario: pods with and without sidecars, load, and what the mesh costs", run: with(Lab)},
+			{name: "topology", about: "check, list and show service graphs in isotope's format (the lab's realistic workloads)", run: with(Topology)},
 			{name: "load", about: "generate load against a target (Fortio-compatible flags and JSON)", run: with(Load)},
 			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},
 			{name: "service", about: "play one service of an isotope service graph (the lab's graph pods; isotope's service)", run: with(Service)},
@@ -28,6 +29,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},
+			{name: "acmeair", about: "the Acmeair-like airline app's services and BluePerf's driver", run: with(Acmeair)},
 			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
 			{name: "compare", about: "compare two sets of runs with statistics: better, worse or no significant change", run: with(Compare)},
 			{name: "history", about: "a scenario's figure across versions on one machine, and where it changed (regressions)", run: with(History)},

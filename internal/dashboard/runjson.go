@@ -37,6 +37,7 @@ type runJSON struct {
 	Codes           map[string]int64   `json:"codes,omitempty"`
 	Processes       []processJSON      `json:"processes"`
 	Prometheus      []promJSON         `json:"prometheus,omitempty"` // lab run -prometheus: each proxy's figures from Prometheus
+	Graph           *graphJSON         `json:"graph,omitempty"`      // a run over a service graph: results.GraphRun
 	Failed          bool               `json:"failed"`
 	FailureReason   string             `json:"failure_reason,omitempty"`
 	FortioJSON      string             `json:"fortio_json"` // the result file's path where the run was made
@@ -64,6 +65,7 @@ type percentileJSON struct {
 // fail on an unknown PSS).
 type processJSON struct {
 	Role     string         `json:"role"`
+	Pod      string         `json:"pod,omitempty"` // in a run over a service graph
 	PID      int            `json:"pid"`
 	VCPU     compare.Number `json:"vcpu"`
 	RSSMB    compare.Number `json:"rss_mb"`
@@ -83,25 +85,73 @@ type promJSON struct {
 	P99      compare.Number `json:"p99_ms"`
 }
 
+// graphJSON is results.GraphRun with NaN as null.
+type graphJSON struct {
+	Workload     string            `json:"workload"`
+	Entrypoint   string            `json:"entrypoint"`
+	Pods         int               `json:"pods"`
+	Hops         int               `json:"hops"`
+	SetupSeconds compare.Number    `json:"setup_seconds"`
+	Services     []serviceJSON     `json:"services"`
+	Transactions []transactionJSON `json:"transactions,omitempty"` // Acmeair's driver only
+}
+
+type serviceJSON struct {
+	Name      string      `json:"name"`
+	Replicas  int         `json:"replicas"`
+	Requests  int64       `json:"requests"`
+	Errors    int64       `json:"errors"`
+	LatencyMs latencyJSON `json:"latency_ms"`
+}
+
+type transactionJSON struct {
+	Name      string         `json:"name"`
+	Count     int64          `json:"count"`
+	Errors    int64          `json:"errors"`
+	RPS       compare.Number `json:"rps"`
+	LatencyMs latencyJSON    `json:"latency_ms"`
+}
+
+func latencyJSONOf(l results.Latency) latencyJSON {
+	n := func(v float64) compare.Number { return compare.Number(v) }
+	return latencyJSON{Min: n(l.Min), Max: n(l.Max), Avg: n(l.Avg), P50: n(l.P50), P75: n(l.P75),
+		P90: n(l.P90), P99: n(l.P99), P999: n(l.P999), P9999: n(l.P9999)}
+}
+
+func graphJSONOf(g *results.GraphRun) *graphJSON {
+	if g == nil {
+		return nil
+	}
+	j := &graphJSON{Workload: g.Workload, Entrypoint: g.Entrypoint, Pods: g.Pods, Hops: g.Hops,
+		SetupSeconds: compare.Number(g.SetupSeconds), Services: []serviceJSON{}}
+	for _, s := range g.Services {
+		j.Services = append(j.Services, serviceJSON{Name: s.Name, Replicas: s.Replicas, Requests: s.Requests,
+			Errors: s.Errors, LatencyMs: latencyJSONOf(s.Latency)})
+	}
+	for _, t := range g.Transactions {
+		j.Transactions = append(j.Transactions, transactionJSON{Name: t.Name, Count: t.Count, Errors: t.Errors,
+			RPS: compare.Number(t.RPS), LatencyMs: latencyJSONOf(t.Latency)})
+	}
+	return j
+}
+
 func runJSONOf(r results.Run) runJSON {
 	n := func(v float64) compare.Number { return compare.Number(v) }
-	l := r.Latency
 	j := runJSON{
 		RunID: r.RunID, Label: r.Label, Scenario: r.Scenario, Mode: r.Mode, Protocol: r.Protocol,
 		Repetition: r.Repetition, Connections: r.Connections, RequestedQPS: r.RequestedQPS, ActualQPS: n(r.ActualQPS),
 		DurationSeconds: r.Duration.Seconds(), PayloadBytes: r.PayloadSize, ResponseBytes: n(r.ResponseSize),
 		MTLS: r.MTLS, StartTime: r.StartTime.UTC(), Network: r.Network,
-		LatencyMs: latencyJSON{Min: n(l.Min), Max: n(l.Max), Avg: n(l.Avg), P50: n(l.P50), P75: n(l.P75),
-			P90: n(l.P90), P99: n(l.P99), P999: n(l.P999), P9999: n(l.P9999)},
-		Spectrum: []percentileJSON{}, Corrected: r.Corrected, Calls: r.Calls, Errors: r.Errors,
+		LatencyMs: latencyJSONOf(r.Latency),
+		Spectrum:  []percentileJSON{}, Corrected: r.Corrected, Calls: r.Calls, Errors: r.Errors,
 		ErrorPercent: n(r.ErrorPercent), Codes: r.Codes, Processes: []processJSON{}, Failed: r.Failed,
-		FailureReason: r.FailureReason, FortioJSON: r.FortioJSON, Provenance: r.Provenance,
+		FailureReason: r.FailureReason, FortioJSON: r.FortioJSON, Provenance: r.Provenance, Graph: graphJSONOf(r.Graph),
 	}
 	for _, pv := range r.Spectrum {
 		j.Spectrum = append(j.Spectrum, percentileJSON{Percentile: pv.Percentile, Ms: n(pv.Ms)})
 	}
 	for _, p := range r.Processes {
-		j.Processes = append(j.Processes, processJSON{Role: p.Role, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
+		j.Processes = append(j.Processes, processJSON{Role: p.Role, Pod: p.Pod, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
 			PSSMB: n(p.PSSMB), MaxRSSMB: n(p.MaxRSSMB)})
 	}
 	for _, f := range r.Prometheus {

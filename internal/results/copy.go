@@ -12,9 +12,9 @@ type Copied struct {
 	ControlPlaneRuns, ControlPlaneRunsSkipped int
 }
 
-// Copy copies every run (with its processes, percentiles and provenance)
-// and every control-plane run of src into dst, in one transaction on dst:
-// all of it lands, or none. It can be run again: a run dst already holds
+// Copy copies every run (with its processes, percentiles, provenance and,
+// over a service graph, its graph figures) and every control-plane run of
+// src into dst, in one transaction on dst: all of it lands, or none. It can be run again: a run dst already holds
 // is skipped, a run being the same invocation, label and start time
 // (run_id, label, start_unix_ns), a control-plane run the same label,
 // shape and start time, so that moving history twice, or merging two

@@ -61,7 +61,13 @@ func reportPage(runs []Run, s Summary) (page, error) {
 	if err != nil {
 		return page{}, err
 	}
-	data := page{Summary: s, Sections: secs, Runs: runs, Date: firstStart(runs), NoBaseline: s.noBaseline()}
+	gps := graphPoints(s)
+	graphSecs, err := graphSections(gps)
+	if err != nil {
+		return page{}, err
+	}
+	data := page{Summary: s, Sections: append(secs, graphSecs...), Runs: runs, Date: firstStart(runs),
+		NoBaseline: s.noBaseline(), Graph: gps}
 	for _, r := range runs {
 		data.Prometheus = data.Prometheus || len(r.Prometheus) > 0
 	}
@@ -77,6 +83,9 @@ type page struct {
 	NoBaseline bool
 	// Prometheus says some run has figures read from Prometheus.
 	Prometheus bool
+	// Graph are the points at which runs went over a service graph
+	// (graphreport.go); none for two-pod runs.
+	Graph []graphPoint
 }
 
 func firstStart(runs []Run) string {
@@ -181,7 +190,7 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 <tbody>
 {{range $p := .Summary.Points}}{{range $m := .Modes}}{{range .Proxies}}<tr><td>{{$p.Connections}}</td><td>{{qps $p.QPS}}</td><td class="l">{{$m.Mode}}</td><td class="l">{{.Kind}}</td><td>{{.Count}}</td><td>{{f3 .VCPU}}</td><td>{{f3 .VCPUPer1000RPS}}</td><td>{{f1 .MB}}</td></tr>
 {{end}}{{end}}{{end}}</tbody></table></div>
-{{end}}{{with .Summary.Excluded}}<p>Left out of the summary:</p><ul>{{range .}}<li><code>{{.Label}}</code> ({{.Mode}}): {{.Reason}}</li>{{end}}</ul>{{end}}
+{{end}}{{template "graph" .}}{{with .Summary.Excluded}}<p>Left out of the summary:</p><ul>{{range .}}<li><code>{{.Label}}</code> ({{.Mode}}): {{.Reason}}</li>{{end}}</ul>{{end}}
 
 {{range .Sections}}<h2>{{.Heading}}</h2>
 <div class="charts">{{range .Charts}}<figure style="margin:0" data-kind="{{.Kind}}" data-series="{{join .Series}}">{{svg .SVG}}</figure>{{end}}</div>

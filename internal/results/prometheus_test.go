@@ -69,8 +69,8 @@ func TestStoreMigratesSchema5ToPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if v, _ := st.Version(); v != 6 {
-		t.Fatalf("version %d after migration, want 6", v)
+	if v, _ := st.Version(); v != SchemaVersion {
+		t.Fatalf("version %d after migration, want %d", v, SchemaVersion)
 	}
 	r := sampleRun("new", "quick", time.Now())
 	r.Prometheus = []PromFigures{{Role: RoleClientSidecar, VCPU: 0.5, RSSMB: 10, MaxRSSMB: 11, RPS: 100, P50: 1, P90: 2, P99: 3}}

@@ -28,16 +28,6 @@ func figures(t *testing.T, doc string) []figure {
 		t.Fatal(err)
 	}
 	var out []figure
-	var text func(*html.Node, *strings.Builder)
-	text = func(n *html.Node, b *strings.Builder) {
-		if n.Type == html.TextNode {
-			b.WriteString(n.Data)
-			b.WriteByte('\n')
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			text(c, b)
-		}
-	}
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
 		if n.Type == html.ElementNode && n.Data == "figure" {
@@ -53,7 +43,7 @@ func figures(t *testing.T, doc string) []figure {
 				}
 			}
 			var b strings.Builder
-			text(n, &b)
+			nodeText(n, &b, "\n")
 			f.text = b.String()
 			out = append(out, f)
 			return
@@ -64,6 +54,17 @@ func figures(t *testing.T, doc string) []figure {
 	}
 	walk(root)
 	return out
+}
+
+// nodeText writes the text under n, each text node followed by sep.
+func nodeText(n *html.Node, b *strings.Builder, sep string) {
+	if n.Type == html.TextNode {
+		b.WriteString(n.Data)
+		b.WriteString(sep)
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		nodeText(c, b, sep)
+	}
 }
 
 func countKinds(fs []figure) map[string]int {

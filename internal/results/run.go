@@ -71,7 +71,7 @@ var ProxyKinds = []string{ProxySidecar, ProxyNodeProxy, ProxyWaypoint}
 // ProxyKind is the kind of proxy the process is, "" for an app.
 func (p Process) ProxyKind() string {
 	switch p.Role {
-	case RoleClientSidecar, RoleServerSidecar:
+	case RoleClientSidecar, RoleServerSidecar, RoleGraphSidecar:
 		return ProxySidecar
 	case RoleClientNodeProxy, RoleServerNodeProxy:
 		return ProxyNodeProxy

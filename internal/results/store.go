@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrations[i] takes a database from version i to i+1, on SQLite and on
 // PostgreSQL alike: each is written in SQLite's spelling, which the
@@ -46,6 +46,12 @@ const SchemaVersion = 6
 //     (run_row = runs.id; prometheus.go): vcpu, rss_mb, max_rss_mb, rps,
 //     p50_ms, p90_ms, p99_ms, NULL when unknown. Only runs made with
 //     --prometheus have rows, from schema 6 on.
+//   - run_graph, run_graph_services, run_graph_transactions: what a run
+//     over a service graph adds (graph.go, graphstore.go): one run_graph
+//     row (workload, entrypoint, pods, hops, setup_seconds), each
+//     service's requests, errors and latency (ms) and, for Acmeair, each
+//     transaction's; processes.pod names the pod a graph's process ran
+//     in, NULL otherwise. From schema 7 on.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -98,6 +104,7 @@ var migrations = []string{
 	migrationProvenance, // provenance.go
 	migrationHistograms, // histogram.go
 	migrationPrometheus, // prometheus.go
+	migrationGraph,      // graphstore.go
 }
 
 // Store is the results database.
@@ -226,8 +233,8 @@ func (s *Store) inTx(f func(c conn) error) error {
 	return tx.Commit()
 }
 
-// Insert stores a run with its processes and percentiles in one
-// transaction.
+// Insert stores a run with its processes, percentiles, histogram,
+// Prometheus and graph figures in one transaction.
 func (s *Store) Insert(r Run) error {
 	if err := s.inTx(func(c conn) error { return insertRun(c, r) }); err != nil {
 		return fmt.Errorf("store run %s in %s: %w", r.Label, s.where, err)
@@ -255,8 +262,8 @@ func insertRun(c conn, r Run) error {
 		return err
 	}
 	for _, p := range r.Processes {
-		if _, err := c.exec(`INSERT INTO processes (run_row, role, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
-			VALUES (?,?,?,?,?,?,?)`, row, p.Role, p.PID, nullable(p.VCPU), nullable(p.RSSMB),
+		if _, err := c.exec(`INSERT INTO processes (run_row, role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
+			VALUES (?,?,?,?,?,?,?,?)`, row, p.Role, nullableText(p.Pod), p.PID, nullable(p.VCPU), nullable(p.RSSMB),
 			nullable(p.PSSMB), nullable(p.MaxRSSMB)); err != nil {
 			return fmt.Errorf("process %s: %w", p.Role, err)
 		}
@@ -276,7 +283,7 @@ func insertRun(c conn, r Run) error {
 	if err := insertPrometheus(c, row, r.Prometheus); err != nil {
 		return err
 	}
-	return nil
+	return insertGraph(c, row, r.Graph)
 }
 
 // Filter selects runs; zero fields match everything. From is inclusive, To
@@ -318,7 +325,7 @@ func (s *Store) Runs(f Filter) ([]Run, error) {
 }
 
 // runsWhere returns the runs matching an SQL condition on runs' columns
-// ("" for all), with their processes, spectra and Prometheus figures, in
+// ("" for all), with their processes, spectra, Prometheus and graph figures, in
 // start order.
 func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
@@ -360,6 +367,9 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 		if runs[i].Prometheus, err = s.prometheus(ids[i]); err != nil {
 			return nil, err
 		}
+		if runs[i].Graph, err = s.graph(ids[i]); err != nil {
+			return nil, err
+		}
 	}
 	return runs, nil
 }
@@ -383,15 +393,12 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 	if r.StartTime, err = time.Parse(time.RFC3339Nano, start); err != nil {
 		return r, 0, fmt.Errorf("run %d start time %q: %w", id, start, err)
 	}
-	l := &r.Latency
-	for i, dst := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
-		*dst = fromNull(lat[i])
-	}
+	r.Latency = latencyFromNull(lat)
 	return r, id, nil
 }
 
 func (s *Store) processes(row int64) ([]Process, error) {
-	rows, err := s.sql().query(`SELECT role, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
+	rows, err := s.sql().query(`SELECT role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
 		WHERE run_row = ? ORDER BY `+s.d.insertionOrder(), row)
 	if err != nil {
 		return nil, fmt.Errorf("read processes: %w", err)
@@ -401,9 +408,11 @@ func (s *Store) processes(row int64) ([]Process, error) {
 	for rows.Next() {
 		var p Process
 		var v [4]sql.NullFloat64
-		if err := rows.Scan(&p.Role, &p.PID, &v[0], &v[1], &v[2], &v[3]); err != nil {
+		var pod sql.NullString
+		if err := rows.Scan(&p.Role, &pod, &p.PID, &v[0], &v[1], &v[2], &v[3]); err != nil {
 			return nil, fmt.Errorf("read processes: %w", err)
 		}
+		p.Pod = pod.String
 		p.VCPU, p.RSSMB, p.PSSMB, p.MaxRSSMB = fromNull(v[0]), fromNull(v[1]), fromNull(v[2]), fromNull(v[3])
 		out = append(out, p)
 	}
@@ -450,6 +459,14 @@ func nullable(v float64) any {
 		return nil
 	}
 	return v
+}
+
+// nullableText stores "" (none) as NULL.
+func nullableText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // OrZero is v, or 0 when v is not a number a store or a JSON document can

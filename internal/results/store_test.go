@@ -108,6 +108,22 @@ func sameRun(a, b Run) bool {
 			fix(&ps[i].PSSMB)
 		}
 		r.Processes = ps
+		if r.Graph != nil {
+			g := *r.Graph
+			g.Services = append([]ServiceFigures(nil), g.Services...)
+			g.Transactions = append([]TransactionFigures(nil), g.Transactions...)
+			for i := range g.Services {
+				for _, v := range latencyFields(&g.Services[i].Latency) {
+					fix(v)
+				}
+			}
+			for i := range g.Transactions {
+				for _, v := range latencyFields(&g.Transactions[i].Latency) {
+					fix(v)
+				}
+			}
+			r.Graph = &g
+		}
 		return r
 	}
 	a, b = nanless(a), nanless(b)
@@ -353,7 +369,7 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, cp_runs"))
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, cp_runs"))
 	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,9 @@ type ModeResult struct {
 	// Proxies are what each kind of proxy on the mode's path costs, in
 	// ProxyKinds' order; none for a mode without proxies.
 	Proxies []ProxyCost
+	// Graph is what runs over a service graph add (graphsummary.go); nil
+	// for two-pod runs.
+	Graph *GraphFigures
 }
 
 // ProxyCost is what one kind of proxy costs in a mode at a point: the mean
@@ -148,6 +151,9 @@ func Summarize(runs []Run) Summary {
 				mr.AddedP90Span = spanOf(rs, func(r Run) float64 { return r.Latency.P90 - baseRes.P90 })
 				mr.AddedP99Span = spanOf(rs, func(r Run) float64 { return r.Latency.P99 - baseRes.P99 })
 			}
+			if mr.Graph != nil && m != ModeNoMesh {
+				mr.Graph.perHop(mr)
+			}
 			p.Modes = append(p.Modes, mr)
 		}
 		s.Points = append(s.Points, p)
@@ -212,6 +218,7 @@ func modeResult(mode string, rs []Run) ModeResult {
 		MBSpan:         spanOf(rs, mb),
 		Spectrum:       medianSpectrum(rs),
 		Proxies:        proxyCosts(rs),
+		Graph:          graphFigures(rs),
 	}
 }
 
@@ -321,6 +328,7 @@ func WriteSummary(w io.Writer, s Summary) error {
 	if s.AmbientProxies() {
 		writeProxyCosts(ew, s, mw)
 	}
+	writeGraphSummary(ew, s, mw)
 	if s.noBaseline() {
 		fmt.Fprintln(ew, "n/a: no no-mesh run at that point, so the added latency is unavailable")
 	}

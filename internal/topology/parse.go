@@ -12,21 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/meshperf/meshperf/internal/strictyaml"
 )
 
 // FieldError is a problem with one field; Field is its path in the file, as
 // "services[3] (svc-0-2).errorRate".
-type FieldError struct {
-	Field   string
-	Problem string
-}
+type FieldError = strictyaml.FieldError
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
-
-func fieldErr(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
-}
+var fieldErr = strictyaml.Errorf
 
 // The keys each level of a file may set. isotope reads its files through
 // encoding/json and drops every other key silently, so a typo
@@ -71,13 +64,10 @@ func nameFromSource(source string) string {
 }
 
 func decode(data []byte) (*Topology, error) {
-	// YAMLToJSONStrict refuses duplicate keys, where plain YAML lets the
-	// last one win without a word.
-	js, err := yaml.YAMLToJSONStrict(data)
+	js, err := strictyaml.ToJSON(data)
 	if err != nil {
-		return nil, oneLine(err)
+		return nil, err
 	}
-	js = bytes.TrimSpace(js)
 	if len(js) == 0 || string(js) == "null" {
 		return nil, errors.New("the file is empty; it needs a list of services")
 	}
@@ -101,7 +91,7 @@ func decode(data []byte) (*Topology, error) {
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fieldErr("services", "expected a list of services, got %s", describe(raw))
+		return nil, fieldErr("services", "expected a list of services, got %s", strictyaml.Describe(raw))
 	}
 	for i, item := range items {
 		s, err := decodeService(item, i, t)
@@ -127,13 +117,7 @@ func checkKeys(m map[string]json.RawMessage, path string, known, ignored []strin
 		case contains(ignored, k):
 			*record = append(*record, join(path, k))
 		default:
-			msg := "unknown field"
-			if guess := closestKey(k, append(append([]string{}, known...), ignored...)); guess != "" {
-				msg += fmt.Sprintf(" (did you mean %s?)", guess)
-			} else {
-				msg += " (known: " + strings.Join(known, ", ") + ")"
-			}
-			return fieldErr(join(path, k), "%s", msg)
+			return strictyaml.UnknownField(join(path, k), k, known, ignored...)
 		}
 	}
 	return nil
@@ -158,7 +142,7 @@ func contains(list []string, s string) bool {
 func decodeDefaults(raw json.RawMessage, t *Topology) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return fieldErr("defaults", "expected a mapping of defaults, got %s", describe(raw))
+		return fieldErr("defaults", "expected a mapping of defaults, got %s", strictyaml.Describe(raw))
 	}
 	if err := checkKeys(m, "defaults", defaultsKeys, perServiceIgnore, &t.Ignored); err != nil {
 		return err
@@ -184,12 +168,12 @@ func decodeCommon(m map[string]json.RawMessage, path string, requestSize int64, 
 	if r, ok := m["type"]; ok {
 		var s string
 		if json.Unmarshal(r, &s) != nil || (Protocol(s) != HTTP && Protocol(s) != GRPC) {
-			return fieldErr(join(path, "type"), "expected http or grpc, got %s", describe(r))
+			return fieldErr(join(path, "type"), "expected http or grpc, got %s", strictyaml.Describe(r))
 		}
 		*typ = Protocol(s)
 	}
 	if r, ok := m["numReplicas"]; ok {
-		if err := decodeInt(r, replicas); err != nil {
+		if err := strictyaml.WholeNumber(r, replicas); err != nil {
 			return fieldErr(join(path, "numReplicas"), "%v", err)
 		}
 		if *replicas < 1 || *replicas > MaxReplicas {
@@ -220,7 +204,7 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 	path := fmt.Sprintf("services[%d]", i)
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return Service{}, fieldErr(path, "expected a mapping with at least a name, got %s", describe(raw))
+		return Service{}, fieldErr(path, "expected a mapping with at least a name, got %s", strictyaml.Describe(raw))
 	}
 	d := t.Defaults
 	s := Service{Type: d.Type, NumReplicas: d.NumReplicas, ErrorRate: d.ErrorRate, ResponseSize: d.ResponseSize, Script: d.Script}
@@ -230,27 +214,23 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 		}
 	}
 	if s.Name == "" {
-		return s, fieldErr(path+".name", "missing; every service needs a name")
+		return s, fieldErr(path+".name", "missing or empty; every service needs a name")
 	}
 	path += " (" + s.Name + ")"
 	if err := checkKeys(m, path, serviceKeys, perServiceIgnore, &t.Ignored); err != nil {
 		return s, err
 	}
-	for key, dst := range map[string]*string{"namespace": &s.Namespace, "cluster": &s.Cluster} {
-		if r, ok := m[key]; ok {
-			if err := decodeString(r, dst); err != nil {
-				return s, fieldErr(join(path, key), "%v", err)
-			}
-		}
+	if err := decodeStrings(m, path, []textField{{"namespace", &s.Namespace}, {"cluster", &s.Cluster}}); err != nil {
+		return s, err
 	}
 	if r, ok := m["isEntrypoint"]; ok {
 		if json.Unmarshal(r, &s.IsEntrypoint) != nil || string(r) == "null" {
-			return s, fieldErr(join(path, "isEntrypoint"), "expected true or false, got %s", describe(r))
+			return s, fieldErr(join(path, "isEntrypoint"), "expected true or false, got %s", strictyaml.Describe(r))
 		}
 	}
 	if r, ok := m["labels"]; ok {
 		if json.Unmarshal(r, &s.Labels) != nil || s.Labels == nil {
-			return s, fieldErr(join(path, "labels"), "expected a mapping of text to text, got %s", describe(r))
+			return s, fieldErr(join(path, "labels"), "expected a mapping of text to text (quote numbers: version: \"2\"), got %s", strictyaml.Describe(r))
 		}
 	}
 	if err := decodeCommon(m, path, d.RequestSize, &s.Type, &s.NumReplicas, &s.ErrorRate, &s.ResponseSize, &s.Script); err != nil {
@@ -264,7 +244,7 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 func decodeScript(raw json.RawMessage, path string, requestSize int64) (Script, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil || items == nil {
-		return nil, fieldErr(path, "expected a list of steps, got %s", describe(raw))
+		return nil, fieldErr(path, "expected a list of steps, got %s", strictyaml.Describe(raw))
 	}
 	script := make(Script, 0, len(items))
 	for i, item := range items {
@@ -284,7 +264,7 @@ func decodeStep(raw json.RawMessage, path string, requestSize int64, inConcurren
 		}
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
-			return Step{}, fieldErr(path, "expected a list of steps, got %s", describe(raw))
+			return Step{}, fieldErr(path, "expected a list of steps, got %s", strictyaml.Describe(raw))
 		}
 		if len(items) == 0 {
 			return Step{}, fieldErr(path, "an empty list of concurrent steps does nothing; remove it")
@@ -301,7 +281,7 @@ func decodeStep(raw json.RawMessage, path string, requestSize int64, inConcurren
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || len(m) != 1 {
-		return Step{}, fieldErr(path, "expected one of sleep: DURATION, call: SERVICE or a list of those run concurrently, got %s", describe(raw))
+		return Step{}, fieldErr(path, "expected one of sleep: DURATION, call: SERVICE or a list of those run concurrently, got %s", strictyaml.Describe(raw))
 	}
 	var key string
 	for k := range m {
@@ -311,7 +291,7 @@ func decodeStep(raw json.RawMessage, path string, requestSize int64, inConcurren
 	case "sleep":
 		var s string
 		if json.Unmarshal(m[key], &s) != nil {
-			return Step{}, fieldErr(path+".sleep", "expected a duration such as 10ms, got %s", describe(m[key]))
+			return Step{}, fieldErr(path+".sleep", "expected a duration such as 10ms, got %s", strictyaml.Describe(m[key]))
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
@@ -336,22 +316,18 @@ func decodeCall(raw json.RawMessage, path string, requestSize int64) (*Call, err
 	} else {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-			return nil, fieldErr(path, "expected a service name or a mapping (service, hostname, extra-header, size, probability), got %s", describe(raw))
+			return nil, fieldErr(path, "expected a service name or a mapping (service, hostname, extra-header, size, probability), got %s", strictyaml.Describe(raw))
 		}
 		var ignored []string
 		if err := checkKeys(m, path, callKeys, nil, &ignored); err != nil {
 			return nil, err
 		}
-		for key, dst := range map[string]*string{"service": &c.Service, "hostname": &c.Hostname} {
-			if r, ok := m[key]; ok {
-				if err := decodeString(r, dst); err != nil {
-					return nil, fieldErr(path+"."+key, "%v", err)
-				}
-			}
+		if err := decodeStrings(m, path, []textField{{"service", &c.Service}, {"hostname", &c.Hostname}}); err != nil {
+			return nil, err
 		}
 		if r, ok := m["extra-header"]; ok {
 			if json.Unmarshal(r, &c.ExtraHeader) != nil || c.ExtraHeader == nil {
-				return nil, fieldErr(path+".extra-header", "expected a mapping of header names to text, got %s", describe(r))
+				return nil, fieldErr(path+".extra-header", "expected a mapping of header names to text, got %s", strictyaml.Describe(r))
 			}
 		}
 		if r, ok := m["size"]; ok {
@@ -360,7 +336,7 @@ func decodeCall(raw json.RawMessage, path string, requestSize int64) (*Call, err
 			}
 		}
 		if r, ok := m["probability"]; ok {
-			if err := decodeInt(r, &c.Probability); err != nil {
+			if err := strictyaml.WholeNumber(r, &c.Probability); err != nil {
 				return nil, fieldErr(path+".probability", "%v", err)
 			}
 			if c.Probability < 0 || c.Probability > 100 {
@@ -395,7 +371,7 @@ func decodePercentage(raw json.RawMessage, dst *float64) error {
 	}
 	var f float64
 	if json.Unmarshal(raw, &f) != nil || string(raw) == "null" {
-		return fmt.Errorf("expected a percentage such as 0.01%% or a number from 0 to 1, got %s", describe(raw))
+		return fmt.Errorf("expected a percentage such as 0.01%% or a number from 0 to 1, got %s", strictyaml.Describe(raw))
 	}
 	if !(f >= 0 && f <= 1) {
 		return fmt.Errorf("%v is out of range: a number is a fraction from 0 to 1 (write %v%% for a percentage)", f, f)
@@ -432,8 +408,8 @@ func decodeSize(raw json.RawMessage, dst *int64) error {
 		return nil
 	}
 	var n int
-	if err := decodeInt(raw, &n); err != nil {
-		return fmt.Errorf("expected a size such as 1 KB or a whole number of bytes, got %s", describe(raw))
+	if err := strictyaml.WholeNumber(raw, &n); err != nil {
+		return fmt.Errorf("expected a size such as 1 KB or a whole number of bytes, got %s", strictyaml.Describe(raw))
 	}
 	if n < 0 {
 		return fmt.Errorf("%d is negative; a size is 0 bytes or more", n)
@@ -442,84 +418,28 @@ func decodeSize(raw json.RawMessage, dst *int64) error {
 	return nil
 }
 
+// textField is a text field's key and where it goes.
+type textField struct {
+	key string
+	dst *string
+}
+
+// decodeStrings reads text fields in the order given, so that of two bad
+// fields the same one is always reported.
+func decodeStrings(m map[string]json.RawMessage, path string, fields []textField) error {
+	for _, f := range fields {
+		if r, ok := m[f.key]; ok {
+			if err := decodeString(r, f.dst); err != nil {
+				return fieldErr(join(path, f.key), "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
 func decodeString(raw json.RawMessage, dst *string) error {
 	if json.Unmarshal(raw, dst) != nil || string(raw) == "null" {
-		return fmt.Errorf("expected text, got %s", describe(raw))
+		return fmt.Errorf("expected text, got %s", strictyaml.Describe(raw))
 	}
 	return nil
-}
-
-func decodeInt(raw json.RawMessage, dst *int) error {
-	var f float64
-	if json.Unmarshal(raw, &f) != nil || string(raw) == "null" || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return fmt.Errorf("expected a whole number, got %s", describe(raw))
-	}
-	*dst = int(f)
-	return nil
-}
-
-// describe names a JSON value's kind for an error, with the value when short.
-func describe(raw json.RawMessage) string {
-	t := strings.TrimSpace(string(raw))
-	kind := "a number"
-	switch {
-	case t == "null":
-		return "nothing (null)"
-	case strings.HasPrefix(t, "["):
-		return "a list"
-	case strings.HasPrefix(t, "{"):
-		return "a mapping"
-	case strings.HasPrefix(t, "\""):
-		kind = "text"
-	case t == "true" || t == "false":
-		kind = "a boolean"
-	}
-	if len(t) > 40 {
-		return kind
-	}
-	return kind + " " + t
-}
-
-var spaceRE = regexp.MustCompile(`\s+`)
-
-// oneLine folds a YAML parser error onto one line (they sometimes span two).
-func oneLine(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	return errors.New("not valid YAML: " + spaceRE.ReplaceAllString(strings.TrimSpace(msg), " "))
-}
-
-// closestKey suggests the key k was probably meant to be: the same but for
-// case, '_' or '-', or within a small edit.
-func closestKey(k string, keys []string) string {
-	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	best, bestDist := "", 3
-	for _, key := range keys {
-		if norm(key) == norm(k) {
-			return key
-		}
-		if d := editDistance(norm(key), norm(k)); d < bestDist {
-			best, bestDist = key, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

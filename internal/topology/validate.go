@@ -21,8 +21,9 @@ func (t *Topology) Validate() error {
 	index := map[string]int{}
 	for i, s := range t.Services {
 		path := fmt.Sprintf("services[%d] (%s)", i, s.Name)
-		if problems := validation.IsDNS1123Label(s.Name); len(problems) > 0 {
-			return fieldErr(path+".name", "%q is not a valid name: %s", s.Name, problems[0])
+		// The name becomes a host name and a pod's, as in Kubernetes.
+		if len(validation.IsDNS1123Label(s.Name)) > 0 {
+			return fieldErr(path+".name", "%q is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters); it names hosts and pods", s.Name)
 		}
 		if j, dup := index[s.Name]; dup {
 			return fieldErr(path+".name", "%q is already the name of services[%d]", s.Name, j)
