@@ -30,6 +30,7 @@ require (
 
 require (
 	github.com/chromedp/chromedp v0.23.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/jackc/pgx/v5 v5.12.0
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da

@@ -29,6 +29,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},
+			{name: "acmeair", about: "the Acmeair-like airline app's services and BluePerf's driver", run: with(Acmeair)},
 			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
 			{name: "compare", about: "compare two sets of runs with statistics: better, worse or no significant change", run: with(Compare)},
 			{name: "history", about: "a scenario's figure across versions on one machine, and where it changed (regressions)", run: with(History)},

@@ -32,7 +32,9 @@ type namedListener struct {
 	addr     string
 	def      string // the default, also the example an error quotes
 	required bool
-	barePort bool // a bare port listens on all interfaces, as Fortio's and isotope's servers do
+	// barePort lets the flag take a port alone for all interfaces, as
+	// Fortio's servers, the Acmeair services and isotope's (-port 8080) take it.
+	barePort bool
 	usage    string
 	ln       net.Listener // once bound
 }

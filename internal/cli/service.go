@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/meshperf/meshperf/internal/hosts"
@@ -20,6 +21,7 @@ const (
 	serviceTopologyEnv     = "CONFIG_PATH"
 	serviceNameEnv         = "SERVICE_NAME"
 	defaultServiceTopology = "/etc/config/service-graph.yaml"
+	serviceGCPercent       = 50
 )
 
 // Service runs `meshperf service`: one service of an isotope graph, as
@@ -62,6 +64,13 @@ func runService(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cfg, topo, err := f.config(stderr)
 	if err != nil {
 		return cmd.exit(stderr, err)
+	}
+	// The lab runs a process per replica, hundreds on one machine: a heap
+	// that grows half as far past the live data keeps each near 10 MB of
+	// its own memory under load instead of 12, for about 5 µs of CPU per
+	// request (docs/topologies.md). GOGC, when set, still decides.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serviceGCPercent)
 	}
 	h, err := service.New(cfg)
 	if err != nil {

@@ -8,20 +8,25 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// startService runs meshperf service with args until the test ends and
-// returns the address its ready file gives.
+// startService runs meshperf service with args (on a free loopback port
+// unless they give -port) until the test ends and returns the address its
+// ready file gives.
 func startService(t *testing.T, args ...string) string {
 	t.Helper()
 	readyFile := filepath.Join(t.TempDir(), "service.ready")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stdout, stderr syncBuffer
+	if !slices.Contains(args, "-port") {
+		args = append(args, "-port", "127.0.0.1:0")
+	}
 	go func() {
-		done <- runService(ctx, append(args, "-port", "127.0.0.1:0", "-ready-file", readyFile), &stdout, &stderr)
+		done <- runService(ctx, append(args, "-ready-file", readyFile), &stdout, &stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -74,6 +79,23 @@ func TestServiceCallsThroughTheHostsFile(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(metrics), "service_incoming_requests_total 1\n") {
 		t.Errorf("the leaf did not count one request:\n%s", metrics)
+	}
+}
+
+// A bare port, isotope's form, listens on every interface.
+func TestServiceBarePortListensOnEveryInterface(t *testing.T) {
+	addr := startService(t, "-topology", "chain-5", "-name", "chain-4", "-port", "0")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !net.ParseIP(host).IsUnspecified() {
+		t.Fatalf("ready file says %q, want the unspecified address", addr)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d", resp.StatusCode)
 	}
 }
 

@@ -30,10 +30,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.respond(w, start, http.StatusInternalServerError, []byte(simulatedFailure))
 		return
 	}
-	var trace traceHeaders
-	trace.extract(r.Header)
+	var trace *traceHeaders // only a script that calls forwards them
+	if h.calls {
+		trace = new(traceHeaders)
+		trace.extract(r.Header)
+	}
 	for i := range h.script {
-		if err := h.script[i].run(r.Context(), h, &trace); err != nil {
+		if err := h.script[i].run(r.Context(), h, trace); err != nil {
 			h.log.Debug("request failed", "path", r.URL.Path, "err", err)
 			h.respond(w, start, http.StatusInternalServerError, []byte(err.Error()+"\n"))
 			return
@@ -48,7 +51,11 @@ func (h *Handler) respond(w http.ResponseWriter, start time.Time, code int, body
 	// Saying the type and length spares net/http sniffing the body and
 	// chunking it.
 	hdr["Content-Type"] = contentType
-	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if code == http.StatusOK {
+		hdr["Content-Length"] = h.responseLength
+	} else {
+		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
 	w.WriteHeader(code)
 	n, _ := w.Write(body) // a caller that went away is not the service's failure
 	h.metrics.responded(code, time.Since(start), n)

@@ -15,10 +15,8 @@ import (
 
 func TestScriptRunsInOrderWithSizesAndHost(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	b := g.peer("b", &order, &mu)
-	c := g.peer("c", &order, &mu)
+	b := g.peer("b")
+	c := g.peer("c")
 	svc := topology.Service{Name: "a", ResponseSize: 1234, Script: topology.Script{
 		callTo("b", 100), {Sleep: time.Millisecond}, callTo("c", 0), callTo("b", 5000),
 	}}
@@ -27,8 +25,8 @@ func TestScriptRunsInOrderWithSizesAndHost(t *testing.T) {
 	if status != http.StatusOK || len(body) != 1234 {
 		t.Fatalf("got %d with %d bytes, want 200 with 1234", status, len(body))
 	}
-	if want := []string{"b", "c", "b"}; !slices.Equal(order, want) {
-		t.Errorf("calls arrived in order %v, want %v", order, want)
+	if want := []string{"b", "c", "b"}; !slices.Equal(g.arrivals, want) {
+		t.Errorf("calls arrived in order %v, want %v", g.arrivals, want)
 	}
 	if want := []int{100, 5000}; !slices.Equal(b.bodies, want) {
 		t.Errorf("b received bodies of %v bytes, want %v", b.bodies, want)
@@ -61,10 +59,8 @@ func TestSleepsRunInSequence(t *testing.T) {
 
 func TestConcurrentStepsOverlapAndAllFinish(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	b := g.peer("b", &order, &mu)
-	c := g.peer("c", &order, &mu)
+	b := g.peer("b")
+	c := g.peer("c")
 	svc := topology.Service{Name: "a", Script: topology.Script{{Concurrent: []topology.Step{
 		{Sleep: 100 * time.Millisecond}, {Sleep: 100 * time.Millisecond}, callTo("b", 10), callTo("c", 20),
 	}}}}
@@ -87,9 +83,7 @@ func TestConcurrentStepsOverlapAndAllFinish(t *testing.T) {
 
 func TestProbabilityMakesThatShareOfCalls(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	b := g.peer("b", &order, &mu)
+	b := g.peer("b")
 	step := callTo("b", 0)
 	step.Call.Probability = 30
 	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same count every run
@@ -111,9 +105,7 @@ func TestProbabilityMakesThatShareOfCalls(t *testing.T) {
 
 func TestErrorsEveryNthRequestBeforeTheScript(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	b := g.peer("b", &order, &mu)
+	b := g.peer("b")
 	svc := topology.Service{Name: "a", ErrorRate: 0.25, ResponseSize: 10, Script: topology.Script{callTo("b", 0)}}
 	_, url := g.start(svc, Config{}, nil)
 	var failed []int
@@ -136,9 +128,7 @@ func TestErrorsEveryNthRequestBeforeTheScript(t *testing.T) {
 
 func TestFailedCallAnswers500WithTheReason(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	b := g.peer("b", &order, &mu)
+	b := g.peer("b")
 	b.status = http.StatusServiceUnavailable
 	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{callTo("b", 0)}}, Config{}, nil)
 	status, body := get(t, url, nil)
@@ -162,12 +152,10 @@ func TestFailedCallAnswers500WithTheReason(t *testing.T) {
 
 func TestConcurrentFailuresAreAllReported(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
 	for _, n := range []string{"b", "c"} {
-		g.peer(n, &order, &mu).status = http.StatusBadGateway
+		g.peer(n).status = http.StatusBadGateway
 	}
-	ok := g.peer("e", &order, &mu)
+	ok := g.peer("e")
 	svc := topology.Service{Name: "a", Script: topology.Script{{Concurrent: []topology.Step{callTo("b", 0), callTo("e", 0), callTo("c", 0)}}}}
 	_, url := g.start(svc, Config{}, nil)
 	status, body := get(t, url, nil)

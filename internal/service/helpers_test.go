@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -16,12 +15,13 @@ import (
 // the hostnames their calls dial ("b:8080") to those ports, as the lab's
 // hosts file resolves them to Service addresses.
 type graph struct {
-	t     *testing.T
-	mu    sync.Mutex
-	addrs map[string]string // hostname dialled -> bound address
+	t        testing.TB
+	mu       sync.Mutex
+	addrs    map[string]string // hostname dialled -> bound address
+	arrivals []string          // the peers' names, in the order calls reached them
 }
 
-func newGraph(t *testing.T) *graph { return &graph{t: t, addrs: map[string]string{}} }
+func newGraph(t testing.TB) *graph { return &graph{t: t, addrs: map[string]string{}} }
 
 func (g *graph) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	g.mu.Lock()
@@ -71,20 +71,19 @@ func (g *graph) start(svc topology.Service, cfg Config, wrap func(http.Handler) 
 type peer struct {
 	mu       sync.Mutex
 	name     string
-	log      *[]string // shared between peers: the order of arrivals
 	requests []*http.Request
 	bodies   []int
 	status   int
 }
 
-func (g *graph) peer(name string, log *[]string, mu *sync.Mutex) *peer {
-	p := &peer{name: name, log: log, status: http.StatusOK}
+func (g *graph) peer(name string) *peer {
+	p := &peer{name: name, status: http.StatusOK}
 	ln := g.listen(name + ":8080")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		*p.log = append(*p.log, p.name)
-		mu.Unlock()
+		g.mu.Lock()
+		g.arrivals = append(g.arrivals, p.name)
+		g.mu.Unlock()
 		p.mu.Lock()
 		p.requests = append(p.requests, r)
 		p.bodies = append(p.bodies, int(n))
@@ -123,5 +122,3 @@ func get(t *testing.T, url string, header http.Header) (int, string) {
 func callTo(name string, size int64) topology.Step {
 	return topology.Step{Call: &topology.Call{Service: name, Hostname: name + ":8080", Size: size}}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

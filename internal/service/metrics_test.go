@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -18,9 +17,7 @@ import (
 // isotope's dashboards and queries read a meshperf service unchanged.
 func TestMetricsAreIsotopes(t *testing.T) {
 	g := newGraph(t)
-	var order []string
-	var mu sync.Mutex
-	g.peer("b", &order, &mu)
+	g.peer("b")
 	svc := topology.Service{Name: "a", ErrorRate: 0.5, ResponseSize: 2048, Script: topology.Script{callTo("b", 300)}}
 	_, url := g.start(svc, Config{}, nil)
 	for range 4 { // two answered, two failed on purpose

@@ -57,6 +57,16 @@ func compileStep(s topology.Step, m *metrics) (step, error) {
 	return step{sleep: s.Sleep}, nil
 }
 
+// hasCall says whether any step calls another service.
+func hasCall(steps []step) bool {
+	for _, s := range steps {
+		if s.call != nil || hasCall(s.concurrent) {
+			return true
+		}
+	}
+	return false
+}
+
 // run plays the step for one request; the error is what the service
 // answers with.
 func (s *step) run(ctx context.Context, h *Handler, trace *traceHeaders) error {
@@ -66,7 +76,10 @@ func (s *step) run(ctx context.Context, h *Handler, trace *traceHeaders) error {
 	case s.concurrent != nil:
 		return runConcurrently(ctx, s.concurrent, h, trace)
 	}
-	return sleep(ctx, s.sleep)
+	// A plain sleep, as isotope's: a caller that went away costs the
+	// sleep, and the next call then fails at once on its context.
+	time.Sleep(s.sleep)
+	return nil
 }
 
 // runConcurrently runs steps at once and waits for all of them, as isotope
@@ -95,20 +108,4 @@ func runConcurrently(ctx context.Context, steps []step, h *Handler, trace *trace
 		return nil
 	}
 	return fmt.Errorf("%d errors occurred: %s", len(errs), strings.Join(errs, ", "))
-}
-
-// sleep waits d, or less if the caller went away: nothing would read the
-// answer.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

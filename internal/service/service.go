@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -60,11 +61,15 @@ type Handler struct {
 	errorEvery uint64 // 0: never fail on purpose
 	requests   atomic.Uint64
 	response   []byte // the body of every 200, made once
-	client     *http.Client
-	chance     func(n int) int
-	metrics    *metrics
-	metricsH   http.Handler
-	log        *slog.Logger
+	// responseLength is response's Content-Length value, shared by every
+	// 200 (net/http only reads it).
+	responseLength []string
+	calls          bool // the script calls another service
+	client         *http.Client
+	chance         func(n int) int
+	metrics        *metrics
+	metricsH       http.Handler
+	log            *slog.Logger
 }
 
 // New prepares the service's handler: its response body, its outbound
@@ -104,6 +109,8 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", cfg.Service.Name, err)
 	}
+	h.responseLength = []string{strconv.Itoa(len(h.response))}
+	h.calls = hasCall(h.script)
 	return h, nil
 }
 
