@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/topology"
 )
@@ -39,6 +40,11 @@ type graphLab struct {
 	appliedWE bool
 	appliedDR bool
 	setup     time.Duration // how long the current mode took to stand up
+	// acmeair says the graph is the Acmeair app: its services run
+	// `meshperf acmeair serve` with the key in jwtKeyFile, and its driver
+	// is the load.
+	acmeair    bool
+	jwtKeyFile string
 	// restoreNeighbours puts back the ARP table's thresholds if the graph
 	// raised them; nil otherwise.
 	restoreNeighbours func() error
@@ -87,7 +93,7 @@ func newGraphLab(t *topology.Topology, source string) (*graphLab, error) {
 	if len(entries) == 0 {
 		return nil, fmt.Errorf("lab: topology %s has no entrypoint to send the load to", t.Name)
 	}
-	g := &graphLab{topo: t, source: source}
+	g := &graphLab{topo: t, source: source, acmeair: t.Name == scenario.AppAcmeair && source == ""}
 	for i, s := range t.Services {
 		gs := &graphService{Service: s, vip: graphVIP(i)}
 		g.services = append(g.services, gs)
@@ -146,6 +152,11 @@ func (l *lab) startGraph() error {
 			return err
 		}
 	}
+	if g.acmeair {
+		if err := l.writeJWTKey(); err != nil {
+			return err
+		}
+	}
 	g.hostsFile, err = filepath.Abs(filepath.Join(l.cfg.OutDir, "hosts"))
 	if err != nil {
 		return fmt.Errorf("lab: hosts file: %w", err)
@@ -200,9 +211,15 @@ func (l *lab) startApp(ctx context.Context, gp *graphPod) error {
 	name := gp.pod.Name()
 	readyFile := filepath.Join(l.logDir, name+".ready")
 	_ = os.Remove(readyFile)
-	c, err := gp.pod.Start(proc.Spec{Name: "app " + name, Path: l.cfg.MeshperfBin,
-		Args: []string{"service", "-topology", g.source, "-name", gp.svc.Name, "-port", fmt.Sprint(topology.ServicePort),
-			"-hosts", g.hostsFile, "-ready-file", readyFile},
+	args := []string{"service", "-topology", g.source, "-name", gp.svc.Name}
+	if g.acmeair {
+		var err error
+		if args, err = l.acmeairServeArgs(gp); err != nil {
+			return err
+		}
+	}
+	args = append(args, "-port", fmt.Sprint(topology.ServicePort), "-hosts", g.hostsFile, "-ready-file", readyFile)
+	c, err := gp.pod.Start(proc.Spec{Name: "app " + name, Path: l.cfg.MeshperfBin, Args: args,
 		LogPath: filepath.Join(l.logDir, name+".log"), ReadyFile: readyFile})
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", name, err)

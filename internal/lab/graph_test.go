@@ -163,3 +163,57 @@ func TestLabGraph100Pods(t *testing.T) {
 	}
 	checkNothingLeft(t, rep)
 }
+
+// The Acmeair app in every graph mode: the driver's transactions come back
+// per transaction, without errors, and every service the mix reaches was
+// reached through its sidecar or node proxy (the checks).
+func TestLabAcmeair(t *testing.T) {
+	testenv.NeedNetns(t)
+	s, err := scenario.Parse("acme.yaml", []byte(`
+app: acmeair
+connections: [3]
+qps: [0]
+duration: 3s
+warmup: 1s
+cooldown: 200ms
+modes: [no-mesh, both-sidecars, ambient]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runLab(t, pod.KindNetns, s, nil)
+	if len(rep.Outcomes) != 3 {
+		t.Fatalf("%d runs, want 3", len(rep.Outcomes))
+	}
+	labels := map[string]bool{}
+	for _, o := range rep.Outcomes {
+		r := o.Run
+		if r.Failed {
+			t.Errorf("%s failed: %s", r.Label, r.FailureReason)
+			continue
+		}
+		labels[r.Label] = true
+		for _, c := range o.Checks {
+			if !c.OK {
+				t.Errorf("%s: check %s failed: %s", r.Label, c.Name, c.Detail)
+			}
+		}
+		g := r.Graph
+		if g == nil || g.Workload != "acmeair" || g.Pods != 5 || len(g.Services) != 0 {
+			t.Fatalf("%s: graph %+v", r.Label, g)
+		}
+		count := map[string]int64{}
+		for _, tf := range g.Transactions {
+			count[tf.Name] = tf.Count
+			if tf.Errors != 0 {
+				t.Errorf("%s: %s: %d errors", r.Label, tf.Name, tf.Errors)
+			}
+		}
+		if count["Login"] == 0 || count["QueryFlight"] <= count["Login"] {
+			t.Errorf("%s: transactions %v: want logins, and more flight queries than logins", r.Label, count)
+		}
+	}
+	if len(labels) != 3 {
+		t.Errorf("labels %v: want one per run", labels)
+	}
+}

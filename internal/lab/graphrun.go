@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -37,9 +38,18 @@ func (l *lab) runGraphOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	if err != nil {
 		return l.failedGraph(spec, r.Graph, err.Error())
 	}
-	entry := netip.AddrPortFrom(g.entry.vip, topology.ServicePort)
-	target := []string{"-H", fmt.Sprintf("Host: %s:%d", g.entry.Name, topology.ServicePort), "http://" + entry.String() + "/"}
-	r, _, _, reason := l.runLoad(ctx, spec, r, l.graphWatched(), results.RoleLoadGenerator, target)
+	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	args, env, err := l.graphLoadCommand(spec, r, jsonPath)
+	if err != nil {
+		return l.failedGraph(spec, r.Graph, err.Error())
+	}
+	label := r.Label
+	r, _, _, reason := l.runLoad(ctx, spec, r, l.graphWatched(), results.RoleLoadGenerator, args, env, jsonPath)
+	if g.acmeair {
+		// The driver labels its result "acmeair"; the run keeps the
+		// lab's label, which tells runs apart.
+		r.Label = label
+	}
 	if reason != "" {
 		return l.failedGraph(spec, r.Graph, reason)
 	}
@@ -53,7 +63,14 @@ func (l *lab) runGraphOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		r.Failed, r.FailureReason = true, err.Error()
 		return Outcome{Run: r}
 	}
-	r.Graph.Services = g.figures(before, after)
+	if g.acmeair {
+		if r.Graph.Transactions, err = readTransactions(jsonPath); err != nil {
+			r.Failed, r.FailureReason = true, err.Error()
+			return Outcome{Run: r}
+		}
+	} else {
+		r.Graph.Services = g.figures(before, after)
+	}
 	checks := l.graphChecks(spec, r.Calls, before, after)
 	for _, c := range checks {
 		if !c.OK && !r.Failed {
@@ -67,6 +84,19 @@ func (l *lab) failedGraph(spec scenario.RunSpec, gr *results.GraphRun, reason st
 	o := l.failed(spec, reason)
 	o.Run.Graph = gr
 	return o
+}
+
+// graphLoadCommand is the load's command: `meshperf load` to the
+// entrypoint's cluster IP with the entrypoint's Host, or for the Acmeair
+// app its driver.
+func (l *lab) graphLoadCommand(spec scenario.RunSpec, r results.Run, jsonPath string) (args, env []string, err error) {
+	g := l.graph
+	if g.acmeair {
+		return l.acmeairDriveCommand(spec, jsonPath), nil, nil
+	}
+	entry := netip.AddrPortFrom(g.entry.vip, topology.ServicePort)
+	target := []string{"-H", fmt.Sprintf("Host: %s:%d", g.entry.Name, topology.ServicePort), "http://" + entry.String() + "/"}
+	return l.loadCommand(spec, r, jsonPath, target)
 }
 
 // graphWatched are the processes a graph run depends on, with their
@@ -120,6 +150,12 @@ func (l *lab) scrapeGraph(ctx context.Context) (graphSnapshot, error) {
 		sidecar(ClientPod, newAdmin(g.client.IP()))
 	}
 	for _, gp := range g.pods {
+		if g.acmeair {
+			if gp.sidecar != nil {
+				sidecar(gp.pod.Name(), newAdmin(gp.pod.IP()))
+			}
+			continue
+		}
 		eg.Go(func() error {
 			a := appAdmin(gp)
 			snap, err := metrics.Scrape(ctx, a.client, a.base+"/metrics")

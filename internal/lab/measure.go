@@ -140,7 +140,12 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	for _, p := range l.infra() {
 		watched = append(watched, watchedProcess{roleOf(p), p})
 	}
-	r, winStart, winEnd, reason := l.runLoad(ctx, spec, r, watched, results.RoleClientApp, l.target(spec))
+	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	args, env, err := l.loadCommand(spec, r, jsonPath, l.target(spec))
+	if err != nil {
+		return l.failed(spec, err.Error())
+	}
+	r, winStart, winEnd, reason := l.runLoad(ctx, spec, r, watched, results.RoleClientApp, args, env, jsonPath)
 	if reason != "" {
 		return l.failed(spec, reason)
 	}
@@ -170,12 +175,30 @@ type watchedProcess struct {
 	p    *proc.Process
 }
 
-// runLoad runs the load generator in the client pod against target,
-// sampling it (as loadRole) and every watched process over the steady
-// window, and lays its figures over r. It returns why the run failed, if
-// it did, and the window's edges.
-func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run, watched []watchedProcess, loadRole string, target []string) (_ results.Run, winStart, winEnd time.Time, reason string) {
-	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+// loadCommand is `meshperf load`'s arguments for a run against target,
+// and its environment (nil: the lab's).
+func (l *lab) loadCommand(spec scenario.RunSpec, r results.Run, jsonPath string, target []string) (args, env []string, err error) {
+	// The load generator records the run's provenance in its result, so
+	// that the file says what it measured wherever it is taken.
+	prov, err := json.Marshal(r.Provenance)
+	if err != nil {
+		return nil, nil, fmt.Errorf("provenance: %w", err)
+	}
+	args = append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
+	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
+		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
+		if d.Token != "" {
+			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
+		}
+	}
+	return append(args, target...), env, nil
+}
+
+// runLoad runs `meshperf ARGS` (a load generator writing a Fortio JSON
+// result to jsonPath) in the client pod, sampling it (as loadRole) and
+// every watched process over the steady window, and lays its figures over
+// r. It returns why the run failed, if it did, and the window's edges.
+func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run, watched []watchedProcess, loadRole string, args, env []string, jsonPath string) (_ results.Run, winStart, winEnd time.Time, reason string) {
 	sampler := procstat.NewSampler(500 * time.Millisecond)
 	var infra []*proc.Process
 	for _, w := range watched {
@@ -184,21 +207,6 @@ func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run,
 			_ = sampler.Add(w.role, w.p.PID())
 		}
 	}
-	// The load generator records the run's provenance in its result, so
-	// that the file says what it measured wherever it is taken.
-	prov, err := json.Marshal(r.Provenance)
-	if err != nil {
-		return r, winStart, winEnd, "provenance: " + err.Error()
-	}
-	args := append(append([]string{"load"}, spec.LoadArgs(r.Label, jsonPath)...), "-provenance", string(prov))
-	var env []string
-	if d := l.cfg.LoadDashboard; l.loadDashboardURL != "" {
-		args = append(args, "-dashboard", l.loadDashboardURL, "-dashboard-session", d.Session)
-		if d.Token != "" {
-			env = append(os.Environ(), live.TokenEnv+"="+d.Token)
-		}
-	}
-	args = append(args, target...)
 	load, err := l.client.Start(proc.Spec{Name: "load generator", Path: l.cfg.MeshperfBin, Args: args, Env: env,
 		LogPath: filepath.Join(l.logDir, "load.log")})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/acmeair"
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
@@ -24,14 +25,48 @@ var graphModes = []Mode{NoMesh, BothSidecars, Ambient}
 // the baseline and the sidecar mesh, which need no more than the graph.
 var defaultGraphModes = []Mode{NoMesh, BothSidecars}
 
-// IsGraph reports whether the scenario runs a service graph (a topology)
-// rather than the two-pod echo benchmark.
-func (s *Scenario) IsGraph() bool { return s.Topology != "" }
+// AppAcmeair is the app key's one value: the Acmeair-like airline app.
+const AppAcmeair = "acmeair"
+
+// IsGraph reports whether the scenario runs a service graph (a topology or
+// an app) rather than the two-pod echo benchmark.
+func (s *Scenario) IsGraph() bool { return s.Topology != "" || s.App != "" }
+
+// acmeairGraph is the Acmeair app as a graph of pods: its five services,
+// one replica each, and who calls whom (login asks customer; booking asks
+// flight and customer), which is what the lab needs of it. Its load is
+// BluePerf's driver, which calls auth, customer, flight and booking; auth,
+// where every user starts, stands as the entrypoint.
+func acmeairGraph() *topology.Topology {
+	calls := func(names ...string) topology.Script {
+		var sc topology.Script
+		for _, n := range names {
+			sc = append(sc, topology.Step{Call: &topology.Call{Service: n, Hostname: fmt.Sprintf("%s:%d", n, topology.ServicePort)}})
+		}
+		return sc
+	}
+	t := &topology.Topology{Name: AppAcmeair, Defaults: topology.Defaults{Type: topology.HTTP, NumReplicas: 1}}
+	for _, name := range acmeair.Services {
+		svc := topology.Service{Name: name, Type: topology.HTTP, NumReplicas: 1}
+		switch name {
+		case acmeair.ServiceAuth:
+			svc.IsEntrypoint, svc.Script = true, calls(acmeair.ServiceCustomer)
+		case acmeair.ServiceBooking:
+			svc.Script = calls(acmeair.ServiceFlight, acmeair.ServiceCustomer)
+		}
+		t.Services = append(t.Services, svc)
+	}
+	return t
+}
 
 // resolveTopology reads the scenario's topology: a shipped topology's name,
 // or a file, relative to the scenario file's directory dir. It applies
 // replicas to every service, as Istio's load test scales a namespace.
 func (s *Scenario) resolveTopology(dir string) error {
+	if s.App == AppAcmeair {
+		s.Graph = acmeairGraph()
+		return nil
+	}
 	arg := s.Topology
 	if looksLikeFile(arg) && !filepath.IsAbs(arg) {
 		arg = filepath.Join(dir, arg)
@@ -66,6 +101,14 @@ func looksLikeFile(arg string) bool {
 // validateGraph checks what a topology changes: http only, the graph
 // modes only, replicas only with a topology.
 func (s *Scenario) validateGraph() error {
+	switch {
+	case s.App != "" && s.App != AppAcmeair:
+		return fieldErr("app", "%q is not one of %s", s.App, AppAcmeair)
+	case s.App != "" && s.Topology != "":
+		return fieldErr("app", "a scenario runs a topology or an app, not both")
+	case s.App != "" && s.Replicas != 0:
+		return fieldErr("replicas", "applies to a topology's services, not to app %s", s.App)
+	}
 	if !s.IsGraph() {
 		if s.Replicas != 0 {
 			return fieldErr("replicas", "applies to a topology's services; set topology too")
@@ -76,11 +119,11 @@ func (s *Scenario) validateGraph() error {
 		return fieldErr("replicas", "must be 1 to %d, got %d", MaxReplicas, s.Replicas)
 	}
 	if s.Protocol != HTTP {
-		return fieldErr("protocol", "a topology's services speak http only, got %q", s.Protocol)
+		return fieldErr("protocol", "a graph's services speak http only, got %q", s.Protocol)
 	}
 	for i, m := range s.Modes {
 		if !containsMode(graphModes, m) && knownMode(m) {
-			return fieldErr(fmt.Sprintf("modes[%d]", i), "%s does not apply to a topology (every pod has a sidecar or none); use one of %s",
+			return fieldErr(fmt.Sprintf("modes[%d]", i), "%s does not apply to a graph (every pod has a sidecar or none); use one of %s",
 				m, joinNames(graphModes))
 		}
 	}

@@ -64,3 +64,25 @@ func TestShippedTopologyAndPayloadNote(t *testing.T) {
 		t.Errorf("notes %q", notes)
 	}
 }
+
+// app: acmeair is the five services' graph, one pod each, auth standing as
+// the entrypoint; qps has no effect on its users, which Notes says.
+func TestAppAcmeair(t *testing.T) {
+	s, err := Parse("a.yaml", []byte("app: acmeair\nconnections: [50]\nqps: [100]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.Graph
+	if g == nil || g.Name != "acmeair" || g.Pods() != 5 || g.Hops("auth") != 2 || g.Entrypoints()[0].Name != "auth" {
+		t.Fatalf("graph %+v", g)
+	}
+	if err := g.Validate(); err != nil {
+		t.Errorf("the app's graph does not validate as a topology: %v", err)
+	}
+	if !reflect.DeepEqual(s.Modes, []Mode{NoMesh, BothSidecars}) {
+		t.Errorf("modes %v", s.Modes)
+	}
+	if notes := strings.Join(s.Notes(), "|"); !strings.Contains(notes, "qps: no effect with app acmeair") {
+		t.Errorf("notes %q", notes)
+	}
+}

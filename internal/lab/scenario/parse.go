@@ -76,6 +76,7 @@ var fields = []decoder{
 	{"timeout", func(s *Scenario, r json.RawMessage) error { return s.Timeout.UnmarshalJSON(r) }},
 	{"topology", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.Topology) }},
 	{"replicas", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.Replicas) }},
+	{"app", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.App) }},
 }
 
 // Parse reads a scenario file's bytes, fills in defaults and validates it.

@@ -212,6 +212,12 @@ type Scenario struct {
 	// Replicas (replicas) overrides every service's numReplicas, as
 	// Istio's load test scales its namespaces. Optional; needs topology.
 	Replicas int `json:"replicas,omitempty"`
+	// App (app) runs an app instead of the two-pod echo benchmark:
+	// "acmeair", the Acmeair-like airline app under BluePerf's driver,
+	// one pod per service; connections are its users, qps does not apply
+	// (the users send as fast as they can, BluePerf's think time none).
+	// The same modes as a topology. Optional; not with topology.
+	App string `json:"app,omitempty"`
 	// Graph is the topology read, replicas applied; nil without one.
 	Graph *topology.Topology `json:"-"`
 	// TopologySource is what reads the same topology again, for the
@@ -260,6 +266,9 @@ func (s *Scenario) Notes() []string {
 	}
 	if !s.MTLS && s.hasNodeProxyMode() {
 		notes = append(notes, "mtls: the ambient modes are mutual TLS all the same (HBONE has no plain-text form)")
+	}
+	if s.App != "" && (len(s.QPS) != 1 || s.QPS[0] != 0) {
+		notes = append(notes, "qps: no effect with app "+s.App+"; its users send as fast as they can (BluePerf's think time none)")
 	}
 	if s.IsGraph() && s.PayloadSize != 0 {
 		notes = append(notes, "payloadSize: no effect with a topology; each service answers its own responseSize")

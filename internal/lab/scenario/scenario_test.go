@@ -65,7 +65,7 @@ func TestShippedScenariosParse(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 	}
-	want := []string{"quick", "cpu-mem", "graph-100-pods", "graph-chain-5", "graph-fanout-10", "graph-istio-load", "graph-tree-13", "istio-1.24", "istio-1.24-ambient", "latency", "soak"}
+	want := []string{"quick", "acmeair", "cpu-mem", "graph-100-pods", "graph-chain-5", "graph-fanout-10", "graph-istio-load", "graph-tree-13", "istio-1.24", "istio-1.24-ambient", "latency", "soak"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("List() = %v, want %v (default first)", names, want)
 	}
@@ -147,7 +147,7 @@ func TestLoadNames(t *testing.T) {
 		t.Errorf("Load(latency) = %v, %v", s, err)
 	}
 	_, err := Load("latncy")
-	if err == nil || !strings.Contains(err.Error(), "cpu-mem, graph-100-pods, graph-chain-5, graph-fanout-10, graph-istio-load, graph-tree-13, istio-1.24, istio-1.24-ambient, latency, quick") {
+	if err == nil || !strings.Contains(err.Error(), "acmeair, cpu-mem, graph-100-pods, graph-chain-5, graph-fanout-10, graph-istio-load, graph-tree-13, istio-1.24, istio-1.24-ambient, latency, quick") {
 		t.Errorf("Load(latncy) = %v, want the shipped names listed", err)
 	}
 	_, err = Load("missing.yaml")
