@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/acmeair"
 	"github.com/meshperf/meshperf/internal/hosts"
+	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
 
 // Acmeair is `meshperf acmeair SUBCOMMAND`: the Acmeair-like airline app's
@@ -27,6 +29,8 @@ func Acmeair(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return untilSignalled(runAcmeairServe, args, stdout, stderr) }},
 			{name: "drive", about: "play BluePerf's JMeter mix against the services; per-transaction latency",
 				run: func(args []string) int { return untilSignalled(runAcmeairDrive, args, stdout, stderr) }},
+			{name: "run", about: "run the app in the lab (meshperf lab run acmeair): one pod per service, the driver, each mode",
+				run: func(args []string) int { return acmeairRun(args, stdout, stderr) }},
 		},
 	}
 	return group.run(args, stdout, stderr)
@@ -232,4 +236,48 @@ func runAcmeairDrive(ctx context.Context, args []string, stdout, stderr io.Write
 		return cmd.exit(stderr, fmt.Errorf("none of %d calls succeeded: are the services up at the URLs given?", r.DurationHistogram.Count))
 	}
 	return exitOK
+}
+
+// acmeairRun is `meshperf acmeair run`: `meshperf lab run acmeair` with
+// the app's own words for its flags (-users for the driver's users, the
+// lab's connections) and the lab's flags that apply to it.
+func acmeairRun(args []string, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf acmeair run", "[flags]",
+		"Runs the Acmeair-like app in the lab (as root): one pod per service, BluePerf's driver in a client pod,\n"+
+			"in each mode; the shipped scenario acmeair, which the flags override. Same as meshperf lab run acmeair.")
+	var publish publishFlags
+	cfg, err := parseLabRun(cmd, args, stdout, labRunOptions{defaultScenario: scenario.AppAcmeair, fixed: true,
+		scenarioFlags: acmeairScenarioFlags, publish: &publish})
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	return runLabMatrix(cmd, cfg, &publish, stdout, stderr)
+}
+
+// acmeairScenarioFlags are the acmeair scenario's values a person changes:
+// the users, how long each run lasts, which modes.
+func acmeairScenarioFlags(fs *flag.FlagSet, o *scenario.Overrides) {
+	fs.Func("users", "concurrent `users` (the JMeter threads; the scenario's connections)", func(v string) (err error) {
+		o.Connections, err = scenario.ParseIntList("-users", v)
+		switch {
+		case err != nil:
+		case len(o.Connections) != 1:
+			err = fmt.Errorf("one number of users, got %d", len(o.Connections))
+		case o.Connections[0] < 1 || o.Connections[0] > scenario.MaxConnections:
+			err = fmt.Errorf("must be 1 to %d", scenario.MaxConnections)
+		}
+		return err
+	})
+	fs.Func("duration", "each run's `time`, warm-up included", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("not a duration (e.g. 30s)")
+		}
+		o.Duration = &d
+		return nil
+	})
+	fs.Func("modes", "`modes`: no-mesh,both-sidecars,ambient", func(v string) (err error) {
+		o.Modes, err = scenario.ParseModes("-modes", v)
+		return err
+	})
 }

@@ -96,17 +96,25 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
 			"the default one without SCENARIO;\nthe flags override the scenario's values.")
 	var publish publishFlags
-	cfg, err := parseLabRun(cmd, args, stdout, scenario.DefaultName, nil, true, &publish)
+	cfg, err := parseLabRun(cmd, args, stdout, labRunOptions{defaultScenario: scenario.DefaultName, scenarioFlags: overrideFlags,
+		prometheus: true, ztunnel: true, publish: &publish})
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
+	return runLabMatrix(cmd, cfg, &publish, stdout, stderr)
+}
+
+// runLabMatrix runs the lab as cfg says, publishing to the dashboard when
+// publish has one. Exit status: 0 every run succeeded; 1 a run failed or
+// the lab could not start.
+func runLabMatrix(cmd *command, cfg lab.Config, publish *publishFlags, stdout, stderr io.Writer) int {
 	for _, n := range cfg.Scenario.Notes() {
 		fmt.Fprintf(stdout, "note: %s\n", n)
 	}
 	ctx, stop := labContext(stderr)
 	defer stop()
 	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
-	pub := startLabPublishing(&publish, &cfg, stderr)
+	pub := startLabPublishing(publish, &cfg, stderr)
 	rep, err := lab.Run(ctx, cfg)
 	failed := 0
 	if rep != nil {
@@ -187,7 +195,8 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 			"each sidecar's resident memory every -interval: a leak shows as a slope. The flags override the scenario's values.")
 	var interval time.Duration
 	durationVar(cmd.flags, &interval, "interval", lab.SoakInterval, "how often to sample the sidecars' memory")
-	cfg, err := parseLabRun(cmd, args, stdout, "soak", func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) }, false, nil)
+	cfg, err := parseLabRun(cmd, args, stdout, labRunOptions{defaultScenario: "soak", scenarioFlags: overrideFlags, ztunnel: true,
+		check: func(s *scenario.Scenario) error { return lab.CheckSoak(s, interval) }})
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
@@ -205,20 +214,38 @@ func labSoak(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// labRunOptions say what a command running the lab takes beyond the
+// flags every such command has (-out, -db, -proxy, -network, -keep,
+// -labels).
+type labRunOptions struct {
+	// defaultScenario runs without a scenario argument; with fixed, no
+	// argument is taken at all (a command for one scenario).
+	defaultScenario string
+	fixed           bool
+	// scenarioFlags registers the flags that override the scenario's
+	// values (overrideFlags: all of them).
+	scenarioFlags func(fs *flag.FlagSet, o *scenario.Overrides)
+	// check, when given, says what else the command cannot take in the
+	// scenario.
+	check func(*scenario.Scenario) error
+	// prometheus adds --prometheus and --prom-interval, ztunnel -ztunnel,
+	// publish (when given) the dashboard's flags.
+	prometheus, ztunnel bool
+	publish             *publishFlags
+}
+
 // parseLabRun turns arguments into a lab configuration, checking all of it
 // (scenario, flags, binaries, network) before anything starts. Its errors
-// are all bad input. Without a scenario argument it loads defaultScenario;
-// check, when given, says what else the command cannot take in it;
-// withPrometheus adds --prometheus and --prom-interval; publish, when
-// given, takes the dashboard's flags.
-func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario string, check func(*scenario.Scenario) error, withPrometheus bool, publish *publishFlags) (lab.Config, error) {
+// are all bad input.
+func parseLabRun(cmd *command, args []string, stdout io.Writer, opts labRunOptions) (lab.Config, error) {
 	var f labRunFlags
 	var o scenario.Overrides
 	fs := cmd.flags
-	if withPrometheus {
+	if opts.prometheus {
 		fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane and every proxy for the run, and store each proxy's figures from it with each run")
 		durationVar(fs, &f.promInterval, "prom-interval", time.Second, "--prometheus: scrape interval")
 	}
+	publish := opts.publish
 	if publish != nil {
 		publish.define(fs)
 	}
@@ -228,13 +255,18 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	fs.StringVar(&f.network, "network", "auto", "pod network: netns, loopback or auto (netns when root)")
 	fs.BoolVar(&f.keep, "keep", false, "leave pods and processes up at the end, for debugging")
 	fs.StringVar(&f.labels, "labels", "", "labels recorded with every run (e.g. \"before the fix\"); compare and history select runs by them")
-	fs.StringVar(&f.ztunnel, "ztunnel", "", "measure this ztunnel `binary` beside meshperf's node proxy: each ambient mode also runs as its -ztunnel twin")
-	overrideFlags(fs, &o)
+	if opts.ztunnel {
+		fs.StringVar(&f.ztunnel, "ztunnel", "", "measure this ztunnel `binary` beside meshperf's node proxy: each ambient mode also runs as its -ztunnel twin")
+	}
+	opts.scenarioFlags(fs, &o)
 	rest, err := cmd.parse(args, stdout)
 	if err != nil {
 		return lab.Config{}, err
 	}
-	if len(rest) > 1 {
+	switch {
+	case opts.fixed && len(rest) > 0:
+		return lab.Config{}, usagef("no arguments, got %q (the scenario is %s)", rest, opts.defaultScenario)
+	case len(rest) > 1:
 		return lab.Config{}, usagef("one scenario at a time, got %q", rest)
 	}
 	if publish != nil {
@@ -242,7 +274,7 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 			return lab.Config{}, usageError{err.Error()}
 		}
 	}
-	name := defaultScenario
+	name := opts.defaultScenario
 	if len(rest) == 1 {
 		name = rest[0]
 	}
@@ -253,8 +285,8 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, defaultScenario 
 	if s, err = s.Apply(o); err != nil {
 		return lab.Config{}, inputError{err}
 	}
-	if check != nil {
-		if err := check(s); err != nil {
+	if opts.check != nil {
+		if err := opts.check(s); err != nil {
 			return lab.Config{}, inputError{err}
 		}
 	}

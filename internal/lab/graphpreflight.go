@@ -34,12 +34,16 @@ const maxGraphPods = 253 - 1 - 2
 // what is free.
 func preflightGraph(s *scenario.Scenario, kind pod.Kind, meminfo string) error {
 	t := s.Graph
+	what := "topology " + t.Name
+	if s.App != "" {
+		what = "app " + s.App
+	}
 	if kind == pod.KindLoopback || (kind == "" && os.Geteuid() != 0) {
-		return fmt.Errorf("topology %s needs network namespaces (one pod per replica, each with the service port 8080); run meshperf lab as root, without -network loopback", t.Name)
+		return fmt.Errorf("%s needs network namespaces (one pod per replica, each with the service port 8080); run meshperf lab as root, without -network loopback", what)
 	}
 	pods := t.Pods() + 1 // the load generator's pod
 	if t.Pods() > maxGraphPods {
-		return fmt.Errorf("topology %s needs %d pods, more than the %d a lab network holds; lower replicas or numReplicas", t.Name, t.Pods(), maxGraphPods)
+		return fmt.Errorf("%s needs %d pods, more than the %d a lab network holds; lower replicas or numReplicas", what, t.Pods(), maxGraphPods)
 	}
 	perPod := appMemoryMB
 	for _, m := range s.Modes {
@@ -53,8 +57,8 @@ func preflightGraph(s *scenario.Scenario, kind pod.Kind, meminfo string) error {
 		return err
 	}
 	if need := pods * perPod; need > free {
-		return fmt.Errorf("topology %s needs ~%d pods x %d MB = %.1f GB, %.1f GB is free; lower replicas or numReplicas",
-			t.Name, pods, perPod, float64(need)/1024, float64(free)/1024)
+		return fmt.Errorf("%s needs ~%d pods x %d MB = %.1f GB, %.1f GB is free; lower replicas or numReplicas",
+			what, pods, perPod, float64(need)/1024, float64(free)/1024)
 	}
 	return nil
 }

@@ -38,6 +38,9 @@ func Preflight(cfg Config) error {
 		if err := preflightGraph(cfg.Scenario, cfg.Network, meminfo); err != nil {
 			return err
 		}
+		if cfg.ZtunnelBin != "" {
+			return errors.New("-ztunnel: a graph's ambient mode runs meshperf's node proxy only; leave -ztunnel out")
+		}
 	}
 	ambient := ""
 	for _, m := range cfg.Scenario.Modes {
