@@ -1,5 +1,5 @@
 // Package strictyaml is how meshperf reads its own YAML input files
-// (topologies; scenarios are to follow): YAML turned into JSON with
+// (topologies and lab scenarios): YAML turned into JSON with
 // duplicate keys refused, then decoded field by field, so that every
 // problem reaches the user as one line naming the field's path, an
 // unknown key comes with the known key it probably meant, and a value of
@@ -78,6 +78,24 @@ func WholeNumber(raw json.RawMessage, dst *int) error {
 		return fmt.Errorf("expected a whole number, got %s", Describe(raw))
 	}
 	*dst = int(f)
+	return nil
+}
+
+// Text decodes text, refusing anything else, null (a key left empty)
+// included.
+func Text(raw json.RawMessage, dst *string) error {
+	if json.Unmarshal(raw, dst) != nil || string(raw) == "null" {
+		return fmt.Errorf("expected text, got %s", Describe(raw))
+	}
+	return nil
+}
+
+// Bool decodes true or false, refusing anything else, null (a key left
+// empty) included: an empty key must not quietly keep a default.
+func Bool(raw json.RawMessage, dst *bool) error {
+	if json.Unmarshal(raw, dst) != nil || string(raw) == "null" {
+		return fmt.Errorf("expected true or false, got %s", Describe(raw))
+	}
 	return nil
 }
 

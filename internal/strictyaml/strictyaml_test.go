@@ -34,6 +34,31 @@ func TestWholeNumber(t *testing.T) {
 	}
 }
 
+func TestTextAndBool(t *testing.T) {
+	var text string
+	if err := Text(json.RawMessage(`"a b"`), &text); err != nil || text != "a b" {
+		t.Errorf("Text(\"a b\") = %q, %v", text, err)
+	}
+	var b bool
+	if err := Bool(json.RawMessage(`true`), &b); err != nil || !b {
+		t.Errorf("Bool(true) = %v, %v", b, err)
+	}
+	for in, want := range map[string]string{
+		"null": "expected text, got nothing (null)", "1": "expected text, got a number 1", "[]": "expected text, got a list",
+	} {
+		if err := Text(json.RawMessage(in), &text); err == nil || err.Error() != want {
+			t.Errorf("Text(%s) = %v, want %q", in, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"null": "expected true or false, got nothing (null)", `"yes"`: `expected true or false, got text "yes"`, "1": "expected true or false, got a number 1",
+	} {
+		if err := Bool(json.RawMessage(in), &b); err == nil || err.Error() != want {
+			t.Errorf("Bool(%s) = %v, want %q", in, err, want)
+		}
+	}
+}
+
 func TestDescribe(t *testing.T) {
 	for in, want := range map[string]string{
 		`null`: "nothing (null)", `[1]`: "a list", `{"a":1}`: "a mapping", `"yes"`: `text "yes"`,
