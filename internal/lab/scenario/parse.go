@@ -1,18 +1,16 @@
 package scenario
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/meshperf/meshperf/internal/strictyaml"
 )
 
 // Duration is a time.Duration that reads from YAML as a Go duration string
@@ -30,7 +28,7 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON accepts "30s" or 30 (seconds).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
+	if err := json.Unmarshal(b, &s); err == nil && string(b) != "null" {
 		v, err := time.ParseDuration(s)
 		if err != nil {
 			return fmt.Errorf("%q is not a duration (use a form like 30s or 1m30s)", s)
@@ -39,8 +37,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("expected a duration such as 30s or a number of seconds, got %s", describe(b))
+	if err := json.Unmarshal(b, &f); err != nil || string(b) == "null" {
+		return fmt.Errorf("expected a duration such as 30s or a number of seconds, got %s", strictyaml.Describe(b))
 	}
 	if math.IsNaN(f) || math.Abs(f) > float64(math.MaxInt64)/float64(time.Second) {
 		return fmt.Errorf("%v seconds is out of range", f)
@@ -57,26 +55,26 @@ type decoder struct {
 
 // fields are the keys a scenario file may have, in the order errors list them.
 var fields = []decoder{
-	{"name", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.Name) }},
-	{"description", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.Description) }},
+	{"name", func(s *Scenario, r json.RawMessage) error { return strictyaml.Text(r, &s.Name) }},
+	{"description", func(s *Scenario, r json.RawMessage) error { return strictyaml.Text(r, &s.Description) }},
 	{"connections", func(s *Scenario, r json.RawMessage) error { return decodeInts("connections", r, &s.Connections) }},
 	{"qps", func(s *Scenario, r json.RawMessage) error { return decodeInts("qps", r, &s.QPS) }},
 	{"duration", func(s *Scenario, r json.RawMessage) error { return s.Duration.UnmarshalJSON(r) }},
 	{"warmup", func(s *Scenario, r json.RawMessage) error { return s.Warmup.UnmarshalJSON(r) }},
 	{"cooldown", func(s *Scenario, r json.RawMessage) error { return s.Cooldown.UnmarshalJSON(r) }},
-	{"payloadSize", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.PayloadSize) }},
-	{"protocol", func(s *Scenario, r json.RawMessage) error { return decodeString(r, (*string)(&s.Protocol)) }},
+	{"payloadSize", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.PayloadSize) }},
+	{"protocol", func(s *Scenario, r json.RawMessage) error { return strictyaml.Text(r, (*string)(&s.Protocol)) }},
 	{"modes", decodeModes},
-	{"mtls", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.MTLS) }},
-	{"accessLog", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.AccessLog) }},
-	{"proxyConcurrency", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.ProxyConcurrency) }},
-	{"repetitions", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.Repetitions) }},
-	{"jitter", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.Jitter) }},
-	{"uniform", func(s *Scenario, r json.RawMessage) error { return decodeBool(r, &s.Uniform) }},
+	{"mtls", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.MTLS) }},
+	{"accessLog", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.AccessLog) }},
+	{"proxyConcurrency", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.ProxyConcurrency) }},
+	{"repetitions", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.Repetitions) }},
+	{"jitter", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.Jitter) }},
+	{"uniform", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.Uniform) }},
 	{"timeout", func(s *Scenario, r json.RawMessage) error { return s.Timeout.UnmarshalJSON(r) }},
-	{"topology", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.Topology) }},
-	{"replicas", func(s *Scenario, r json.RawMessage) error { return decodeInt(r, &s.Replicas) }},
-	{"app", func(s *Scenario, r json.RawMessage) error { return decodeString(r, &s.App) }},
+	{"topology", func(s *Scenario, r json.RawMessage) error { return strictyaml.Text(r, &s.Topology) }},
+	{"replicas", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.Replicas) }},
+	{"app", func(s *Scenario, r json.RawMessage) error { return strictyaml.Text(r, &s.App) }},
 }
 
 // Parse reads a scenario file's bytes, fills in defaults and validates it.
@@ -103,13 +101,10 @@ func Parse(source string, data []byte) (*Scenario, error) {
 }
 
 func decode(data []byte) (*Scenario, error) {
-	// YAMLToJSONStrict rejects duplicate keys, which plain YAML would let the
-	// last one win silently.
-	js, err := yaml.YAMLToJSONStrict(data)
+	js, err := strictyaml.ToJSON(data)
 	if err != nil {
-		return nil, oneLine(err)
+		return nil, err
 	}
-	js = bytes.TrimSpace(js)
 	if len(js) == 0 || string(js) == "null" {
 		return nil, errors.New("the file is empty; it needs at least connections and qps")
 	}
@@ -131,7 +126,7 @@ func decode(data []byte) (*Scenario, error) {
 			if errors.As(err, &fe) {
 				return nil, fe
 			}
-			return nil, &FieldError{Field: f.key, Problem: err.Error()}
+			return nil, fieldErr(f.key, "%s", err)
 		}
 	}
 	if _, ok := top["warmup"]; !ok {
@@ -161,14 +156,7 @@ func unknownKeys(top map[string]json.RawMessage) error {
 		return nil
 	}
 	sort.Strings(unknown)
-	k := unknown[0]
-	msg := "unknown field"
-	if guess := closestKey(k); guess != "" {
-		msg += fmt.Sprintf(" (did you mean %s?)", guess)
-	} else {
-		msg += " (known: " + strings.Join(knownKeys(), ", ") + ")"
-	}
-	return &FieldError{Field: k, Problem: msg}
+	return strictyaml.UnknownField(unknown[0], unknown[0], knownKeys())
 }
 
 func knownKey(k string) bool {
@@ -188,84 +176,22 @@ func knownKeys() []string {
 	return keys
 }
 
-// closestKey suggests a known key that differs only in case, '_' or '-', or
-// by a small edit, for the common typos (conections, payload_size).
-func closestKey(k string) string {
-	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	best, bestDist := "", 3
-	for _, f := range fields {
-		if norm(f.key) == norm(k) {
-			return f.key
-		}
-		if d := editDistance(norm(f.key), norm(k)); d < bestDist {
-			best, bestDist = f.key, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}
-
-func decodeString(raw json.RawMessage, dst *string) error {
-	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("expected text, got %s", describe(raw))
-	}
-	return nil
-}
-
-func decodeBool(raw json.RawMessage, dst *bool) error {
-	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("expected true or false, got %s", describe(raw))
-	}
-	return nil
-}
-
-func decodeInt(raw json.RawMessage, dst *int) error {
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return fmt.Errorf("expected a whole number, got %s", describe(raw))
-	}
-	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-		return fmt.Errorf("expected a whole number, got %s", describe(raw))
-	}
-	*dst = int(f)
-	return nil
-}
-
 // decodeInts reads a list of whole numbers; a single number is taken as a
 // one-element list, since "qps: 1000" is what people write.
 func decodeInts(key string, raw json.RawMessage, dst *[]int) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		var one int
-		if err := decodeInt(raw, &one); err != nil {
-			return fmt.Errorf("expected a list of whole numbers, got %s", describe(raw))
+		if err := strictyaml.WholeNumber(raw, &one); err != nil {
+			return fmt.Errorf("expected a list of whole numbers, got %s", strictyaml.Describe(raw))
 		}
 		*dst = []int{one}
 		return nil
 	}
 	out := make([]int, len(items))
 	for i, item := range items {
-		if err := decodeInt(item, &out[i]); err != nil {
-			return &FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error()}
+		if err := strictyaml.WholeNumber(item, &out[i]); err != nil {
+			return fieldErr(fmt.Sprintf("%s[%d]", key, i), "%s", err)
 		}
 	}
 	*dst = out
@@ -276,51 +202,19 @@ func decodeModes(s *Scenario, raw json.RawMessage) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		var one string
-		if decodeString(raw, &one) != nil {
-			return fmt.Errorf("expected a list of modes, got %s", describe(raw))
+		if strictyaml.Text(raw, &one) != nil {
+			return fmt.Errorf("expected a list of modes, got %s", strictyaml.Describe(raw))
 		}
 		items = []json.RawMessage{raw}
 	}
 	out := make([]Mode, len(items))
 	for i, item := range items {
-		if err := decodeString(item, (*string)(&out[i])); err != nil {
-			return &FieldError{Field: fmt.Sprintf("modes[%d]", i), Problem: err.Error()}
+		if err := strictyaml.Text(item, (*string)(&out[i])); err != nil {
+			return fieldErr(fmt.Sprintf("modes[%d]", i), "%s", err)
 		}
 	}
 	s.Modes = out
 	return nil
-}
-
-// describe names a JSON value's kind for an error, with the value when short.
-func describe(raw json.RawMessage) string {
-	t := strings.TrimSpace(string(raw))
-	kind := "a value"
-	switch {
-	case t == "null":
-		return "nothing (null)"
-	case strings.HasPrefix(t, "\""):
-		kind = "text"
-	case strings.HasPrefix(t, "["):
-		return "a list"
-	case strings.HasPrefix(t, "{"):
-		return "a mapping"
-	case t == "true" || t == "false":
-		kind = "a boolean"
-	default:
-		kind = "a number"
-	}
-	if len(t) > 40 {
-		return kind
-	}
-	return kind + " " + t
-}
-
-var lineRE = regexp.MustCompile(`\s+`)
-
-// oneLine folds a YAML parser error onto one line (they sometimes span two).
-func oneLine(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	return errors.New("not valid YAML: " + lineRE.ReplaceAllString(strings.TrimSpace(msg), " "))
 }
 
 func nameFromSource(source string) string {

@@ -11,9 +11,9 @@
 package scenario
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/strictyaml"
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
@@ -309,13 +309,6 @@ func (s *Scenario) hasSidecarMode() bool {
 
 // FieldError is a problem with one field; Field is its path in the file, as
 // "connections[2]".
-type FieldError struct {
-	Field   string
-	Problem string
-}
+type FieldError = strictyaml.FieldError
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
-
-func fieldErr(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
-}
+var fieldErr = strictyaml.Errorf

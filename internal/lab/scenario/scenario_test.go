@@ -7,47 +7,24 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // TestBadFiles checks every testdata/*.bad.yaml is rejected with the one-line
-// error its first line announces ("# want: ..." exact, "# want-prefix: ...").
+// error its first line announces, and that Load, reading the file by its
+// path, says the same with the path in place of the base name.
 func TestBadFiles(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.bad.yaml")
-	if err != nil || len(files) < 20 {
-		t.Fatalf("found %d bad files (%v)", len(files), err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
+	testutil.BadFiles(t, "testdata/*.bad.yaml", 40, func(name string, data []byte) error {
+		_, err := Parse(name, data)
+		if err != nil {
+			path := filepath.Join("testdata", name)
+			if _, lerr := Load(path); lerr == nil || lerr.Error() != strings.Replace(err.Error(), name, path, 1) {
+				t.Errorf("Load(%s) = %v, want the same error as Parse", path, lerr)
 			}
-			first, _, _ := strings.Cut(string(data), "\n")
-			exact := true
-			want, ok := strings.CutPrefix(first, "# want: ")
-			if !ok {
-				exact = false
-				if want, ok = strings.CutPrefix(first, "# want-prefix: "); !ok {
-					t.Fatalf("first line %q does not say what error to expect", first)
-				}
-			}
-			_, err = Parse(filepath.Base(f), data)
-			if err == nil {
-				t.Fatalf("accepted; want %q", want)
-			}
-			got := err.Error()
-			if strings.Contains(got, "\n") {
-				t.Errorf("error spans lines: %q", got)
-			}
-			if exact && got != want || !exact && !strings.HasPrefix(got, want) {
-				t.Errorf("error\n got %q\nwant %q", got, want)
-			}
-			// Load reads the file by path and must say the same.
-			if _, lerr := Load(f); lerr == nil || lerr.Error() != strings.Replace(got, filepath.Base(f), f, 1) {
-				t.Errorf("Load(%s) = %v, want the same error as Parse", f, lerr)
-			}
-		})
-	}
+		}
+		return err
+	})
 }
 
 func TestShippedScenariosParse(t *testing.T) {
