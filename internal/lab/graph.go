@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/acmeair"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/proc"
@@ -114,10 +115,19 @@ func (g *graphLab) service(name string) *graphService {
 	return nil
 }
 
+// graphOf is the graph a graph scenario runs: its topology, or the app's
+// own graph.
+func graphOf(s *scenario.Scenario) *topology.Topology {
+	if s.App == scenario.AppAcmeair {
+		return acmeair.Graph()
+	}
+	return s.Graph
+}
+
 // startGraph creates the client pod and one pod per replica, and writes the
 // hosts file.
 func (l *lab) startGraph() error {
-	g, err := newGraphLab(l.cfg.Scenario.Graph, l.cfg.Scenario.TopologySource)
+	g, err := newGraphLab(graphOf(l.cfg.Scenario), l.cfg.Scenario.TopologySource)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ const maxGraphPods = 253 - 1 - 2
 // network namespaces, fit in the lab's /24, and their estimated memory in
 // what is free.
 func preflightGraph(s *scenario.Scenario, kind pod.Kind, meminfo string) error {
-	t := s.Graph
+	t := graphOf(s)
 	what := "topology " + t.Name
 	if s.App != "" {
 		what = "app " + s.App

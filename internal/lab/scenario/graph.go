@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/meshperf/meshperf/internal/acmeair"
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
@@ -32,39 +31,13 @@ const AppAcmeair = "acmeair"
 // an app) rather than the two-pod echo benchmark.
 func (s *Scenario) IsGraph() bool { return s.Topology != "" || s.App != "" }
 
-// acmeairGraph is the Acmeair app as a graph of pods: its five services,
-// one replica each, and who calls whom (login asks customer; booking asks
-// flight and customer), which is what the lab needs of it. Its load is
-// BluePerf's driver, which calls auth, customer, flight and booking; auth,
-// where every user starts, stands as the entrypoint.
-func acmeairGraph() *topology.Topology {
-	calls := func(names ...string) topology.Script {
-		var sc topology.Script
-		for _, n := range names {
-			sc = append(sc, topology.Step{Call: &topology.Call{Service: n, Hostname: fmt.Sprintf("%s:%d", n, topology.ServicePort)}})
-		}
-		return sc
-	}
-	t := &topology.Topology{Name: AppAcmeair, Defaults: topology.Defaults{Type: topology.HTTP, NumReplicas: 1}}
-	for _, name := range acmeair.Services {
-		svc := topology.Service{Name: name, Type: topology.HTTP, NumReplicas: 1}
-		switch name {
-		case acmeair.ServiceAuth:
-			svc.IsEntrypoint, svc.Script = true, calls(acmeair.ServiceCustomer)
-		case acmeair.ServiceBooking:
-			svc.Script = calls(acmeair.ServiceFlight, acmeair.ServiceCustomer)
-		}
-		t.Services = append(t.Services, svc)
-	}
-	return t
-}
-
 // resolveTopology reads the scenario's topology: a shipped topology's name,
 // or a file, relative to the scenario file's directory dir. It applies
 // replicas to every service, as Istio's load test scales a namespace.
 func (s *Scenario) resolveTopology(dir string) error {
-	if s.App == AppAcmeair {
-		s.Graph = acmeairGraph()
+	if s.App != "" {
+		// An app's graph is the app's to say (the lab asks it): this
+		// package stays free of the apps' code, which scenarios do not need.
 		return nil
 	}
 	arg := s.Topology

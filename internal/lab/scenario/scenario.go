@@ -218,7 +218,8 @@ type Scenario struct {
 	// (the users send as fast as they can, BluePerf's think time none).
 	// The same modes as a topology. Optional; not with topology.
 	App string `json:"app,omitempty"`
-	// Graph is the topology read, replicas applied; nil without one.
+	// Graph is the topology read, replicas applied; nil without one, and
+	// for an app, whose graph the lab takes from the app itself.
 	Graph *topology.Topology `json:"-"`
 	// TopologySource is what reads the same topology again, for the
 	// services the lab starts: the shipped name, or the file's absolute
