@@ -35,8 +35,11 @@ func (h *Handler) serve(ctx *fasthttp.RequestCtx) {
 	}
 	var trace *traceHeaders // only a script that calls forwards them
 	if h.calls {
-		trace = new(traceHeaders)
+		trace = tracePool.Get().(*traceHeaders)
 		trace.extract(&ctx.Request.Header)
+		// Every step, concurrent ones included, is done when serve
+		// returns: nothing holds the slices into the request after it.
+		defer tracePool.Put(trace)
 	}
 	for i := range h.script {
 		if err := h.script[i].run(h, trace); err != nil {

@@ -1,6 +1,10 @@
 package service
 
-import "github.com/valyala/fasthttp"
+import (
+	"sync"
+
+	"github.com/valyala/fasthttp"
+)
 
 // tracedHeaders are the headers a service copies from the request it serves
 // to every call it makes, so that a tracer (Zipkin, Jaeger, Lightstep,
@@ -32,6 +36,11 @@ var tracedHeaders = [...]string{
 // as long as its calls last. A header sent twice forwards its first value
 // (none of these may be repeated).
 type traceHeaders [len(tracedHeaders)][]byte
+
+// tracePool recycles traceHeaders: they escape to the concurrent steps'
+// goroutines, and a new one per request would be the service's only
+// allocation.
+var tracePool = sync.Pool{New: func() any { return new(traceHeaders) }}
 
 func (t *traceHeaders) extract(h *fasthttp.RequestHeader) {
 	for i, name := range tracedHeaders {
