@@ -2,30 +2,29 @@ package service
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"net/textproto"
+	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
-// call is one outbound request of the script, prepared at start: its
-// request (URL, Host, extra headers) is a template each request copies,
-// its body is shared (requests only read it) and its metric series are
-// resolved.
+// call is one outbound request of the script, prepared at start: its URL
+// (whose host is the Host header), its extra headers and its body, shared
+// by every request (requests only read it), and its metric series.
 type call struct {
 	hostname    string
-	template    *http.Request
-	extra       http.Header
+	uri         string
+	extra       []header
 	body        []byte
 	probability int // percent; 0 always
 	sent        prometheus.Counter
 	size        prometheus.Observer
 }
+
+type header struct{ name, value string }
 
 func newCall(c topology.Call, m *metrics) (*call, error) {
 	if c.Hostname == "" {
@@ -39,21 +38,22 @@ func newCall(c topology.Call, m *metrics) (*call, error) {
 	}
 	// isotope dials "http://" + hostname, so the Host header is the
 	// hostname as written, port included ("b:8080"): a mesh routes on it.
-	tmpl, err := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+c.Hostname+"/", nil)
+	uri := "http://" + c.Hostname + "/"
+	u, err := url.Parse(uri)
 	if err != nil {
 		return nil, fmt.Errorf("call to %s: hostname %q: %w", c.Service, c.Hostname, err)
 	}
-	if tmpl.URL.Hostname() == "" {
-		return nil, fmt.Errorf("call to %s: hostname %q: no host", c.Service, c.Hostname)
+	if u.Hostname() == "" || u.Host != c.Hostname {
+		return nil, fmt.Errorf("call to %s: hostname %q: not a host or host:port", c.Service, c.Hostname)
 	}
-	extra := make(http.Header, len(c.ExtraHeader))
+	extra := make([]header, 0, len(c.ExtraHeader))
 	for k, v := range c.ExtraHeader {
-		extra[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+		extra = append(extra, header{k, v})
 	}
 	// isotope labels its outgoing series with the hostname dialled.
 	return &call{
 		hostname:    c.Hostname,
-		template:    tmpl,
+		uri:         uri,
 		extra:       extra,
 		body:        randomBytes(c.Size),
 		probability: c.Probability,
@@ -65,38 +65,37 @@ func newCall(c topology.Call, m *metrics) (*call, error) {
 // do makes the call, unless its probability says to skip it. A transport
 // error or an answer other than 2xx is the service's failure, its text
 // the 500's body.
-func (c *call) do(ctx context.Context, h *Handler, trace *traceHeaders) error {
+func (c *call) do(h *Handler, trace *traceHeaders) error {
 	if c.probability > 0 && h.chance(100) >= c.probability {
 		return nil
 	}
-	req := c.template.WithContext(ctx)
-	req.Header = make(http.Header, len(c.extra)+len(trace))
-	for k, v := range c.extra {
-		req.Header[k] = v
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(c.uri)
+	for _, x := range c.extra {
+		req.Header.Set(x.name, x.value)
 	}
-	trace.apply(req.Header)
-	if len(c.body) > 0 {
-		req.ContentLength = int64(len(c.body))
-		req.Body = io.NopCloser(bytes.NewReader(c.body))
-		// A keep-alive connection the peer closed meanwhile is retried
-		// on a new one, which needs the body again.
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
+	trace.apply(&req.Header)
+	// Not copied: the body outlives the request, and the client only
+	// reads it (again, when it retries on a keep-alive connection the peer
+	// closed meanwhile).
+	req.SetBodyRaw(c.body)
+	if err := h.client.Do(req, resp); err != nil {
 		return fmt.Errorf("call to %s: %w", c.hostname, err)
 	}
 	c.sent.Inc()
 	c.size.Observe(float64(len(c.body)))
-	if resp.StatusCode/100 == 2 {
-		// Drained, the connection goes back to the pool for the next call.
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
+	code := resp.StatusCode()
+	if code/100 == 2 {
 		return nil
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	_ = resp.Body.Close()
-	return fmt.Errorf("service %s responded with %s (body: %s)", c.hostname, resp.Status, bytes.TrimSpace(body))
+	body := resp.Body()
+	if len(body) > maxErrorBody {
+		body = body[:maxErrorBody]
+	}
+	return fmt.Errorf("service %s responded with %d %s (body: %s)", c.hostname, code, fasthttp.StatusMessage(code), bytes.TrimSpace(body))
 }
 
 // maxErrorBody bounds what a failed call's answer contributes to ours: a

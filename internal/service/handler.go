@@ -2,8 +2,9 @@ package service
 
 import (
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // metricsPath is where isotope's service serves Prometheus; every other
@@ -14,10 +15,12 @@ const metricsPath = "/metrics"
 // isotope's words.
 const simulatedFailure = "simulated failure"
 
-// ServeHTTP answers /metrics, or plays the service.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == metricsPath {
-		h.metricsH.ServeHTTP(w, r)
+var simulatedFailureBody = []byte(simulatedFailure)
+
+// serve answers /metrics, or plays the service.
+func (h *Handler) serve(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Path()) == metricsPath {
+		h.metricsH(ctx)
 		return
 	}
 	start := time.Now()
@@ -27,38 +30,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// (every Nth request) keeps runs repeatable, which isotope's reset
 	// counter also intends.
 	if h.errorEvery > 0 && h.requests.Add(1)%h.errorEvery == 0 {
-		h.respond(w, start, http.StatusInternalServerError, []byte(simulatedFailure))
+		h.respond(ctx, start, http.StatusInternalServerError, simulatedFailureBody)
 		return
 	}
 	var trace *traceHeaders // only a script that calls forwards them
 	if h.calls {
-		trace = new(traceHeaders)
-		trace.extract(r.Header)
+		trace = tracePool.Get().(*traceHeaders)
+		trace.extract(&ctx.Request.Header)
+		// Every step, concurrent ones included, is done when serve
+		// returns: nothing holds the slices into the request after it.
+		defer tracePool.Put(trace)
 	}
 	for i := range h.script {
-		if err := h.script[i].run(r.Context(), h, trace); err != nil {
-			h.log.Debug("request failed", "path", r.URL.Path, "err", err)
-			h.respond(w, start, http.StatusInternalServerError, []byte(err.Error()+"\n"))
+		if err := h.script[i].run(h, trace); err != nil {
+			h.log.Debug("request failed", "path", string(ctx.Path()), "err", err)
+			h.respond(ctx, start, http.StatusInternalServerError, []byte(err.Error()+"\n"))
 			return
 		}
 	}
-	h.respond(w, start, http.StatusOK, h.response)
+	h.respond(ctx, start, http.StatusOK, h.response)
 }
 
 // respond writes the answer and records its duration and size by status.
-func (h *Handler) respond(w http.ResponseWriter, start time.Time, code int, body []byte) {
-	hdr := w.Header()
-	// Saying the type and length spares net/http sniffing the body and
-	// chunking it.
-	hdr["Content-Type"] = contentType
-	if code == http.StatusOK {
-		hdr["Content-Length"] = h.responseLength
-	} else {
-		hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
-	}
-	w.WriteHeader(code)
-	n, _ := w.Write(body) // a caller that went away is not the service's failure
-	h.metrics.responded(code, time.Since(start), n)
+// The body is not copied: the 200's is made once and only read.
+func (h *Handler) respond(ctx *fasthttp.RequestCtx, start time.Time, code int, body []byte) {
+	ctx.SetStatusCode(code)
+	ctx.Response.Header.SetContentTypeBytes(contentType)
+	ctx.Response.SetBodyRaw(body)
+	h.metrics.responded(code, time.Since(start), len(body))
 }
 
-var contentType = []string{"application/octet-stream"}
+var contentType = []byte("application/octet-stream")

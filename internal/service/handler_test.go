@@ -20,7 +20,7 @@ func TestScriptRunsInOrderWithSizesAndHost(t *testing.T) {
 	svc := topology.Service{Name: "a", ResponseSize: 1234, Script: topology.Script{
 		callTo("b", 100), {Sleep: time.Millisecond}, callTo("c", 0), callTo("b", 5000),
 	}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	status, body := get(t, url+"/some/path", nil)
 	if status != http.StatusOK || len(body) != 1234 {
 		t.Fatalf("got %d with %d bytes, want 200 with 1234", status, len(body))
@@ -47,7 +47,7 @@ func TestScriptRunsInOrderWithSizesAndHost(t *testing.T) {
 func TestSleepsRunInSequence(t *testing.T) {
 	g := newGraph(t)
 	svc := topology.Service{Name: "a", Script: topology.Script{{Sleep: 40 * time.Millisecond}, {Sleep: 40 * time.Millisecond}}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	start := time.Now()
 	if status, _ := get(t, url, nil); status != http.StatusOK {
 		t.Fatalf("status %d", status)
@@ -64,7 +64,7 @@ func TestConcurrentStepsOverlapAndAllFinish(t *testing.T) {
 	svc := topology.Service{Name: "a", Script: topology.Script{{Concurrent: []topology.Step{
 		{Sleep: 100 * time.Millisecond}, {Sleep: 100 * time.Millisecond}, callTo("b", 10), callTo("c", 20),
 	}}}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	start := time.Now()
 	status, _ := get(t, url, nil)
 	took := time.Since(start)
@@ -89,7 +89,7 @@ func TestProbabilityMakesThatShareOfCalls(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same count every run
 	var rmu sync.Mutex
 	chance := func(n int) int { rmu.Lock(); defer rmu.Unlock(); return rng.IntN(n) }
-	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{step}}, Config{Chance: chance}, nil)
+	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{step}}, Config{Chance: chance})
 	const requests = 1000
 	for range requests {
 		if status, body := get(t, url, nil); status != http.StatusOK {
@@ -107,7 +107,7 @@ func TestErrorsEveryNthRequestBeforeTheScript(t *testing.T) {
 	g := newGraph(t)
 	b := g.peer("b")
 	svc := topology.Service{Name: "a", ErrorRate: 0.25, ResponseSize: 10, Script: topology.Script{callTo("b", 0)}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	var failed []int
 	for i := 1; i <= 12; i++ {
 		status, body := get(t, url, nil)
@@ -130,7 +130,7 @@ func TestFailedCallAnswers500WithTheReason(t *testing.T) {
 	g := newGraph(t)
 	b := g.peer("b")
 	b.status = http.StatusServiceUnavailable
-	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{callTo("b", 0)}}, Config{}, nil)
+	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{callTo("b", 0)}}, Config{})
 	status, body := get(t, url, nil)
 	if status != http.StatusInternalServerError || !strings.Contains(body, "503") || !strings.Contains(body, "from b") {
 		t.Errorf("got %d %q, want 500 naming b's 503 and its body", status, body)
@@ -139,7 +139,7 @@ func TestFailedCallAnswers500WithTheReason(t *testing.T) {
 	// Nothing listens on the port "gone" resolves to: a transport error.
 	ln := g.listen("gone:8080")
 	ln.Close()
-	_, url = g.start(topology.Service{Name: "d", Script: topology.Script{callTo("gone", 0), {Sleep: time.Second}}}, Config{}, nil)
+	_, url = g.start(topology.Service{Name: "d", Script: topology.Script{callTo("gone", 0), {Sleep: time.Second}}}, Config{})
 	start := time.Now()
 	status, body = get(t, url, nil)
 	if status != http.StatusInternalServerError || !strings.Contains(body, "gone:8080") {
@@ -157,7 +157,7 @@ func TestConcurrentFailuresAreAllReported(t *testing.T) {
 	}
 	ok := g.peer("e")
 	svc := topology.Service{Name: "a", Script: topology.Script{{Concurrent: []topology.Step{callTo("b", 0), callTo("e", 0), callTo("c", 0)}}}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	status, body := get(t, url, nil)
 	if status != http.StatusInternalServerError || !strings.HasPrefix(body, "2 errors occurred") ||
 		!strings.Contains(body, "b:8080") || !strings.Contains(body, "c:8080") {
@@ -170,21 +170,11 @@ func TestConcurrentFailuresAreAllReported(t *testing.T) {
 
 func TestTraceHeadersForwardedThroughAChain(t *testing.T) {
 	g := newGraph(t)
-	var got http.Header
-	var mu sync.Mutex
-	record := func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			got = r.Header.Clone()
-			mu.Unlock()
-			next.ServeHTTP(w, r)
-		})
-	}
-	g.start(topology.Service{Name: "c"}, Config{}, record)
+	c := g.peer("c")
 	callC := callTo("c", 0)
 	callC.Call.ExtraHeader = map[string]string{"x-extra": "from-b", "x-request-id": "overridden"}
-	g.start(topology.Service{Name: "b", Script: topology.Script{callC}}, Config{}, nil)
-	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{callTo("b", 0)}}, Config{}, nil)
+	g.start(topology.Service{Name: "b", Script: topology.Script{callC}}, Config{})
+	_, url := g.start(topology.Service{Name: "a", Script: topology.Script{callTo("b", 0)}}, Config{})
 
 	in := http.Header{}
 	for i, name := range tracedHeaders {
@@ -194,8 +184,9 @@ func TestTraceHeadersForwardedThroughAChain(t *testing.T) {
 	if status, body := get(t, url, in); status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := c.requests[0].Header
 	for i, name := range tracedHeaders {
 		if v := got.Values(name); !slices.Equal(v, []string{fmt.Sprintf("value-%d", i)}) {
 			t.Errorf("c received %s = %q, want %q", name, v, fmt.Sprintf("value-%d", i))

@@ -45,9 +45,9 @@ func (g *graph) listen(hostname string) net.Listener {
 	return ln
 }
 
-// start serves svc under hostname "<name>:8080", wrapping its handler in
-// wrap when given, and returns the handler and the address to send to.
-func (g *graph) start(svc topology.Service, cfg Config, wrap func(http.Handler) http.Handler) (*Handler, string) {
+// start serves svc under hostname "<name>:8080", as Serve does, and
+// returns the handler and the address to send to.
+func (g *graph) start(svc topology.Service, cfg Config) (*Handler, string) {
 	g.t.Helper()
 	cfg.Service = svc
 	cfg.Dial = g.dial
@@ -56,18 +56,15 @@ func (g *graph) start(svc topology.Service, cfg Config, wrap func(http.Handler) 
 		g.t.Fatal(err)
 	}
 	ln := g.listen(svc.Name + ":8080")
-	var handler http.Handler = h
-	if wrap != nil {
-		handler = wrap(h)
-	}
-	srv := &http.Server{Handler: handler}
-	go func() { _ = srv.Serve(ln) }()
-	g.t.Cleanup(func() { _ = srv.Close(); h.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.Serve(ctx, ln); close(done) }()
+	g.t.Cleanup(func() { cancel(); <-done })
 	return h, "http://" + ln.Addr().String()
 }
 
-// peer is a plain server standing for a called service, recording what
-// it receives.
+// peer is a plain net/http server standing for a called service (as strict
+// a parser as a sidecar's), recording what it receives.
 type peer struct {
 	mu       sync.Mutex
 	name     string

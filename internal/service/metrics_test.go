@@ -19,7 +19,7 @@ func TestMetricsAreIsotopes(t *testing.T) {
 	g := newGraph(t)
 	g.peer("b")
 	svc := topology.Service{Name: "a", ErrorRate: 0.5, ResponseSize: 2048, Script: topology.Script{callTo("b", 300)}}
-	_, url := g.start(svc, Config{}, nil)
+	_, url := g.start(svc, Config{})
 	for range 4 { // two answered, two failed on purpose
 		get(t, url+"/x", nil)
 	}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,15 +68,15 @@ func hasCall(steps []step) bool {
 
 // run plays the step for one request; the error is what the service
 // answers with.
-func (s *step) run(ctx context.Context, h *Handler, trace *traceHeaders) error {
+func (s *step) run(h *Handler, trace *traceHeaders) error {
 	switch {
 	case s.call != nil:
-		return s.call.do(ctx, h, trace)
+		return s.call.do(h, trace)
 	case s.concurrent != nil:
-		return runConcurrently(ctx, s.concurrent, h, trace)
+		return runConcurrently(s.concurrent, h, trace)
 	}
-	// A plain sleep, as isotope's: a caller that went away costs the
-	// sleep, and the next call then fails at once on its context.
+	// A plain sleep, as isotope's: a caller that went away still costs
+	// the script.
 	time.Sleep(s.sleep)
 	return nil
 }
@@ -85,7 +84,7 @@ func (s *step) run(ctx context.Context, h *Handler, trace *traceHeaders) error {
 // runConcurrently runs steps at once and waits for all of them, as isotope
 // does: one failed call does not cut the others short. The last step runs
 // on the request's own goroutine, one goroutine fewer per request.
-func runConcurrently(ctx context.Context, steps []step, h *Handler, trace *traceHeaders) error {
+func runConcurrently(steps []step, h *Handler, trace *traceHeaders) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -100,9 +99,9 @@ func runConcurrently(ctx context.Context, steps []step, h *Handler, trace *trace
 	}
 	last := len(steps) - 1
 	for i := range steps[:last] {
-		wg.Go(func() { record(steps[i].run(ctx, h, trace)) })
+		wg.Go(func() { record(steps[i].run(h, trace)) })
 	}
-	record(steps[last].run(ctx, h, trace))
+	record(steps[last].run(h, trace))
 	wg.Wait()
 	if len(errs) == 0 {
 		return nil
