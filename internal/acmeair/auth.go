@@ -8,13 +8,15 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/svcmetrics"
 )
 
 // auth logs users in: it asks customer whether the login and password are
 // right and, if so, issues a JWT for the login.
 type auth struct {
 	signer   signer
-	customer *http.Client
+	customer peer
 	validate string // customer's validateid URL
 	log      *slog.Logger
 	now      func() time.Time
@@ -25,10 +27,10 @@ type validation struct {
 	Validated bool `json:"validated"`
 }
 
-func newAuth(cfg Config) (*Service, error) {
+func newAuth(cfg Config, m *svcmetrics.Metrics) (*Service, error) {
 	a := &auth{
 		signer:   signer{key: cfg.JWTKey},
-		customer: peerClient(cfg, 10*time.Second),
+		customer: newPeer(peerClient(cfg, 10*time.Second), m, ServiceCustomer),
 		validate: orDefault(cfg.CustomerURL, ServiceCustomer) + "/customer/internal/validateid",
 		log:      cfg.Log,
 		now:      cfg.Now,
@@ -37,7 +39,7 @@ func newAuth(cfg Config) (*Service, error) {
 	mux.HandleFunc("POST /auth/login", a.login)
 	mux.HandleFunc("GET /auth/status", status)
 	return &Service{name: ServiceAuth, handler: mux, closers: []func() error{func() error {
-		a.customer.CloseIdleConnections()
+		a.customer.client.CloseIdleConnections()
 		return nil
 	}}}, nil
 }
@@ -76,7 +78,7 @@ func (a *auth) login(w http.ResponseWriter, r *http.Request) {
 
 func (a *auth) validateCustomer(ctx context.Context, login, password string) (bool, error) {
 	var v validation
-	err := postForm(ctx, a.customer, a.validate, url.Values{"login": {login}, "password": {password}}, &v)
+	err := a.customer.postForm(ctx, a.validate, url.Values{"login": {login}, "password": {password}}, &v)
 	if err != nil {
 		return false, fmt.Errorf("validate with customer: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/svcmetrics"
 )
 
 // booking books and cancels flights, and keeps the customers' reward miles
@@ -56,13 +58,13 @@ CREATE TABLE IF NOT EXISTS booking (id TEXT PRIMARY KEY, customer_id TEXT NOT NU
 	segment_id TEXT NOT NULL, booked TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS booking_customer ON booking (customer_id, booked);`
 
-func newBooking(_ context.Context, cfg Config) (*Service, error) {
+func newBooking(_ context.Context, cfg Config, m *svcmetrics.Metrics) (*Service, error) {
 	st, err := openStore(cfg.DataDir, ServiceBooking, bookingSchema)
 	if err != nil {
 		return nil, err
 	}
 	b := &booking{st: st, signer: signer{key: cfg.JWTKey}, log: cfg.Log, now: cfg.Now,
-		rewards: newRewardTracker(cfg)}
+		rewards: newRewardTracker(cfg, m)}
 	err = st.prepare(map[**sql.Stmt]string{
 		&b.insert: "INSERT INTO booking (id, customer_id, flight_id, segment_id, booked) VALUES (?, ?, ?, ?, ?)",
 		&b.byUser: "SELECT id, customer_id, flight_id, segment_id, booked FROM booking WHERE customer_id = ? ORDER BY booked, id",
@@ -215,7 +217,8 @@ func (b *booking) rewardCounts(w http.ResponseWriter, _ *http.Request) {
 // adds them. Each update is bounded by the timeout, and a failure is
 // counted, not reported to the user, as in the reference app.
 type rewardTracker struct {
-	client              *http.Client
+	client              *http.Client // flight's and customer's
+	flight, customer    peer
 	flightURL, custURL  string
 	timeout             time.Duration
 	log                 *slog.Logger
@@ -224,9 +227,12 @@ type rewardTracker struct {
 	custOK, custErr     atomic.Int64
 }
 
-func newRewardTracker(cfg Config) *rewardTracker {
+func newRewardTracker(cfg Config, m *svcmetrics.Metrics) *rewardTracker {
+	c := peerClient(cfg, cfg.RewardTimeout)
 	return &rewardTracker{
-		client:    peerClient(cfg, cfg.RewardTimeout),
+		client:    c,
+		flight:    newPeer(c, m, ServiceFlight),
+		customer:  newPeer(c, m, ServiceCustomer),
 		flightURL: orDefault(cfg.FlightURL, ServiceFlight) + "/flight/getrewardmiles",
 		custURL:   orDefault(cfg.CustomerURL, ServiceCustomer) + "/customer/internal/updateCustomerTotalMiles/",
 		timeout:   cfg.RewardTimeout,
@@ -239,7 +245,7 @@ func (t *rewardTracker) update(user, segment string, add bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
 		defer cancel()
 		var m milesAnswer
-		if err := postForm(ctx, t.client, t.flightURL, url.Values{"flightSegment": {segment}}, &m); err != nil {
+		if err := t.flight.postForm(ctx, t.flightURL, url.Values{"flightSegment": {segment}}, &m); err != nil {
 			t.flightErr.Add(1)
 			t.log.Debug("reward miles from flight", "segment", segment, "err", err)
 			return
@@ -249,7 +255,7 @@ func (t *rewardTracker) update(user, segment string, add bool) {
 			m.Miles = -m.Miles
 		}
 		u := t.custURL + url.PathEscape(user)
-		if err := postForm(ctx, t.client, u, url.Values{"miles": {strconv.FormatInt(m.Miles, 10)}}, &m); err != nil {
+		if err := t.customer.postForm(ctx, u, url.Values{"miles": {strconv.FormatInt(m.Miles, 10)}}, &m); err != nil {
 			t.custErr.Add(1)
 			t.log.Debug("reward miles to customer", "user", user, "err", err)
 			return

@@ -22,6 +22,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshperf/meshperf/internal/svcmetrics"
 )
 
 // The services, by the names their Kubernetes Services have in the
@@ -73,6 +77,9 @@ type Config struct {
 	Log           *slog.Logger // nil: discard
 	// Now is the clock (time.Now when nil); tests move "today".
 	Now func() time.Time
+	// Registry holds the service's metrics, served on GET /metrics (a
+	// registry of its own when nil).
+	Registry *prometheus.Registry
 }
 
 // Service is one running service: its handler and what it holds open.
@@ -118,19 +125,35 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Service != ServiceMain && len(cfg.JWTKey) == 0 {
 		return nil, errors.New("a JWT key is needed")
 	}
+	if !slices.Contains(Services, cfg.Service) {
+		return nil, fmt.Errorf("unknown service %q: want one of %s", cfg.Service, strings.Join(Services, ", "))
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := svcmetrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("%s metrics: %w", cfg.Service, err)
+	}
+	var s *Service
 	switch cfg.Service {
 	case ServiceAuth:
-		return newAuth(cfg)
+		s, err = newAuth(cfg, m)
 	case ServiceCustomer:
-		return newCustomer(ctx, cfg)
+		s, err = newCustomer(ctx, cfg)
 	case ServiceFlight:
-		return newFlight(ctx, cfg)
+		s, err = newFlight(ctx, cfg)
 	case ServiceBooking:
-		return newBooking(ctx, cfg)
+		s, err = newBooking(ctx, cfg, m)
 	case ServiceMain:
-		return newMain(), nil
+		s = newMain()
 	}
-	return nil, fmt.Errorf("unknown service %q: want one of %s", cfg.Service, strings.Join(Services, ", "))
+	if err != nil {
+		return nil, err
+	}
+	s.handler = instrument(s.handler, m, reg)
+	return s, nil
 }
 
 // peerClient is the HTTP client a service calls the others with: kept-alive
@@ -220,14 +243,18 @@ func authorize(w http.ResponseWriter, r *http.Request, s signer, user string) bo
 	return true
 }
 
-// postForm posts a form to a peer and decodes its JSON answer into out.
-func postForm(ctx context.Context, c *http.Client, url string, form url.Values, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(form.Encode()))
+// postForm posts a form to the peer at url and decodes its JSON answer
+// into out.
+func (p peer) postForm(ctx context.Context, url string, form url.Values, out any) error {
+	body := form.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := c.Do(req)
+	p.sent.Inc()
+	p.size.Observe(float64(len(body)))
+	resp, err := p.client.Do(req)
 	if err != nil {
 		return err
 	}

@@ -165,8 +165,9 @@ func TestLabGraph100Pods(t *testing.T) {
 }
 
 // The Acmeair app in every graph mode: the driver's transactions come back
-// per transaction, without errors, and every service the mix reaches was
-// reached through its sidecar or node proxy (the checks).
+// per transaction, without errors, every service the mix reaches counted
+// its requests in its metrics, and was reached through its sidecar or node
+// proxy (the checks).
 func TestLabAcmeair(t *testing.T) {
 	testenv.NeedNetns(t)
 	s, err := scenario.Parse("acme.yaml", []byte(`
@@ -199,8 +200,22 @@ modes: [no-mesh, both-sidecars, ambient]
 			}
 		}
 		g := r.Graph
-		if g == nil || g.Workload != "acmeair" || g.Pods != 5 || len(g.Services) != 0 {
+		if g == nil || g.Workload != "acmeair" || g.Pods != 5 || len(g.Services) != 5 {
 			t.Fatalf("%s: graph %+v", r.Label, g)
+		}
+		// Each service the mix reaches counted its requests, as isotope's
+		// services do, and the run has its figures.
+		served := map[string]int64{}
+		for _, sf := range g.Services {
+			served[sf.Name] = sf.Requests
+			if sf.Errors != 0 {
+				t.Errorf("%s: service %s: %d errors", r.Label, sf.Name, sf.Errors)
+			}
+		}
+		for _, name := range []string{"auth", "customer", "flight", "booking"} {
+			if served[name] <= 0 {
+				t.Errorf("%s: service %s served %d requests, want some (services %v)", r.Label, name, served[name], served)
+			}
 		}
 		count := map[string]int64{}
 		for _, tf := range g.Transactions {

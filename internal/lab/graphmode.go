@@ -306,11 +306,6 @@ func (g *graphLab) nodeProxyLacks(dump []byte) string {
 // waitAppsAnswer waits until every app answers its /metrics, from inside
 // its pod, where the lab reads them.
 func (l *lab) waitAppsAnswer(ctx context.Context) error {
-	if l.graph.acmeair {
-		// Its services have no /metrics; each said it was ready once its
-		// data was loaded, and the driver's first login tries the path.
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	var eg errgroup.Group

@@ -14,13 +14,15 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
+	"github.com/meshperf/meshperf/internal/svcmetrics"
 	"github.com/meshperf/meshperf/internal/topology"
 )
 
-// isotope's metric names, which `meshperf service` exports.
+// isotope's metric names, which `meshperf service` and the Acmeair app's
+// services export.
 const (
-	incomingRequestsMetric = "service_incoming_requests_total"
-	requestDurationMetric  = "service_request_duration_seconds"
+	incomingRequestsMetric = svcmetrics.IncomingRequests
+	requestDurationMetric  = svcmetrics.RequestDuration
 )
 
 // rolePodSep joins a sampled process's role and pod in the sampler's name
@@ -68,9 +70,8 @@ func (l *lab) runGraphOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 			r.Failed, r.FailureReason = true, err.Error()
 			return Outcome{Run: r}
 		}
-	} else {
-		r.Graph.Services = g.figures(before, after)
 	}
+	r.Graph.Services = g.figures(before, after)
 	checks := l.graphChecks(spec, r.Calls, before, after)
 	for _, c := range checks {
 		if !c.OK && !r.Failed {
@@ -150,12 +151,6 @@ func (l *lab) scrapeGraph(ctx context.Context) (graphSnapshot, error) {
 		sidecar(ClientPod, newAdmin(g.client.IP()))
 	}
 	for _, gp := range g.pods {
-		if g.acmeair {
-			if gp.sidecar != nil {
-				sidecar(gp.pod.Name(), newAdmin(gp.pod.IP()))
-			}
-			continue
-		}
 		eg.Go(func() error {
 			a := appAdmin(gp)
 			snap, err := metrics.Scrape(ctx, a.client, a.base+"/metrics")

@@ -197,7 +197,12 @@ func barChart(title, yLabel string, categories []string, sets []barSet, format s
 		p.Add(b)
 		p.Legend.Add(s.mode, b)
 		for j, v := range s.values {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
+			// A missing value (a service that served nothing) draws no
+			// bar and must not make the axis NaN, on which the plot's
+			// tick labelling never ends.
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
 			if j < len(s.spans) && !math.IsNaN(s.spans[j].Hi) {
 				lo, hi = math.Min(lo, s.spans[j].Lo), math.Max(hi, s.spans[j].Hi)
 			}
