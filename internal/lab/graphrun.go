@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/meshperf/meshperf/internal/acmeair"
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
@@ -59,6 +61,13 @@ func (l *lab) runGraphOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 		if role, podName, ok := strings.Cut(r.Processes[i].Role, rolePodSep); ok {
 			r.Processes[i].Role, r.Processes[i].Pod = role, podName
 		}
+	}
+	if g.acmeair {
+		// Booking's reward updates run on after its answer, for at most
+		// their timeout: let them end before the services are read, so
+		// that what each app served and what its sidecar counted are
+		// both final.
+		sleepCtx(ctx, acmeair.DefaultRewardTimeout+100*time.Millisecond)
 	}
 	after, err := l.scrapeGraph(ctx)
 	if err != nil {
