@@ -26,7 +26,8 @@ type GraphFigures struct {
 	AddedPerHopP50, AddedPerHopP90, AddedPerHopP99 float64
 	// Proxies counts the run's proxies: sidecars, node proxies, waypoint.
 	Proxies int
-	// MeshVCPU and MeshMB are the sum over all proxies (RSS, MiB);
+	// MeshVCPU and MeshMB are the sum over all proxies (memory as
+	// Process.memMB, MiB);
 	// MeshVCPUPer1000RPS is MeshVCPU per 1000 requests per second at the
 	// entrypoint. NaN for a mode without proxies.
 	MeshVCPU, MeshMB, MeshVCPUPer1000RPS float64
@@ -35,7 +36,8 @@ type GraphFigures struct {
 	ControlPlaneVCPU, ControlPlaneMB float64
 	// AppsVCPU and AppsMB are the sum over the graph's apps.
 	AppsVCPU, AppsMB float64
-	// MBPerPod is a pod's memory, its app's plus its sidecar's RSS: the
+	// MBPerPod is a pod's memory, its app's plus its sidecar's (as
+	// Process.memMB): the
 	// median over the run's pods (then over repetitions), which is what a
 	// pod's memory request would be sized by.
 	MBPerPod     float64
@@ -67,7 +69,7 @@ func graphFigures(rs []Run) *GraphFigures {
 	}
 	g.ErrorPercent = col(func(r Run) float64 { return r.ErrorPercent })
 	g.MeshVCPU = col(func(r Run) float64 { return r.sumOf(Process.isProxy, Process.vcpu) })
-	g.MeshMB = col(func(r Run) float64 { return r.sumOf(Process.isProxy, Process.rss) })
+	g.MeshMB = col(func(r Run) float64 { return r.sumOf(Process.isProxy, Process.memMB) })
 	g.MeshVCPUPer1000RPS = col(func(r Run) float64 {
 		if r.ActualQPS <= 0 {
 			return math.NaN()
@@ -77,9 +79,9 @@ func graphFigures(rs []Run) *GraphFigures {
 	isCP := func(p Process) bool { return p.Role == RoleControlPlane }
 	isApp := func(p Process) bool { return p.Role == RoleGraphApp }
 	g.ControlPlaneVCPU = col(func(r Run) float64 { return r.sumOf(isCP, Process.vcpu) })
-	g.ControlPlaneMB = col(func(r Run) float64 { return r.sumOf(isCP, Process.rss) })
+	g.ControlPlaneMB = col(func(r Run) float64 { return r.sumOf(isCP, Process.memMB) })
 	g.AppsVCPU = col(func(r Run) float64 { return r.sumOf(isApp, Process.vcpu) })
-	g.AppsMB = col(func(r Run) float64 { return r.sumOf(isApp, Process.rss) })
+	g.AppsMB = col(func(r Run) float64 { return r.sumOf(isApp, Process.memMB) })
 	g.MBPerPod = col(Run.medianPodMB)
 	g.SetupSeconds = col(func(r Run) float64 { return r.Graph.SetupSeconds })
 	g.Services = medianServices(gs)
@@ -99,8 +101,20 @@ func (g *GraphFigures) perHop(m ModeResult) {
 
 func (p Process) isProxy() bool { return p.ProxyKind() != "" }
 func (p Process) vcpu() float64 { return p.VCPU }
-func (p Process) rss() float64  { return p.RSSMB }
-func (r Run) proxyCount() int   { return r.countOf(Process.isProxy) }
+
+// memMB is what the process adds to the machine's memory: its
+// proportional set, where shared pages (the binary's, which every app or
+// proxy of a graph maps) count once across the processes that share them,
+// so that a graph's memory sums to what it really takes; RSS when PSS was
+// not read. A hundred apps' RSS would count the same binary a hundred
+// times.
+func (p Process) memMB() float64 {
+	if p.PSSMB > 0 {
+		return p.PSSMB
+	}
+	return p.RSSMB
+}
+func (r Run) proxyCount() int { return r.countOf(Process.isProxy) }
 func (r Run) countOf(pick func(Process) bool) int {
 	n := 0
 	for _, p := range r.Processes {
@@ -119,12 +133,12 @@ func (r Run) sumOf(pick func(Process) bool, get func(Process) float64) float64 {
 }
 
 // medianPodMB is the median over the run's pods of the pod's memory: its
-// app's and its sidecar's RSS together.
+// app's and its sidecar's memory (memMB) together.
 func (r Run) medianPodMB() float64 {
 	byPod := map[string]float64{}
 	for _, p := range r.Processes {
 		if p.Pod != "" && (p.Role == RoleGraphApp || p.Role == RoleGraphSidecar) {
-			byPod[p.Pod] += p.RSSMB
+			byPod[p.Pod] += p.memMB()
 		}
 	}
 	v := make([]float64, 0, len(byPod))
@@ -244,7 +258,7 @@ func writeGraphSummary(w io.Writer, s Summary, modeWidth int) {
 	tw.Flush()
 	fmt.Fprintln(w, "\nwhole mesh's cost: every proxy of the graph (sidecars, node proxies, waypoint) summed; per 1000 rps at the entrypoint, into which every hop's work is counted")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "conn\tqps\t  %-*s\tpods\tproxies\tproxies vCPU\tvCPU/1k entry rps\tproxies MB\tcontrol plane vCPU\tcontrol plane MB\tapps vCPU\tapps MB\tMB/pod\tsetup s\t\n", modeWidth, "mode")
+	fmt.Fprintf(tw, "conn\tqps\t  %-*s\tpods\tproxies\tproxies vCPU\tvCPU/1k entry rps\tproxies MB\tcontrol plane vCPU\tcontrol plane MB\tapps vCPU\tapps MB\tMB/pod (PSS)\tsetup s\t\n", modeWidth, "mode")
 	eachGraphMode(s, func(p Point, m ModeResult, g *GraphFigures) {
 		fmt.Fprintf(tw, "%d\t%s\t  %-*s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", p.Connections, QPSText(p.QPS), modeWidth, m.Mode,
 			g.Pods, g.Proxies, f3(g.MeshVCPU), f3(g.MeshVCPUPer1000RPS), f1(g.MeshMB), f3(g.ControlPlaneVCPU), f1(g.ControlPlaneMB),

@@ -131,3 +131,26 @@ func TestSummaryTwoPodHasNoGraph(t *testing.T) {
 		t.Errorf("two-pod summary speaks of a graph:\n%s", b.String())
 	}
 }
+
+// A graph's memory is summed from each process's PSS where it was read:
+// a hundred apps of one binary share its pages, which their RSS would
+// count a hundred times.
+func TestGraphMemoryIsProportional(t *testing.T) {
+	r := mkGraph("both-sidecars", 10, 12, 14, 100, []graphPod{{name: "a-0", appMB: 50, sidecarMB: 14, withSidecar: true}, {name: "b-0", appMB: 50, sidecarMB: 14, withSidecar: true}})
+	for i := range r.Processes {
+		switch r.Processes[i].Role {
+		case RoleGraphApp:
+			r.Processes[i].PSSMB = 8
+		case RoleGraphSidecar:
+			r.Processes[i].PSSMB = 4
+		}
+	}
+	g := graphFigures([]Run{r})
+	if g.MBPerPod != 12 || g.MeshMB != 8 || g.AppsMB != 16 {
+		t.Errorf("MB per pod %v, mesh MB %v, apps MB %v: want 12, 8 and 16 from PSS", g.MBPerPod, g.MeshMB, g.AppsMB)
+	}
+	r.Processes[0].PSSMB = math.NaN() // unread: its RSS stands in
+	if g := graphFigures([]Run{r}); g.AppsMB != 58 {
+		t.Errorf("apps MB %v with one PSS unread, want 50+8", g.AppsMB)
+	}
+}
