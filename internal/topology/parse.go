@@ -209,7 +209,7 @@ func decodeService(raw json.RawMessage, i int, t *Topology) (Service, error) {
 	d := t.Defaults
 	s := Service{Type: d.Type, NumReplicas: d.NumReplicas, ErrorRate: d.ErrorRate, ResponseSize: d.ResponseSize, Script: d.Script}
 	if r, ok := m["name"]; ok {
-		if err := decodeString(r, &s.Name); err != nil {
+		if err := strictyaml.Text(r, &s.Name); err != nil {
 			return s, fieldErr(path+".name", "%v", err)
 		}
 	}
@@ -429,17 +429,10 @@ type textField struct {
 func decodeStrings(m map[string]json.RawMessage, path string, fields []textField) error {
 	for _, f := range fields {
 		if r, ok := m[f.key]; ok {
-			if err := decodeString(r, f.dst); err != nil {
+			if err := strictyaml.Text(r, f.dst); err != nil {
 				return fieldErr(join(path, f.key), "%v", err)
 			}
 		}
-	}
-	return nil
-}
-
-func decodeString(raw json.RawMessage, dst *string) error {
-	if json.Unmarshal(raw, dst) != nil || string(raw) == "null" {
-		return fmt.Errorf("expected text, got %s", strictyaml.Describe(raw))
 	}
 	return nil
 }
