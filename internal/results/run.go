@@ -130,8 +130,13 @@ type Run struct {
 	// Codes counts the calls by answer, as Fortio's RetCodes: HTTP status
 	// ("200", "503"), gRPC's "SERVING", and "-1" for a socket error (the
 	// connection refused or reset, no answer at all).
-	Codes     map[string]int64
-	Processes []Process
+	Codes map[string]int64
+	// SendDelayP99 is the load generator's P99 lateness in sending
+	// requests it could have sent on time (meshperf's SendDelayHistogram),
+	// ms: how far the generator itself fell behind. NaN when the result
+	// has none (Fortio's, Nighthawk's, or stored before schema 8).
+	SendDelayP99 float64
+	Processes    []Process
 	// Prometheus are the proxies' figures as a Prometheus scraping them
 	// read them over the same window (lab run --prometheus); nil without.
 	Prometheus []PromFigures

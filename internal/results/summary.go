@@ -25,6 +25,11 @@ type Summary struct {
 	// Provenance is what the runs recorded about their builds, mesh,
 	// parameters, labels and machines.
 	Provenance RunsProvenance
+	// Sweep is the capacity analysis when the runs are a sweep's steps
+	// (Summarize leaves it nil: the lab, or whoever read the sweep from the
+	// store, sets it); reports then show its curves, knees, capacities and
+	// advice.
+	Sweep *Sweep
 }
 
 // Point is one (connections, requested qps) cell of the matrix.
