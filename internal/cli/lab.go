@@ -79,6 +79,9 @@ func labClean(args []string, stdout, stderr io.Writer) int {
 	if len(r.Links) > 0 {
 		fmt.Fprintf(stdout, "deleted %d link(s): %s\n", len(r.Links), strings.Join(r.Links, " "))
 	}
+	if len(r.Cgroups) > 0 {
+		fmt.Fprintf(stdout, "removed %d CPU-limit cgroup(s): %s\n", len(r.Cgroups), strings.Join(r.Cgroups, " "))
+	}
 	return cmd.exit(stderr, err)
 }
 
@@ -347,6 +350,11 @@ func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	intFlag("size", "response payload `bytes`", &o.PayloadSize)
 	intFlag("concurrency", "sidecar worker `threads`", &o.ProxyConcurrency)
 	intFlag("repetitions", "`times` to repeat the matrix", &o.Repetitions)
+	fs.Func("proxy-cpu-limit", "cap each proxy's CPU at `cpus` (500m or 0.5), as Istio's sidecar.istio.io/proxyCPULimit; needs root", func(v string) error {
+		cpus, err := scenario.ParseCPU(v)
+		o.ProxyCPULimit = &cpus
+		return err
+	})
 	fs.Func("protocol", "`protocol`: http, h2, grpc or tcp", func(v string) error {
 		p, err := scenario.ParseProtocol("-protocol", v)
 		o.Protocol = &p
