@@ -371,11 +371,14 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, cp_runs"))
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, run_sweeps, cp_runs"))
 	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertSweep(sampleSweep("w1")); err != nil {
 		t.Fatal(err)
 	}
 	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
