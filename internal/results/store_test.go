@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,8 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 		Protocol: "http", Repetition: 2, Connections: 4, RequestedQPS: 1000, ActualQPS: 999.5,
 		Duration: 25 * time.Second, PayloadSize: 1024, ResponseSize: 1142, MTLS: true,
 		StartTime: start, Network: "loopback", Corrected: true, Calls: 25000, Errors: 3, ErrorPercent: 0.012,
-		Latency: Latency{Min: 0.1, Max: 4, Avg: 0.4, P50: 0.3, P75: 0.4, P90: 0.5, P99: 1, P999: 2, P9999: math.NaN()},
+		Latency:      Latency{Min: 0.1, Max: 4, Avg: 0.4, P50: 0.3, P75: 0.4, P90: 0.5, P99: 1, P999: 2, P9999: math.NaN()},
+		SendDelayP99: 0.42,
 		Processes: []Process{
 			{Role: RoleClientSidecar, PID: 11, VCPU: 0.1, RSSMB: 12, PSSMB: 10, MaxRSSMB: 13},
 			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
@@ -98,6 +100,7 @@ func sameRun(a, b Run) bool {
 				*v = -12345
 			}
 		}
+		fix(&r.SendDelayP99)
 		l := &r.Latency
 		for _, v := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
 			fix(v)
@@ -295,20 +298,7 @@ func TestStoreMigrationKeepsOlderRows(t *testing.T) {
 func testStoreMigrationKeepsOlderRows(t *testing.T, db string, raw conn) {
 	// A schema-3 database (before provenance) with one run: opening it adds
 	// the provenance columns and keeps the run, with empty provenance.
-	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (3)`}
-	for _, m := range migrations[:3] {
-		stmts = append(stmts, raw.d.schema(m))
-	}
-	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
-		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
-		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
-		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
-		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
-	for _, q := range stmts {
-		if _, err := raw.exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	schemaAt(t, raw, 3, oldRun)
 	st := openStore(t, db)
 	if v, _ := st.Version(); v != SchemaVersion {
 		t.Fatalf("version %d after migration, want %d", v, SchemaVersion)
@@ -326,6 +316,29 @@ func testStoreMigrationKeepsOlderRows(t *testing.T, db string, raw conn) {
 	}
 	if runs, err = st.Runs(Filter{Labels: "nightly"}); err != nil || len(runs) != 1 || runs[0].Provenance != sampleProvenance() {
 		t.Fatalf("new run after migration: %+v, %v", runs, err)
+	}
+}
+
+// oldRun is a run as every schema from the first on could store it.
+const oldRun = `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
+	requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
+	p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
+	VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
+	'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`
+
+// schemaAt makes raw's database a store at an older schema version, as a
+// meshperf of that version left it, then runs extra statements in it (rows
+// of that version).
+func schemaAt(t *testing.T, raw conn, version int, extra ...string) {
+	t.Helper()
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (` + strconv.Itoa(version) + `)`}
+	for _, m := range migrations[:version] {
+		stmts = append(stmts, raw.d.schema(m))
+	}
+	for _, q := range append(stmts, extra...) {
+		if _, err := raw.exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }
 
@@ -369,11 +382,14 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, cp_runs"))
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, run_sweeps, cp_runs"))
 	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertSweep(sampleSweep("w1")); err != nil {
 		t.Fatal(err)
 	}
 	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {
