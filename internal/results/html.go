@@ -13,7 +13,8 @@ import (
 // SVG, no scripts, fonts or links to fetch) with a header (scenario, date,
 // machine, network, and the runs' provenance: meshperf's build, the data
 // and control planes with their versions, the parameters hash, labels), the summary table, the charts for the axes that vary,
-// and every run with failures flagged.
+// and every run with failures flagged. A sweep's report (Summary.Sweep)
+// opens with its analysis instead of the per-point charts.
 func WriteHTML(w io.Writer, runs []Run, s Summary) error {
 	if s.Machine == (Machine{}) {
 		s.Machine = LocalMachine()

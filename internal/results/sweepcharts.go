@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -82,11 +83,38 @@ func (a sweepAxes) set(p *plot.Plot, logY bool, room float64) {
 	p.X.Min, p.X.Max = 0, math.Max(a.xMax*1.05, 1)
 	if logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks125{}
 		p.Y.Min, p.Y.Max = a.lo/1.5, a.hi*math.Pow(room, 3)
 		return
 	}
 	p.Y.Min, p.Y.Max = 0, math.Max(a.hi*room, 1e-3)
+}
+
+// logTicks125 labels a log axis at 1, 2 and 5 times each power of ten
+// (unlabelled ticks between): a sweep's latencies often span less than a
+// decade, where powers of ten alone would leave one label or none.
+type logTicks125 struct{}
+
+func (logTicks125) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if !(lo > 0) || !(hi >= lo) || math.IsInf(hi, 0) {
+		return nil // not a log axis' range: no ticks rather than no end
+	}
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		decade := math.Pow(10, e)
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * decade
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }
 
 // sweepLatencyChart draws one percentile's latency against the actual
@@ -131,7 +159,7 @@ func sweepLatencyChart(a capacity.Analysis, pct float64, logY bool) (chart, bool
 	var lines []objectiveLine
 	for _, o := range a.Objectives {
 		if ms := float64(o.Limit) / 1e6; o.Percentile == pct && drawable(ms, logY) {
-			lines = append(lines, objectiveLine{ms: ms, label: objectiveText(o)})
+			lines = append(lines, objectiveLine{ms: ms, label: o.String()})
 			ax.add(0, ms)
 		}
 	}
@@ -220,7 +248,7 @@ func sweepCostChart(a capacity.Analysis, metric string) (chart, bool, error) {
 				continue
 			}
 			ss[k].name += ", R² " + r2Text(f.R2)
-			lo, hi := f.Intercept+f.Slope*f.MinRPS, f.Intercept+f.Slope*f.MaxRPS
+			lo, hi := f.At(f.MinRPS), f.At(f.MaxRPS)
 			if drawable(lo, false) && drawable(hi, false) && drawable(f.MinRPS, false) && drawable(f.MaxRPS, false) && f.MaxRPS > f.MinRPS {
 				fits = append(fits, fitLine{from: plotter.XY{X: f.MinRPS, Y: lo}, to: plotter.XY{X: f.MaxRPS, Y: hi}, color: col, dashes: ss[k].dashes})
 				ax.add(f.MaxRPS, math.Max(lo, hi))

@@ -66,7 +66,7 @@ type sweepStepRow struct {
 func newSweepSection(a capacity.Analysis) (*sweepSection, error) {
 	sec := &sweepSection{TargetRPS: a.TargetRPS, Baseline: a.Baseline, CPUs: a.CPUs, Advice: a.Advice}
 	for _, o := range a.Objectives {
-		sec.Objectives = append(sec.Objectives, objectiveText(o))
+		sec.Objectives = append(sec.Objectives, o.String())
 	}
 	for _, pct := range capacity.CurvePercentiles {
 		sec.KneeHeads = append(sec.KneeHeads, percentileName(pct)+" knee")
@@ -139,14 +139,17 @@ func capacityRow(c capacity.Curve, a capacity.Analysis, losses map[string]capaci
 }
 
 // capacityText is a capacity as the table writes it: "3200 rps", "≥ 3200
-// rps" when the sweep stopped before the objective was missed, or "not met
-// at 500 rps" when even the lowest rate missed it.
+// rps" when the sweep stopped before the objective was missed, "not met at
+// 500 rps" when even the lowest rate missed it, "unknown" when no step
+// could be read.
 func capacityText(c capacity.Capacity) string {
 	switch {
 	case c.NotMet && c.NextRPS > 0:
 		return fmt.Sprintf("not met at %d rps", c.NextRPS)
 	case c.NotMet:
 		return "not met"
+	case c.LowerBound && c.RPS == 0:
+		return "unknown"
 	case c.LowerBound:
 		return "≥ " + rpsText(c.RPS) + " rps"
 	}
@@ -201,12 +204,11 @@ func stepRows(c capacity.Curve) sweepModeSteps {
 	return out
 }
 
-// stepMS is a step's latency at percentile p, NaN when it has none.
+// stepMS is a step's latency at percentile p, NaN (drawn as nothing,
+// written "-") when it has none.
 func stepMS(s capacity.Step, p float64) float64 {
-	for _, l := range s.Latency {
-		if l.Percentile == p {
-			return l.MS
-		}
+	if ms, ok := s.At(p); ok {
+		return ms
 	}
 	return math.NaN()
 }
@@ -217,11 +219,6 @@ func percentileName(p float64) string { return fmt.Sprintf("P%g", p) }
 // percentileKey is a percentile in a chart's kind, "p99".
 func percentileKey(p float64) string { return fmt.Sprintf("p%g", p) }
 
-// objectiveText is an objective as the user writes it, "p99=5ms".
-func objectiveText(o capacity.Objective) string {
-	return percentileKey(o.Percentile) + "=" + o.Limit.String()
-}
-
 func rpsText(v float64) string {
 	if !drawable(v, false) {
 		return "-"
@@ -230,7 +227,7 @@ func rpsText(v float64) string {
 }
 
 // The report's sweep part, which "body" executes with the page first.
-var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rpsText, "yesNo": yesNo,
+var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rpsText, "yesNo": yesNo, "margin": func() int { return capacity.MarginResidualSDs },
 	"commas": func(v []string) string { return strings.Join(v, ", ") }}).Parse(`{{with .Sweep}}
 <h2>Capacity</h2>
 <p>{{if .Objectives}}Objectives: {{commas .Objectives}}{{else}}No latency objectives{{end}}{{if .TargetRPS}}; target rate {{.TargetRPS}} rps{{end}}{{with .Baseline}}; baseline {{.}}{{end}}{{with .CPUs}}; {{.}} CPUs{{end}}.</p>
@@ -241,13 +238,13 @@ var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rp
 {{range .Capacity}}<tr><td class="l">{{.Mode}}</td><td>{{.All}}</td>{{range .PerObjective}}<td>{{.}}</td>{{end}}<td>{{.Lost}}</td><td>{{.LostPercent}}</td><td class="l">{{.Stop}}</td></tr>
 {{end}}</tbody></table></div>
 {{if not .Capacity}}<p class="note">No mode was swept.</p>{{end}}
-{{with .LossNotes}}<p class="note">≈: {{semi .}}</p>{{end}}
+{{with .LossNotes}}<ul class="note">{{range .}}<li>≈ {{.}}</li>{{end}}</ul>{{end}}
 <h3>Knees</h3>
 <p>Where each percentile's latency curve bends; generator-bound steps are left out.</p>
 <div class="scroll"><table id="sweep-knees" class="sweep-knees">
 <thead><tr><th class="l">mode</th>{{range .KneeHeads}}<th class="l">{{.}}</th>{{end}}</tr></thead>
 <tbody>
-{{range .Knees}}<tr><td class="l">{{.Mode}}</td>{{range .Knees}}<td class="l">{{.}}</td>{{end}}</tr>
+{{range .Knees}}<tr><td class="l">{{.Mode}}</td>{{range .Knees}}<td class="l" style="white-space:normal;min-width:12rem">{{.}}</td>{{end}}</tr>
 {{end}}</tbody></table></div>
 {{with .Latency}}<h3>Latency against rate</h3>
 <div class="charts">{{range .}}<figure style="margin:0" data-kind="{{.Kind}}" data-series="{{join .Series}}">{{svg .SVG}}</figure>{{end}}</div>
@@ -259,7 +256,7 @@ var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rp
 <div class="charts">{{range .}}<figure style="margin:0" data-kind="{{.Kind}}" data-series="{{join .Series}}">{{svg .SVG}}</figure>{{end}}</div>
 <p class="note">One line per proxy ("MODE ROLE"); the thin straight line beside it is the least-squares fit the sizing advice is read from, with its R² in the legend.</p>
 {{end}}{{if .TargetRPS}}<h2>Sizing advice</h2>
-<p>For {{.TargetRPS}} rps{{if .Objectives}} under {{commas .Objectives}}{{end}}: what to reserve per proxy, the fitted use at the target plus the margin the measurements support (the fit's residual spread), rounded up.</p>
+<p>For {{.TargetRPS}} rps{{if .Objectives}} under {{commas .Objectives}}{{end}}: what to reserve per proxy: the fitted use at the target plus the margin the measurements support ({{margin}} of the fit's residual standard deviations, about 95% of the steps' scatter), rounded up.</p>
 <div class="scroll"><table id="sweep-advice" class="sweep-advice">
 <thead><tr><th class="l">mode</th><th class="l">proxy</th><th>vCPU</th><th>margin (vCPU)</th><th>MB</th><th>margin (MB)</th><th class="l">extrapolated</th><th class="l">objectives met here</th><th class="l">evidence</th></tr></thead>
 <tbody>

@@ -2,114 +2,85 @@ package results
 
 import (
 	"bytes"
+	"html/template"
 	"maps"
 	"math"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshperf/meshperf/internal/capacity"
 )
 
-// sweepAnalysis is a finished sweep as capacity.Analyze would hand it
-// over: no-mesh, both-sidecars and ambient, six steps each at 500 to 3000
-// requested rps with a hockey-stick latency; no-mesh's last step
-// generator-bound, both-sidecars' broken by its p99, ambient's knee at p50
-// not found, one refined step, a fit with NaN R², a step with NaN vCPU,
-// the capacity lost to each mode and advice at 2500 rps.
-func sweepAnalysis() capacity.Analysis {
-	objs := capacity.Objectives{{Percentile: 99, Limit: 5 * time.Millisecond}, {Percentile: 50, Limit: time.Millisecond}}
-	a := capacity.Analysis{Objectives: objs, TargetRPS: 2500, Baseline: "no-mesh", CPUs: 4}
-	// bend is where each mode's latency turns up, in rps.
+// sweepAnalysis is capacity.Analyze's analysis of a sweep over no-mesh,
+// both-sidecars and ambient with a hockey-stick latency (linear, then
+// rising with the square of the rate past each mode's bend) under p99=5ms
+// and p50=1ms, advice at 2500 rps:
+//   - no-mesh: 500 to 3500 rps, straight (no knee), its last step
+//     generator-bound, so its capacity is a lower bound (≥ 2998);
+//   - both-sidecars: bends at 1500, p99 broken at 2500, a refined step at
+//     2250 that held p99 (its capacity 2248) but broke p50 (capacity under
+//     both 1998), two sidecars' CPU and memory;
+//   - ambient: bends at 2200, p50 broken at 3000 (capacity 2498), p99
+//     never (≥ 2998); its server node proxy's memory flat (a fit with
+//     NaN R²), one step's client node proxy vCPU NaN.
+func sweepAnalysis(t *testing.T) capacity.Analysis {
+	t.Helper()
+	var objs capacity.Objectives
+	if err := objs.Set("p99=5ms,p50=1ms"); err != nil {
+		t.Fatal(err)
+	}
+	in := capacity.Input{Objectives: objs, TargetRPS: 2500, Baseline: ModeNoMesh, CPUs: 4}
 	for _, m := range []struct {
-		mode  string
-		base  float64
-		bend  float64
-		roles []string
+		mode, stop string
+		rates      []int
+		refined    int
+		base, bend float64
+		roles      []string
+		kind       string
 	}{
-		{"no-mesh", 0.2, 2600, nil},
-		{"both-sidecars", 0.5, 1800, []string{RoleClientSidecar, RoleServerSidecar}},
-		{"ambient", 0.35, 2200, []string{"client-node-proxy", "server-node-proxy"}},
+		{ModeNoMesh, "generator-bound at 3500 rps", []int{500, 1000, 1500, 2000, 2500, 3000, 3500}, 0, 0.2, 4000, nil, ""},
+		{"both-sidecars", "objective broken at 2500 rps", []int{500, 1000, 1500, 2000, 2500}, 2250, 0.5, 1500,
+			[]string{RoleClientSidecar, RoleServerSidecar}, ProxySidecar},
+		{"ambient", "objective broken at 3000 rps", []int{500, 1000, 1500, 2000, 2500, 3000}, 0, 0.35, 2200,
+			[]string{RoleClientNodeProxy, RoleServerNodeProxy}, ProxyNodeProxy},
 	} {
-		c := capacity.Curve{Mode: m.mode, StopReason: "end of range (3000 rps)"}
-		for i, req := range []int{500, 1000, 1500, 2000, 2500, 3000} {
-			actual := float64(req) * 0.998
-			over := math.Max(0, actual-m.bend) / 100
-			lat := func(mult float64) float64 { return (m.base + 0.0001*actual + over*over*0.05) * mult }
-			st := capacity.Step{Label: m.mode + "_" + QPSText(req), RequestedRPS: req, ActualRPS: actual,
-				Latency:   []capacity.PercentileMS{{Percentile: 50, MS: lat(1)}, {Percentile: 90, MS: lat(1.6)}, {Percentile: 99, MS: lat(3)}},
-				Generator: capacity.Saturation{VCPU: 0.2 + actual/4000, Cores: 2, SendDelayP99MS: 0.05},
+		ms := capacity.ModeSteps{Mode: m.mode, StopReason: m.stop}
+		rates := m.rates
+		if m.refined > 0 {
+			rates = append(rates, m.refined)
+		}
+		for i, req := range rates {
+			x := float64(req) - 2
+			over := math.Max(0, x-m.bend) / 100
+			lat := m.base + 0.0001*x + 0.01*over*over
+			st := capacity.Step{Label: m.mode + "_" + QPSText(req), RequestedRPS: req, ActualRPS: x, Refined: req == m.refined,
+				Latency:   []capacity.PercentileMS{{Percentile: 50, MS: lat}, {Percentile: 90, MS: 1.6 * lat}, {Percentile: 99, MS: 3 * lat}},
+				Generator: capacity.Saturation{VCPU: 0.2 + x/4000, Cores: 2, SendDelayP99MS: 0.05},
 				Server:    capacity.Saturation{VCPU: 0.3, Cores: 4, SendDelayP99MS: math.NaN()}}
 			for k, r := range m.roles {
-				// The client's proxy works harder than the server's;
-				// ambient's node proxies less than sidecars.
+				// The client's proxy works harder than the server's,
+				// ambient's node proxies less than sidecars; a little
+				// scatter so that the fits are not exact.
 				scale := (1 - 0.25*float64(k)) * map[string]float64{"both-sidecars": 1, "ambient": 0.6}[m.mode]
-				st.Proxies = append(st.Proxies, capacity.ProxyUsage{Role: r, Kind: "sidecar",
-					VCPU: (0.02 + actual*0.00012 + 0.004*float64(i%2)) * scale, MemMB: (14 + actual*0.0015 + 0.3*float64(i%3)) * scale})
-			}
-			j := capacity.Judgement{Verdict: capacity.WithinObjectives}
-			if p99 := lat(3); p99 > 5 {
-				j = capacity.Judgement{Verdict: capacity.ObjectiveBroken, Detail: "p99 " + msLabel(p99) + " ms > 5 ms"}
-			}
-			if m.mode == "no-mesh" && req == 3000 {
-				st.Generator.VCPU = 1.95
-				j = capacity.Judgement{Verdict: capacity.GeneratorBound, Detail: "the load generator used 1.95 of its 2 CPUs"}
-			}
-			if m.mode == "ambient" && i == 3 {
-				st.Proxies[0].VCPU = math.NaN()
-			}
-			c.Steps, c.Judgements = append(c.Steps, st), append(c.Judgements, j)
-		}
-		a.Curves = append(a.Curves, c)
-	}
-	nm, bs, amb := &a.Curves[0], &a.Curves[1], &a.Curves[2]
-	nm.StopReason = "generator-bound at 3000 rps"
-	nm.Knees = []capacity.Knee{{Percentile: 50, Found: true, RPS: 2495}, {Percentile: 90, Why: "the curve does not bend"}, {Percentile: 99, Why: "the curve does not bend"}}
-	nm.Capacity = capacity.Capacity{Objective: "all", RPS: 2495, LowerBound: true}
-	nm.PerObjective = []capacity.Capacity{{Objective: "p99=5ms", RPS: 2495, LowerBound: true}, {Objective: "p50=1ms", RPS: 2495, LowerBound: true}}
-
-	bs.StopReason = "p99 objective broken at 2500 rps"
-	bs.Knees = []capacity.Knee{{Percentile: 50, Found: true, RPS: 1996}, {Percentile: 90, Found: true, RPS: 1996}, {Percentile: 99, Found: true, RPS: 1996}}
-	bs.Capacity = capacity.Capacity{Objective: "all", RPS: 1996, NextRPS: 2500}
-	bs.PerObjective = []capacity.Capacity{{Objective: "p99=5ms", RPS: 1996, NextRPS: 2500}, {Objective: "p50=1ms", RPS: 2495, NextRPS: 3000}}
-	bs.Steps[3].Refined = true
-	bs.Fits = []capacity.Fit{
-		{Role: RoleClientSidecar, Kind: "sidecar", Metric: capacity.MetricVCPU, Intercept: 0.02, Slope: 0.00012, R2: 0.991, ResidualSD: 0.004, Points: 6, MinRPS: 499, MaxRPS: 2994},
-		{Role: RoleServerSidecar, Kind: "sidecar", Metric: capacity.MetricVCPU, Intercept: 0.015, Slope: 0.00009, R2: 0.987, ResidualSD: 0.005, Points: 6, MinRPS: 499, MaxRPS: 2994},
-		{Role: RoleClientSidecar, Kind: "sidecar", Metric: capacity.MetricMemMB, Intercept: 14.3, Slope: 0.0015, R2: math.NaN(), ResidualSD: 0.2, Points: 6, MinRPS: 499, MaxRPS: 2994},
-	}
-
-	amb.StopReason = "p50 objective broken at 3000 rps"
-	amb.Knees = []capacity.Knee{{Percentile: 50, Why: "too few steps before the objective broke"}, {Percentile: 90, Found: true, RPS: 2495}, {Percentile: 99, Found: true, RPS: 2495}}
-	amb.Capacity = capacity.Capacity{Objective: "all", RPS: 2495, NextRPS: 3000}
-	amb.PerObjective = []capacity.Capacity{{Objective: "p99=5ms", RPS: 2495, NextRPS: 3000}, {Objective: "p50=1ms", NotMet: true, NextRPS: 500}}
-	amb.Fits = []capacity.Fit{
-		{Role: "client-node-proxy", Kind: "node proxy", Metric: capacity.MetricVCPU, Intercept: 0.012, Slope: 0.000072, R2: 0.95, Points: 5, MinRPS: 499, MaxRPS: 2994},
-	}
-
-	// A knee sits on its step, as Analyze finds it.
-	for i := range a.Curves {
-		c := &a.Curves[i]
-		for k, kn := range c.Knees {
-			for _, st := range c.Steps {
-				if kn.Found && st.ActualRPS == kn.RPS {
-					c.Knees[k].MS = stepMS(st, kn.Percentile)
+				u := capacity.ProxyUsage{Role: r, Kind: m.kind,
+					VCPU: (0.02 + x*0.00012 + 0.004*float64(i%2)) * scale, MemMB: (14 + x*0.0015 + 0.3*float64(i%3)) * scale}
+				if r == RoleServerNodeProxy {
+					u.MemMB = 9
 				}
+				if r == RoleClientNodeProxy && req == 2000 {
+					u.VCPU = math.NaN()
+				}
+				st.Proxies = append(st.Proxies, u)
 			}
+			if req == 3500 {
+				st.Generator.VCPU = 1.95
+			}
+			ms.Steps = append(ms.Steps, st)
 		}
+		in.Modes = append(in.Modes, ms)
 	}
-	a.Losses = []capacity.Loss{
-		{Mode: "both-sidecars", RPS: 499, Percent: 20, Approximate: true, Note: "the baseline's capacity is a lower bound, so at least this much is lost"},
-		{Mode: "ambient", RPS: 0, Percent: 0, Approximate: true},
-	}
-	a.Advice = []capacity.Advice{
-		{Mode: "both-sidecars", Kind: "sidecar", VCPU: 0.33, MemMB: 18.5, MarginVCPU: 0.01, MarginMB: 0.6, Extrapolated: false, MetHere: false,
-			Evidence: "measured up to 2994 rps on this machine; the objectives did not hold at 2500 rps here"},
-		{Mode: "ambient", Kind: "node proxy", VCPU: 0.34, MemMB: math.NaN(), MarginVCPU: 0.02, MarginMB: math.NaN(), Extrapolated: true, MetHere: true,
-			Evidence: "measured up to 2000 rps on this machine; beyond that it is extrapolated"},
-	}
-	return a
+	return capacity.Analyze(in)
 }
 
 // sweepRuns are the sweep's steps as runs, what the lab stores.
@@ -153,7 +124,7 @@ func sweepReportTo(t *testing.T, a capacity.Analysis, path string) string {
 
 func TestSweepReportCharts(t *testing.T) {
 	// To look at the page: MESHPERF_SWEEP_REPORT=/tmp/sweep.html.
-	doc := sweepReportTo(t, sweepAnalysis(), os.Getenv("MESHPERF_SWEEP_REPORT"))
+	doc := sweepReportTo(t, sweepAnalysis(t), os.Getenv("MESHPERF_SWEEP_REPORT"))
 	figs := figures(t, doc)
 	// The sweep's charts stand in for the per-point ones: none of those.
 	want := map[string]int{"sweep-latency-p50": 1, "sweep-latency-p90": 1, "sweep-latency-p99": 1,
@@ -186,11 +157,11 @@ func TestSweepReportCharts(t *testing.T) {
 		t.Errorf("the P90 chart draws an objective, there is none on P90: %q", f.text)
 	}
 	// The fits' R², a NaN one as n/a; no-mesh has no proxy to draw.
-	wantCPU := "both-sidecars client-sidecar, R² 0.99,both-sidecars server-sidecar, R² 0.99,ambient client-node-proxy, R² 0.95,ambient server-node-proxy"
+	wantCPU := "both-sidecars client-sidecar, R² 1.00,both-sidecars server-sidecar, R² 1.00,ambient client-node-proxy, R² 1.00,ambient server-node-proxy, R² 1.00"
 	if got := strings.Join(byKind["sweep-cpu"].series, ","); got != wantCPU {
 		t.Errorf("CPU chart's lines %q, want %q", got, wantCPU)
 	}
-	if got := strings.Join(byKind["sweep-memory"].series, ","); !strings.Contains(got, "both-sidecars client-sidecar, R² n/a") {
+	if got := strings.Join(byKind["sweep-memory"].series, ","); !strings.Contains(got, "ambient server-node-proxy, R² n/a") {
 		t.Errorf("memory chart's lines %q lack the NaN fit's R² as n/a", got)
 	}
 	// The log-scale charts are folded away.
@@ -203,38 +174,49 @@ func TestSweepReportCharts(t *testing.T) {
 }
 
 func TestSweepReportTables(t *testing.T) {
-	doc := sweepReport(t, sweepAnalysis())
+	a := sweepAnalysis(t)
+	doc := sweepReport(t, a)
 	checkRows(t, "capacity", tableRows(t, doc, "sweep-capacity"),
 		"mode|capacity, all objectives|p99=5ms|p50=1ms|lost to the mesh (rps)|lost (%)|why the sweep stopped",
-		"no-mesh|≥ 2495 rps|≥ 2495 rps|≥ 2495 rps|baseline||generator-bound at 3000 rps",
-		"both-sidecars|1996 rps|1996 rps|2495 rps|≈ 499|≈ 20.0%|p99 objective broken at 2500 rps",
-		"ambient|2495 rps|2495 rps|not met at 500 rps|≈ 0|≈ 0.0%|p50 objective broken at 3000 rps")
+		"no-mesh|≥ 2998 rps|≥ 2998 rps|≥ 2998 rps|baseline||generator-bound at 3500 rps",
+		"both-sidecars|1998 rps|2248 rps|1998 rps|≈ 1000|≈ 33.4%|objective broken at 2500 rps",
+		"ambient|2498 rps|≥ 2998 rps|2498 rps|≈ 500|≈ 16.7%|objective broken at 3000 rps")
 	if !strings.Contains(doc, "Objectives: p99=5ms, p50=1ms; target rate 2500 rps; baseline no-mesh; 4 CPUs.") {
 		t.Error("the line above the capacity table does not give the objectives and target")
 	}
-	if !strings.Contains(doc, "both-sidecars: the baseline&#39;s capacity is a lower bound") {
-		t.Error("the approximate loss's note is missing")
+	for _, l := range a.Losses {
+		if l.Note == "" || !strings.Contains(doc, template.HTMLEscapeString(l.Mode+": "+l.Note)) {
+			t.Errorf("the approximate loss's note is missing: %+v", l)
+		}
+	}
+	noKnee := a.Curves[0].Knees
+	if noKnee[0].Found || noKnee[2].Found {
+		t.Fatalf("no-mesh's straight curve has a knee: %+v", noKnee)
 	}
 	checkRows(t, "knees", tableRows(t, doc, "sweep-knees"),
 		"mode|P50 knee|P90 knee|P99 knee",
-		"no-mesh|at 2495 rps (0.450 ms)|none: the curve does not bend|none: the curve does not bend",
-		"both-sidecars|at 1996 rps (0.892 ms)|at 1996 rps (1.43 ms)|at 1996 rps (2.68 ms)",
-		"ambient|none: too few steps before the objective broke|at 2495 rps (1.66 ms)|at 2495 rps (3.10 ms)")
+		"no-mesh|none: "+noKnee[0].Why+"|none: "+noKnee[1].Why+"|none: "+noKnee[2].Why,
+		"both-sidecars|at 1998 rps (0.948 ms)|at 1998 rps (1.52 ms)|at 1998 rps (2.84 ms)",
+		"ambient|at 2498 rps (0.689 ms)|at 2498 rps (1.10 ms)|at 2498 rps (2.07 ms)")
+	if len(a.Advice) != 2 {
+		t.Fatalf("advice %+v, want both-sidecars' sidecar and ambient's node proxy", a.Advice)
+	}
 	checkRows(t, "advice", tableRows(t, doc, "sweep-advice"),
 		"mode|proxy|vCPU|margin (vCPU)|MB|margin (MB)|extrapolated|objectives met here|evidence",
-		"both-sidecars|sidecar|0.330|0.010|18.5|0.6|no|no|measured up to 2994 rps on this machine; the objectives did not hold at 2500 rps here",
-		"ambient|node proxy|0.340|0.020|-|-|yes|yes|measured up to 2000 rps on this machine; beyond that it is extrapolated")
+		"both-sidecars|sidecar|0.330|0.005|19.0|0.6|yes|no|"+a.Advice[0].Evidence,
+		"ambient|node proxy|0.240|0.003|12.0|0.3|no|yes|"+a.Advice[1].Evidence)
+	if !strings.Contains(doc, "For 2500 rps under p99=5ms, p50=1ms: what to reserve per proxy") {
+		t.Error("the line above the advice does not give the target and objectives")
+	}
 	// Steps: both-sidecars' refined step marked, no-mesh's generator-bound
-	// one shaded with its verdict, ambient's NaN vCPU no obstacle.
-	if !strings.Contains(doc, "<td>2000 <span class=\"note\">refined</span></td>") {
+	// one shaded with its verdict and the generator's CPU against its
+	// cores, ambient's NaN vCPU no obstacle.
+	if !strings.Contains(doc, `<td>2250 <span class="note">refined</span></td><td>2248</td>`) {
 		t.Error("the refined step is not marked")
 	}
-	if !strings.Contains(doc, `<tr class="excluded"><td>3000</td><td>2994</td>`) ||
-		!strings.Contains(doc, "generator-bound</td><td class=\"l\">the load generator used 1.95 of its 2 CPUs</td>") {
+	if !strings.Contains(doc, `<tr class="excluded"><td>3500</td><td>3498</td>`) ||
+		!strings.Contains(doc, `<td>1.950 of 2</td><td>0.050</td><td class="l">generator-bound</td><td class="l">load generator saturated: 1.95 of 2 vCPU</td>`) {
 		t.Error("the generator-bound step is not shown as such")
-	}
-	if !strings.Contains(doc, "<td>1.950 of 2</td>") {
-		t.Error("the generator's CPU is not shown against its cores")
 	}
 	// The rest of the report stays.
 	for _, id := range []string{`<table id="summary">`, `<table id="runs">`} {
@@ -247,10 +229,26 @@ func TestSweepReportTables(t *testing.T) {
 	}
 }
 
+func TestCapacityText(t *testing.T) {
+	for _, c := range []struct {
+		in   capacity.Capacity
+		want string
+	}{
+		{capacity.Capacity{RPS: 3200, NextRPS: 3600}, "3200 rps"},
+		{capacity.Capacity{RPS: 3199.6, LowerBound: true}, "≥ 3200 rps"},
+		{capacity.Capacity{NotMet: true, NextRPS: 500}, "not met at 500 rps"},
+		{capacity.Capacity{LowerBound: true}, "unknown"},
+	} {
+		if got := capacityText(c.in); got != c.want {
+			t.Errorf("capacityText(%+v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // A sweep with nothing to draw (every step failed, or none) renders its
 // tables without charts instead of failing.
 func TestSweepReportNothingToDraw(t *testing.T) {
-	a := sweepAnalysis()
+	a := sweepAnalysis(t)
 	for i := range a.Curves {
 		for j := range a.Curves[i].Steps {
 			a.Curves[i].Steps[j].Failed = true
@@ -263,5 +261,20 @@ func TestSweepReportNothingToDraw(t *testing.T) {
 	doc = sweepReport(t, capacity.Analysis{})
 	if !strings.Contains(doc, "No mode was swept.") || len(figures(t, doc)) != 0 {
 		t.Error("an empty sweep does not say so")
+	}
+}
+
+func TestLogTicks125(t *testing.T) {
+	var labels []string
+	for _, tk := range (logTicks125{}).Ticks(0.3, 6) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	if got := strings.Join(labels, " "); got != "0.5 1 2 5" {
+		t.Errorf("labels %q, want 0.5 1 2 5", got)
+	}
+	if ticks := (logTicks125{}).Ticks(0, 1); ticks != nil {
+		t.Errorf("ticks %v on a range a log axis cannot have", ticks)
 	}
 }
