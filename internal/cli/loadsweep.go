@@ -154,6 +154,7 @@ func runSweep(ctx context.Context, cmd *command, f *loadFlags, target string, st
 	search := capacity.NewSearch(f.sweep.rates.Rates(), f.sweep.refine)
 	var steps []capacity.Step
 	var stepResults []any
+	var first capacity.Judgement
 	for n := 1; ctx.Err() == nil; n++ {
 		rps, refined, ok := search.Next()
 		if !ok {
@@ -168,6 +169,9 @@ func runSweep(ctx context.Context, cmd *command, f *loadFlags, target string, st
 		}
 		step.Refined = refined
 		j := capacity.Judge(step, f.sweep.objectives)
+		if n == 1 {
+			first = j
+		}
 		search.Record(rps, j)
 		steps, stepResults = append(steps, step), append(stepResults, rep.json)
 		fmt.Fprintln(out, stepLine(n, step, j, rep.common.ErrorsDurationHistogram.Count, ctx.Err() != nil))
@@ -177,8 +181,7 @@ func runSweep(ctx context.Context, cmd *command, f *loadFlags, target string, st
 		stop = "interrupted"
 	}
 	if search.NotMetAtStart() && len(steps) > 0 {
-		fmt.Fprintf(out, "cannot meet %s even at the lowest rate, %d rps; the sweep stops\n",
-			f.sweep.objectives, steps[0].RequestedRPS)
+		fmt.Fprintln(out, notMetAtStart(f.sweep.objectives, steps[0], first))
 	}
 	a := capacity.Analyze(capacity.Input{
 		Objectives: f.sweep.objectives,
@@ -263,6 +266,17 @@ func processCPU() (time.Duration, error) {
 		return 0, fmt.Errorf("reading the generator's CPU time: %w", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// notMetAtStart says that the sweep's first, lowest rate already missed: the
+// objectives (or, without any, the rate itself or error-free calls) cannot
+// be met at any rate of the range.
+func notMetAtStart(objs capacity.Objectives, s capacity.Step, j capacity.Judgement) string {
+	what := "the rate without errors"
+	if len(objs) > 0 {
+		what = objs.String()
+	}
+	return fmt.Sprintf("cannot meet %s even at the lowest rate, %d rps (%s); the sweep stops", what, s.RequestedRPS, j.Detail)
 }
 
 // describeSweep is a sweep's first line: what is about to happen.

@@ -159,3 +159,20 @@ func TestLoadSweepStepFailure(t *testing.T) {
 		t.Errorf("stderr %q; want one line saying the connection was refused", stderr)
 	}
 }
+
+// A target that fails every call ends the sweep at its first step too: the
+// rate cannot be carried without errors, whatever the objectives.
+func TestLoadSweepErrorsAtLowestRate(t *testing.T) {
+	addr := startEcho(t, echo.Config{HTTPAddr: "127.0.0.1:0"}).HTTPAddr()
+	code, stdout, stderr := runLoadT(t, "-quiet", "-allow-initial-errors", "-qps", "20:80", "-t", "250ms", "http://"+addr+"/?status=503")
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr %q; want 0 (the sweep ran)", code, stderr)
+	}
+	lines := stepLines(stdout)
+	if len(lines) != 1 || !strings.Contains(lines[0], "errors — "+string(capacity.ErrorsSeen)) {
+		t.Errorf("step lines %q; want only step 1, stopped by its errors", lines)
+	}
+	if !strings.Contains(stdout, "cannot meet the rate without errors even at the lowest rate, 20 rps (100% errors)") {
+		t.Errorf("stdout %q; want it to say the rate cannot be carried without errors even at 20 rps", stdout)
+	}
+}
