@@ -96,7 +96,7 @@ const (
 	RunFailed Verdict = "failed"
 	// GeneratorBound: the load generator, not the system under test, was
 	// the bottleneck (its CPU at its cores' limit, or its send delay past
-	// SendDelayLimit while the rate or an objective was missed). Excluded
+	// SendDelayLimit while the rate was missed). Excluded
 	// from knees and fits; a capacity seen only up to here is a lower
 	// bound.
 	GeneratorBound Verdict = "generator-bound"

@@ -24,7 +24,11 @@ func Judge(s Step, objs Objectives) Judgement {
 		j.Verdict = GeneratorBound
 		j.Detail = fmt.Sprintf("load generator saturated: %s of %s vCPU",
 			formatFigure(s.Generator.VCPU), formatFigure(s.Generator.Cores))
-	case s.Generator.SendDelayP99MS > msOf(SendDelayLimit) && (!rateKept || len(broken) > 0):
+	case s.Generator.SendDelayP99MS > msOf(SendDelayLimit) && !rateKept:
+		// Only a rate missed is the generator's doing: its late sends are
+		// not in the latency (which counts from each send), so with the
+		// rate kept they cannot explain a missed objective. On a busy
+		// machine a late timer wake-up is common even at 20 rps.
 		j.Verdict = GeneratorBound
 		j.Detail = fmt.Sprintf("load generator behind its schedule: send delay p99 %s ms > %s",
 			formatFigure(s.Generator.SendDelayP99MS), SendDelayLimit)

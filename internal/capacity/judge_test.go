@@ -60,10 +60,12 @@ func TestJudge(t *testing.T) {
 			s.Generator.SendDelayP99MS = 3.1
 			s.ActualRPS = 500
 		}, GeneratorBound, "load generator behind its schedule: send delay p99 3.1 ms > 1ms", 0, false},
-		{"send delay with an objective broken", func(s *Step) {
+		// Late sends are not in the latency (it counts from each send), so
+		// they do not explain a missed objective while the rate was kept.
+		{"send delay with an objective broken but the rate kept", func(s *Step) {
 			s.Generator.SendDelayP99MS = 3.1
 			s.Latency[2].MS = 9
-		}, GeneratorBound, "load generator behind its schedule: send delay p99 3.1 ms > 1ms", 1, false},
+		}, ObjectiveBroken, "p99 9 ms > 5ms", 1, false},
 		{"send delay alone does not stop", func(s *Step) { s.Generator.SendDelayP99MS = 3.1 },
 			WithinObjectives, "", 0, false},
 		{"failed first", func(s *Step) {
