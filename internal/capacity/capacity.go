@@ -181,9 +181,10 @@ type Fit struct {
 	R2        float64 `json:"r2"`    // coefficient of determination; NaN for a flat series
 	// ResidualSD is the residuals' standard deviation, the margin advice
 	// adds.
-	ResidualSD     float64 `json:"residual_sd"`
-	Points         int     `json:"points"`
-	MinRPS, MaxRPS float64 `json:"min_rps"`
+	ResidualSD float64 `json:"residual_sd"`
+	Points     int     `json:"points"`
+	MinRPS     float64 `json:"min_rps"` // the rates the points span
+	MaxRPS     float64 `json:"max_rps"`
 }
 
 // The metrics a Fit is of.

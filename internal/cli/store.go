@@ -66,8 +66,8 @@ func storeCopy(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	_, err = fmt.Fprintf(stdout, "copied %d runs (%d already there) and %d control-plane runs (%d already there) from %s to %s\n",
-		n.Runs, n.RunsSkipped, n.ControlPlaneRuns, n.ControlPlaneRunsSkipped, src, dst)
+	_, err = fmt.Fprintf(stdout, "copied %d runs (%d already there), %d sweeps (%d already there) and %d control-plane runs (%d already there) from %s to %s\n",
+		n.Runs, n.RunsSkipped, n.Sweeps, n.SweepsSkipped, n.ControlPlaneRuns, n.ControlPlaneRunsSkipped, src, dst)
 	return cmd.exit(stderr, err)
 }
 

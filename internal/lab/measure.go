@@ -82,6 +82,7 @@ func (l *lab) base(spec scenario.RunSpec) results.Run {
 		MTLS: spec.MTLS, Network: string(l.kind()), StartTime: time.Now(), Provenance: l.prov.forMode(spec.Mode),
 		Latency: results.Latency{Min: math.NaN(), Max: math.NaN(), Avg: math.NaN(), P50: math.NaN(),
 			P75: math.NaN(), P90: math.NaN(), P99: math.NaN(), P999: math.NaN(), P9999: math.NaN()},
+		SendDelayP99: math.NaN(),
 	}
 }
 
@@ -332,7 +333,7 @@ func roleOfName(name string) string {
 func merge(r, got results.Run) results.Run {
 	r.StartTime, r.ActualQPS, r.Duration = got.StartTime, got.ActualQPS, got.Duration
 	r.Latency, r.Spectrum, r.Corrected, r.Calls, r.Errors, r.Codes = got.Latency, got.Spectrum, got.Corrected, got.Calls, got.Errors, got.Codes
-	r.ErrorPercent, r.ResponseSize, r.FortioJSON = got.ErrorPercent, got.ResponseSize, got.FortioJSON
+	r.ErrorPercent, r.ResponseSize, r.FortioJSON, r.SendDelayP99 = got.ErrorPercent, got.ResponseSize, got.FortioJSON, got.SendDelayP99
 	if got.Label != "" {
 		r.Label = got.Label
 	}

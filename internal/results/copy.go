@@ -10,13 +10,15 @@ import (
 type Copied struct {
 	Runs, RunsSkipped                         int
 	ControlPlaneRuns, ControlPlaneRunsSkipped int
+	Sweeps, SweepsSkipped                     int
 }
 
 // Copy copies every run (with its processes, percentiles, provenance and,
-// over a service graph, its graph figures) and every control-plane run of
-// src into dst, in one transaction on dst: all of it lands, or none. It can be run again: a run dst already holds
+// over a service graph, its graph figures), every sweep's analysis and
+// every control-plane run of src into dst, in one transaction on dst: all of it lands, or none. It can be run again: a run dst already holds
 // is skipped, a run being the same invocation, label and start time
-// (run_id, label, start_unix_ns), a control-plane run the same label,
+// (run_id, label, start_unix_ns), a sweep the same invocation (run_id), a
+// control-plane run the same label,
 // shape and start time, so that moving history twice, or merging two
 // machines' stores into one, never duplicates a row.
 func Copy(dst, src *Store) (Copied, error) {
@@ -29,12 +31,22 @@ func Copy(dst, src *Store) (Copied, error) {
 	if err != nil {
 		return n, err
 	}
+	sweeps, err := src.Sweeps()
+	if err != nil {
+		return n, err
+	}
 	err = dst.inTx(func(c conn) error {
 		var err error
 		n.Runs, n.RunsSkipped, err = copyRows(c, runs, func(r Run) (string, []any) {
 			return `SELECT COUNT(*) FROM runs WHERE run_id = ? AND label = ? AND start_unix_ns = ?`,
 				[]any{r.RunID, r.Label, r.StartTime.UnixNano()}
 		}, insertRun, func(r Run) string { return "run " + r.Label + " (" + r.StartTime.Format(time.RFC3339) + ")" })
+		if err != nil {
+			return err
+		}
+		n.Sweeps, n.SweepsSkipped, err = copyRows(c, sweeps, func(sw Sweep) (string, []any) {
+			return `SELECT COUNT(*) FROM run_sweeps WHERE run_id = ?`, []any{sw.RunID}
+		}, insertSweep, func(sw Sweep) string { return "the sweep of run " + sw.RunID })
 		if err != nil {
 			return err
 		}

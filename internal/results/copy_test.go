@@ -10,7 +10,7 @@ import (
 )
 
 // Copying moves every run, with its processes, percentiles and provenance,
-// and every control-plane run, in either direction; a second copy skips
+// every sweep's analysis and every control-plane run, in either direction; a second copy skips
 // what the destination holds, and a later one adds only what is new.
 func TestCopyBothWaysIdempotent(t *testing.T) {
 	sqliteDialect, pgDialect := storeDialects[0], storeDialects[1]
@@ -35,15 +35,18 @@ func TestCopyBothWaysIdempotent(t *testing.T) {
 			if err := src.InsertControlPlaneRun(cp); err != nil {
 				t.Fatal(err)
 			}
+			if err := src.InsertSweep(sampleSweep("r1")); err != nil {
+				t.Fatal(err)
+			}
 
 			n, err := Copy(dst, src)
-			if want := (Copied{Runs: 2, ControlPlaneRuns: 1}); err != nil || n != want {
+			if want := (Copied{Runs: 2, Sweeps: 1, ControlPlaneRuns: 1}); err != nil || n != want {
 				t.Fatalf("first copy: %+v, %v; want %+v", n, err, want)
 			}
 			assertSameStores(t, dst, src)
 
 			n, err = Copy(dst, src)
-			if want := (Copied{RunsSkipped: 2, ControlPlaneRunsSkipped: 1}); err != nil || n != want {
+			if want := (Copied{RunsSkipped: 2, SweepsSkipped: 1, ControlPlaneRunsSkipped: 1}); err != nil || n != want {
 				t.Fatalf("second copy: %+v, %v; want %+v (nothing new)", n, err, want)
 			}
 			assertSameStores(t, dst, src)
@@ -55,7 +58,7 @@ func TestCopyBothWaysIdempotent(t *testing.T) {
 				t.Fatal(err)
 			}
 			n, err = Copy(dst, src)
-			if want := (Copied{Runs: 1, RunsSkipped: 2, ControlPlaneRunsSkipped: 1}); err != nil || n != want {
+			if want := (Copied{Runs: 1, RunsSkipped: 2, SweepsSkipped: 1, ControlPlaneRunsSkipped: 1}); err != nil || n != want {
 				t.Fatalf("third copy: %+v, %v; want %+v", n, err, want)
 			}
 			assertSameStores(t, dst, src)
@@ -116,6 +119,17 @@ func assertSameStores(t *testing.T, got, want *Store) {
 		if !sameRun(gr[i], wr[i]) {
 			t.Errorf("run %d\n got %+v\nwant %+v", i, gr[i], wr[i])
 		}
+	}
+	gs, err := got.Sweeps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := want.Sweeps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameNaN(gs, ws) {
+		t.Errorf("sweeps\n got %+v\nwant %+v", gs, ws)
 	}
 	gc, err := got.ControlPlaneRuns()
 	if err != nil {

@@ -181,6 +181,9 @@ type fortioResult struct {
 	// ServiceTimeHistogram is written by meshperf's load generator only,
 	// BytesSent by Nighthawk only: they tell the tool that wrote a result.
 	ServiceTimeHistogram, BytesSent *json.RawMessage
+	// SendDelayHistogram is meshperf's too: how late the generator sent
+	// requests it could have sent on time (seconds).
+	SendDelayHistogram *fortioHistogram
 }
 
 type fortioHistogram struct {
@@ -241,17 +244,18 @@ func FromFortioJSON(data []byte) (Run, error) {
 		return Run{}, err
 	}
 	r := Run{
-		Label:       f.Labels,
-		StartTime:   f.StartTime,
-		ActualQPS:   f.ActualQPS,
-		Duration:    time.Duration(math.Round(f.ActualDuration)),
-		Connections: f.NumThreads,
-		Corrected:   f.CoordinatedOmissionCorrected,
-		Calls:       int64(f.DurationHistogram.Count),
-		Latency:     latencyFrom(f.DurationHistogram),
-		Spectrum:    spectrumFrom(f.DurationHistogram),
-		Histogram:   histogramFrom(f.DurationHistogram),
-		Codes:       make(map[string]int64, len(f.RetCodes)),
+		Label:        f.Labels,
+		StartTime:    f.StartTime,
+		ActualQPS:    f.ActualQPS,
+		Duration:     time.Duration(math.Round(f.ActualDuration)),
+		Connections:  f.NumThreads,
+		Corrected:    f.CoordinatedOmissionCorrected,
+		Calls:        int64(f.DurationHistogram.Count),
+		Latency:      latencyFrom(f.DurationHistogram),
+		Spectrum:     spectrumFrom(f.DurationHistogram),
+		Histogram:    histogramFrom(f.DurationHistogram),
+		Codes:        make(map[string]int64, len(f.RetCodes)),
+		SendDelayP99: sendDelayP99(f.SendDelayHistogram),
 	}
 	r.Protocol = protocolOf(f.RunType)
 	switch {
@@ -347,6 +351,22 @@ func latencyFrom(h fortioHistogram) Latency {
 		*p.dst = percentile(h, p.pct) * ms
 	}
 	return l
+}
+
+// sendDelayP99 is the send delay's P99 in ms when the result lists it,
+// NaN otherwise: it is the generator's own lateness, judged against a
+// fixed limit, and interpolating it from coarse buckets could call a
+// generator late, or on time, that was not.
+func sendDelayP99(h *fortioHistogram) float64 {
+	if h == nil {
+		return math.NaN()
+	}
+	for _, x := range h.Percentiles {
+		if x.Percentile == 99 {
+			return x.Value * 1e3
+		}
+	}
+	return math.NaN()
 }
 
 // percentile reads p from the result's percentile list, or, when the run

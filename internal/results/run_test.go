@@ -38,6 +38,28 @@ func TestReadFortioFile(t *testing.T) {
 	if r.FortioJSON != "testdata/fortio-http.json" || r.StartTime.Year() != 2026 {
 		t.Errorf("path %q start %v", r.FortioJSON, r.StartTime)
 	}
+	if !math.IsNaN(r.SendDelayP99) {
+		t.Errorf("Fortio's result has a send delay %v ms; it has no SendDelayHistogram, want NaN", r.SendDelayP99)
+	}
+}
+
+// A result meshperf load wrote (-qps 200 -c 2 -t 1s -p 50,90,99): its
+// send delay's P99, seconds in the file, in ms.
+func TestReadMeshperfFileSendDelay(t *testing.T) {
+	r, err := ReadFortioFile("testdata/meshperf-http.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(r.SendDelayP99, 1.236991) || !r.Corrected || r.Calls != 200 {
+		t.Errorf("send delay P99 %v ms, corrected %v, %d calls; want 1.236991 ms, true, 200", r.SendDelayP99, r.Corrected, r.Calls)
+	}
+	// Only a listed P99 counts: the buckets are not interpolated.
+	js := `{"ActualDuration":1e9,"DurationHistogram":{"Count":3},"ServiceTimeHistogram":{"Count":3},
+	"SendDelayHistogram":{"Count":3,"Min":0,"Max":0.002,"Data":[{"Start":0,"End":0.002,"Percent":100,"Count":3}],
+	  "Percentiles":[{"Percentile":50,"Value":0.001},{"Percentile":99.9,"Value":0.002}]}}`
+	if r, err := FromFortioJSON([]byte(js)); err != nil || !math.IsNaN(r.SendDelayP99) {
+		t.Errorf("send delay without a listed P99: %v, %v; want NaN", r.SendDelayP99, err)
+	}
 }
 
 func TestFromFortioJSONSynthetic(t *testing.T) {
@@ -124,6 +146,9 @@ func TestReadNighthawkFortioFile(t *testing.T) {
 	}
 	if r.ResponseSize != 1024 || r.StartTime != time.Date(2026, 11, 25, 9, 30, 0, 125e6, time.UTC) {
 		t.Errorf("size %v start %v", r.ResponseSize, r.StartTime)
+	}
+	if !math.IsNaN(r.SendDelayP99) {
+		t.Errorf("Nighthawk's result has a send delay %v ms, want NaN", r.SendDelayP99)
 	}
 	// Its experimental_fortio_pedantic form writes RequestedQPS as a string
 	// and the counts as numbers, as Fortio does.

@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrations[i] takes a database from version i to i+1, on SQLite and on
 // PostgreSQL alike: each is written in SQLite's spelling, which the
@@ -52,6 +52,11 @@ const SchemaVersion = 7
 //     service's requests, errors and latency (ms) and, for Acmeair, each
 //     transaction's; processes.pod names the pod a graph's process ran
 //     in, NULL otherwise. From schema 7 on.
+//   - runs.send_delay_p99_ms: the load generator's P99 lateness in
+//     sending (Run.SendDelayP99), NULL when unknown; run_sweeps: a
+//     capacity sweep's analysis (sweepstore.go), one row per sweeping
+//     invocation (run_id = runs.run_id), the capacity.Analysis as JSON
+//     with unknown figures as null. From schema 8 on.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -105,6 +110,7 @@ var migrations = []string{
 	migrationHistograms, // histogram.go
 	migrationPrometheus, // prometheus.go
 	migrationGraph,      // graphstore.go
+	migrationSweeps,     // sweepstore.go
 }
 
 // Store is the results database.
@@ -247,7 +253,7 @@ func insertRun(c conn, r Run) error {
 	cols := `run_id, label, scenario, mode, protocol, repetition,
 		connections, requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls,
 		start_time, start_unix_ns, network, min_ms, max_ms, avg_ms, p50_ms, p75_ms, p90_ms, p99_ms,
-		p999_ms, p9999_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json, ` +
+		p999_ms, p9999_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json, send_delay_p99_ms, ` +
 		strings.Join(provenanceColumns, ", ")
 	values := append([]any{
 		r.RunID, r.Label, r.Scenario, r.Mode, r.Protocol, r.Repetition,
@@ -256,6 +262,7 @@ func insertRun(c conn, r Run) error {
 		nullable(l.Min), nullable(l.Max), nullable(l.Avg), nullable(l.P50), nullable(l.P75), nullable(l.P90),
 		nullable(l.P99), nullable(l.P999), nullable(l.P9999),
 		r.Corrected, r.Calls, r.Errors, OrZero(r.ErrorPercent), r.Failed, r.FailureReason, r.FortioJSON,
+		nullable(r.SendDelayP99),
 	}, r.Provenance.values()...)
 	row, err := c.insertID(`INSERT INTO runs (`+cols+`) VALUES (`+placeholders(len(values))+`)`, values...)
 	if err != nil {
@@ -331,7 +338,7 @@ func (s *Store) runsWhere(cond string, args ...any) ([]Run, error) {
 	q := `SELECT id, run_id, label, scenario, mode, protocol, repetition, connections, requested_qps,
 		actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, network, min_ms, max_ms,
 		avg_ms, p50_ms, p75_ms, p90_ms, p99_ms, p999_ms, p9999_ms, corrected, calls, errors,
-		error_percent, failed, failure_reason, fortio_json, ` + strings.Join(provenanceColumns, ", ") + ` FROM runs`
+		error_percent, failed, failure_reason, fortio_json, send_delay_p99_ms, ` + strings.Join(provenanceColumns, ", ") + ` FROM runs`
 	if cond != "" {
 		q += " WHERE " + cond
 	}
@@ -379,11 +386,12 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 	var id, durNS int64
 	var start string
 	var lat [9]sql.NullFloat64
+	var sendDelay sql.NullFloat64
 	var machineKey string
 	dst := append([]any{&id, &r.RunID, &r.Label, &r.Scenario, &r.Mode, &r.Protocol, &r.Repetition,
 		&r.Connections, &r.RequestedQPS, &r.ActualQPS, &durNS, &r.PayloadSize, &r.ResponseSize, &r.MTLS,
 		&start, &r.Network, &lat[0], &lat[1], &lat[2], &lat[3], &lat[4], &lat[5], &lat[6], &lat[7], &lat[8],
-		&r.Corrected, &r.Calls, &r.Errors, &r.ErrorPercent, &r.Failed, &r.FailureReason, &r.FortioJSON},
+		&r.Corrected, &r.Calls, &r.Errors, &r.ErrorPercent, &r.Failed, &r.FailureReason, &r.FortioJSON, &sendDelay},
 		r.Provenance.scanTargets(&machineKey)...)
 	err := rows.Scan(dst...)
 	if err != nil {
@@ -394,6 +402,7 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 		return r, 0, fmt.Errorf("run %d start time %q: %w", id, start, err)
 	}
 	r.Latency = latencyFromNull(lat)
+	r.SendDelayP99 = fromNull(sendDelay)
 	return r, id, nil
 }
 

@@ -67,7 +67,8 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 		Protocol: "http", Repetition: 2, Connections: 4, RequestedQPS: 1000, ActualQPS: 999.5,
 		Duration: 25 * time.Second, PayloadSize: 1024, ResponseSize: 1142, MTLS: true,
 		StartTime: start, Network: "loopback", Corrected: true, Calls: 25000, Errors: 3, ErrorPercent: 0.012,
-		Latency: Latency{Min: 0.1, Max: 4, Avg: 0.4, P50: 0.3, P75: 0.4, P90: 0.5, P99: 1, P999: 2, P9999: math.NaN()},
+		Latency:      Latency{Min: 0.1, Max: 4, Avg: 0.4, P50: 0.3, P75: 0.4, P90: 0.5, P99: 1, P999: 2, P9999: math.NaN()},
+		SendDelayP99: 0.42,
 		Processes: []Process{
 			{Role: RoleClientSidecar, PID: 11, VCPU: 0.1, RSSMB: 12, PSSMB: 10, MaxRSSMB: 13},
 			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
@@ -98,6 +99,7 @@ func sameRun(a, b Run) bool {
 				*v = -12345
 			}
 		}
+		fix(&r.SendDelayP99)
 		l := &r.Latency
 		for _, v := range []*float64{&l.Min, &l.Max, &l.Avg, &l.P50, &l.P75, &l.P90, &l.P99, &l.P999, &l.P9999} {
 			fix(v)
@@ -369,11 +371,14 @@ func TestParamsHash(t *testing.T) {
 func TestPostgresStoreWithoutCreateRights(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	openStore(t, db).Close()
-	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, cp_runs"))
+	st := openStore(t, pgRole(t, db, "schema_version, runs, processes, run_percentiles, run_histogram, run_prometheus, run_graph, run_graph_services, run_graph_transactions, run_sweeps, cp_runs"))
 	if err := st.Insert(sampleRun("w1", "quick", time.Now())); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.InsertControlPlaneRun(sampleControlPlaneRun(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertSweep(sampleSweep("w1")); err != nil {
 		t.Fatal(err)
 	}
 	if runs, err := st.Runs(Filter{RunID: "w1"}); err != nil || len(runs) != 1 || len(runs[0].Processes) != 2 {

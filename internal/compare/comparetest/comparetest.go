@@ -86,7 +86,7 @@ func Runs(inv Invocation) ([]results.Run, error) {
 				r := results.Run{RunID: inv.RunID, Scenario: inv.Scenario, Mode: m.Name, Protocol: "http", Repetition: rep,
 					Connections: c, RequestedQPS: QPS, ActualQPS: float64(QPS) * (1 - 0.001*rng.Float64()), Duration: 20 * time.Second,
 					PayloadSize: 1024, ResponseSize: 1170, MTLS: m.Name != results.ModeNoMesh, StartTime: at, Network: "netns",
-					Corrected: true, Calls: callsPerRun}
+					Corrected: true, Calls: callsPerRun, SendDelayP99: math.NaN()}
 				r.Provenance = inv.Provenance
 				if m.Name == results.ModeNoMesh {
 					r.Provenance.DataPlane = results.Component{}
