@@ -183,7 +183,7 @@ type Fit struct {
 	// adds.
 	ResidualSD float64 `json:"residual_sd"`
 	Points     int     `json:"points"`
-	MinRPS     float64 `json:"min_rps"` // the rates the points span
+	MinRPS     float64 `json:"min_rps"`
 	MaxRPS     float64 `json:"max_rps"`
 }
 
