@@ -115,9 +115,18 @@ func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string,
 	return runConfig(t, Config{Scenario: s, Network: kind, hook: hook})
 }
 
-// runConfig runs the lab with cfg, given the binaries, an output directory
-// and a results store of the test's own.
+// runConfig runs the lab's matrix with cfg, given the binaries, an output
+// directory and a results store of the test's own.
 func runConfig(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	rep, _ := invokeConfig(t, cfg, Run)
+	return rep
+}
+
+// invokeConfig runs the lab with cfg as run does (Run, a sweep), given the
+// binaries, an output directory and a results store of the test's own
+// (the report's DB); it returns what the lab printed too.
+func invokeConfig(t *testing.T, cfg Config, run func(context.Context, Config) (*Report, error)) (*Report, string) {
 	t.Helper()
 	cfg.MeshperfBin, cfg.ProxyBin = binaries(t)
 	dir := t.TempDir()
@@ -126,12 +135,12 @@ func runConfig(t *testing.T, cfg Config) *Report {
 	cfg.Out, cfg.Progress = &out, &out
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, cfg)
+	rep, err := run(ctx, cfg)
 	t.Logf("lab output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("lab: %v", err)
 	}
-	return rep
+	return rep, out.String()
 }
 
 // Every protocol through every mode, with and without mTLS, in network

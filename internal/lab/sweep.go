@@ -105,11 +105,11 @@ func (l *lab) runSweep(ctx context.Context, store *results.Store, opts SweepOpti
 		}
 		steps, search := l.sweepMode(ctx, store, opts, m, rep)
 		in.Modes = append(in.Modes, capacity.ModeSteps{Mode: string(m), Steps: steps, StopReason: search.StopReason()})
-		if !search.NotMetAtStart() || len(steps) == 0 {
-			continue
+		line, stop := notMetAtStart(m, search, steps, opts.Objectives)
+		if line != "" {
+			l.logf("%s", line)
 		}
-		l.logf("%s", notMetLine(m, steps[0], capacity.Judge(steps[0], opts.Objectives)))
-		if m == scenario.NoMesh {
+		if stop {
 			l.logf("the baseline (no-mesh) cannot meet the objectives: no mode through a mesh can; the sweep stops here")
 			rep.BaselineNotMet = true
 			break
@@ -186,23 +186,31 @@ func (l *lab) sweepMode(ctx context.Context, store *results.Store, opts SweepOpt
 	return steps, search
 }
 
-// notMetLine says that mode m missed the objectives at its first, lowest
-// step: "ambient: cannot meet p99=5ms even at the lowest rate, 500 rps
-// (p99 7.2 ms)".
-func notMetLine(m scenario.Mode, first capacity.Step, j capacity.Judgement) string {
-	if len(j.Broken) == 0 {
-		return fmt.Sprintf("%s: stopped at the lowest rate, %d rps: %s", m, first.RequestedRPS, j.Detail)
+// notMetAtStart says what a mode's finished search means for the sweep:
+// when the mode missed the objectives (or gave way) at its first, lowest
+// step, the line that says so — "ambient: cannot meet p99=5ms even at the
+// lowest rate, 500 rps (p99 7.2 ms)" — and, when that mode is the
+// baseline, that the sweep stops: no mode through a mesh can do better.
+func notMetAtStart(m scenario.Mode, search *capacity.Search, steps []capacity.Step, objs capacity.Objectives) (line string, stop bool) {
+	if !search.NotMetAtStart() || len(steps) == 0 {
+		return "", false
 	}
-	var objs, seen []string
+	first := steps[0]
+	j := capacity.Judge(first, objs)
+	stop = m == scenario.NoMesh
+	if j.Verdict != capacity.ObjectiveBroken || len(j.Broken) == 0 {
+		return fmt.Sprintf("%s: cannot meet the objectives even at the lowest rate, %d rps: %s", m, first.RequestedRPS, j.Detail), stop
+	}
+	var missed, seen []string
 	for _, o := range j.Broken {
-		objs = append(objs, o.String())
+		missed = append(missed, o.String())
 		if ms, ok := first.At(o.Percentile); ok {
 			seen = append(seen, fmt.Sprintf("p%g %.3g ms", o.Percentile, ms))
 		}
 	}
-	line := fmt.Sprintf("%s: cannot meet %s even at the lowest rate, %d rps", m, strings.Join(objs, ","), first.RequestedRPS)
+	line = fmt.Sprintf("%s: cannot meet %s even at the lowest rate, %d rps", m, strings.Join(missed, ","), first.RequestedRPS)
 	if len(seen) > 0 {
 		line += " (" + strings.Join(seen, ", ") + ")"
 	}
-	return line
+	return line, stop
 }
