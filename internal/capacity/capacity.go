@@ -183,7 +183,7 @@ type Fit struct {
 	// adds.
 	ResidualSD float64 `json:"residual_sd"`
 	Points     int     `json:"points"`
-	MinRPS     float64 `json:"min_rps"`
+	MinRPS     float64 `json:"min_rps"` // the rates the points span
 	MaxRPS     float64 `json:"max_rps"`
 }
 
