@@ -242,20 +242,31 @@ func checkOutputs(t *testing.T, rep *Report) {
 			t.Errorf("%s: no Fortio JSON: %v", o.Run.Label, err)
 		}
 	}
-	store, err := results.Open(rep.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
-	if err != nil || len(runs) != len(rep.Outcomes) {
-		t.Errorf("store has %d runs (%v), want %d", len(runs), err, len(rep.Outcomes))
+	_, runs := storedRuns(t, rep)
+	if len(runs) != len(rep.Outcomes) {
+		t.Errorf("store has %d runs, want %d", len(runs), len(rep.Outcomes))
 	}
 	for _, r := range runs {
 		if !r.Failed && len(r.Spectrum) == 0 {
 			t.Errorf("%s: stored without its latency spectrum", r.Label)
 		}
 	}
+}
+
+// storedRuns opens the report's store, closed when the test ends, and
+// reads the invocation's runs from it.
+func storedRuns(t *testing.T, rep *Report) (*results.Store, []results.Run) {
+	t.Helper()
+	store, err := results.Open(rep.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, runs
 }
 
 // checkNothingLeft asserts that no namespace, link or process of the run

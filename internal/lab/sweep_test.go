@@ -47,14 +47,9 @@ func TestSweepClimbsTheLadder(t *testing.T) {
 	if !strings.Contains(out, "sweep both-sidecars: step 4, 1600 rps") {
 		t.Errorf("no progress line for the last step")
 	}
-	store, err := results.Open(rep.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
-	if err != nil || len(runs) != len(rep.Outcomes) {
-		t.Fatalf("store holds %d runs of the sweep (%v), want %d", len(runs), err, len(rep.Outcomes))
+	store, runs := storedRuns(t, rep)
+	if len(runs) != len(rep.Outcomes) {
+		t.Fatalf("store holds %d runs of the sweep, want %d", len(runs), len(rep.Outcomes))
 	}
 	stored, err := store.Sweep(rep.RunID)
 	if err != nil || stored == nil {
@@ -103,11 +98,7 @@ func TestSweepBaselineNotMet(t *testing.T) {
 				t.Errorf("output lacks %q", want)
 			}
 		}
-		store, err := results.Open(rep.DB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
+		store, _ := storedRuns(t, rep)
 		stored, err := store.Sweep(rep.RunID)
 		if err != nil || stored == nil || len(stored.Analysis.Curves) != 1 ||
 			!strings.Contains(stored.Analysis.Curves[0].StopReason, "objective broken at 200 rps") {
