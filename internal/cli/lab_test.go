@@ -53,7 +53,7 @@ func TestLabList(t *testing.T) {
 	if !strings.HasPrefix(out, "quick (default): 4 runs, about 1m48s\n") {
 		t.Errorf("list does not start with the default scenario and its estimate:\n%s", out)
 	}
-	for _, name := range []string{"latency:", "cpu-mem:", "istio-1.24:"} {
+	for _, name := range []string{"latency:", "cpu-mem:", "istio-1.24:", "sweep: 30 runs, about 5m30s"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("list lacks %s:\n%s", name, out)
 		}

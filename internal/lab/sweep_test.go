@@ -2,8 +2,10 @@ package lab
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +44,13 @@ func TestSweepClimbsTheLadder(t *testing.T) {
 		if r := o.Run; r.Failed || r.Mode != mode || r.RequestedQPS != rate || r.Repetition != 1 || r.Connections != 4 || r.Label != label {
 			t.Errorf("step %d: %s mode %s %d qps rep %d, failed %v (%s); want %s at %d", i, r.Label, r.Mode, r.RequestedQPS,
 				r.Repetition, r.Failed, r.FailureReason, mode, rate)
+		}
+	}
+	// Whether the generator limited a step is read from its own CPU and
+	// send delay: both must be measured for every step.
+	for _, o := range rep.Outcomes {
+		if g := results.StepOf(o.Run, runtime.NumCPU()).Generator; math.IsNaN(g.VCPU) || math.IsNaN(g.SendDelayP99MS) {
+			t.Errorf("%s: the load generator's vCPU %v, send delay p99 %v ms; want both measured", o.Run.Label, g.VCPU, g.SendDelayP99MS)
 		}
 	}
 	if !strings.Contains(out, "sweep both-sidecars: step 4, 1600 rps") {
@@ -155,6 +164,22 @@ func TestNotMetAtStart(t *testing.T) {
 		line, stop := notMetAtStart(c.mode, searched(c.steps...), c.steps, objs)
 		if line != c.line || stop != c.stopping {
 			t.Errorf("%s after %d steps: %q, stop %v; want %q, stop %v", c.mode, len(c.steps), line, stop, c.line, c.stopping)
+		}
+	}
+}
+
+// Every percentile an objective may name is one the load generator reports
+// exactly in a sweep's step, so that no verdict rests on interpolation.
+func TestSweepStepsReportObjectivePercentiles(t *testing.T) {
+	spec := sweepScenario(t).SpecAt(scenario.BothSidecars, 4, 1000)
+	args := spec.LoadArgs("label", "out.json")
+	i := slices.Index(args, "-p")
+	if i < 0 || i+1 == len(args) {
+		t.Fatalf("no -p in the load generator's arguments %q", args)
+	}
+	for _, p := range capacity.Percentiles {
+		if !slices.Contains(strings.Split(args[i+1], ","), strconv.FormatFloat(p, 'f', -1, 64)) {
+			t.Errorf("-p %s lacks %v", args[i+1], p)
 		}
 	}
 }
