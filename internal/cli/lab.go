@@ -81,6 +81,9 @@ func labClean(args []string, stdout, stderr io.Writer) int {
 	if len(r.Links) > 0 {
 		fmt.Fprintf(stdout, "deleted %d link(s): %s\n", len(r.Links), strings.Join(r.Links, " "))
 	}
+	if len(r.Cgroups) > 0 {
+		fmt.Fprintf(stdout, "removed %d CPU-limit cgroup(s): %s\n", len(r.Cgroups), strings.Join(r.Cgroups, " "))
+	}
 	return cmd.exit(stderr, err)
 }
 
@@ -351,6 +354,11 @@ func shapeFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	durFlag("warmup", "`time` left out of CPU/memory sampling", &o.Warmup)
 	wholeNumberFlag(fs, "size", "response payload `bytes`", &o.PayloadSize)
 	wholeNumberFlag(fs, "concurrency", "sidecar worker `threads`", &o.ProxyConcurrency)
+	fs.Func("proxy-cpu-limit", "cap each proxy's CPU at `cpus` (500m or 0.5), as Istio's sidecar.istio.io/proxyCPULimit; needs root", func(v string) error {
+		cpus, err := scenario.ParseCPU(v)
+		o.ProxyCPULimit = &cpus
+		return err
+	})
 	fs.Func("protocol", "`protocol`: http, h2, grpc or tcp", func(v string) error {
 		p, err := scenario.ParseProtocol("-protocol", v)
 		o.Protocol = &p

@@ -51,6 +51,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
+	f.noteGiven(cmd.flags)
 	for _, name := range ignored {
 		fmt.Fprintf(stderr, "meshperf load: -%s has no meaning here and is ignored\n", name)
 	}
@@ -61,6 +62,9 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	load, d, err := prepareLoad(&f, target)
 	if err != nil {
 		return cmd.exit(stderr, inputError{err})
+	}
+	if f.sweep.ranged {
+		return runSweep(ctx, cmd, &f, target, stdout, stderr)
 	}
 	out := stdout
 	if f.jsonPath == "-" {
@@ -82,11 +86,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		pub.Close()
 	}
 	if err != nil {
-		hint := ""
-		if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
-			hint = "; -allow-initial-errors runs anyway and counts the errors"
-		}
-		return cmd.exit(stderr, fmt.Errorf("%w%s", err, hint))
+		return cmd.exit(stderr, withRunHint(err))
 	}
 	// The result file is written before anything is printed, so that a reader
 	// that goes away (| head) cannot cost the result.
@@ -100,6 +100,14 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
 	}
 	return exitOK
+}
+
+// withRunHint adds to a run's failure what the user can do about it.
+func withRunHint(err error) error {
+	if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
+		return fmt.Errorf("%w; -allow-initial-errors runs anyway and counts the errors", err)
+	}
+	return err
 }
 
 // loadEndEvent ends a load's live session: its final figures (the rate
@@ -127,6 +135,9 @@ func prepareLoad(f *loadFlags, target string) (protocolLoad, loadgen.Describe, e
 	ps, err := parsePercentiles(f.percentiles)
 	if err != nil {
 		return nil, d, err
+	}
+	if f.sweep.ranged {
+		ps = withSweepPercentiles(ps)
 	}
 	payload, err := f.body()
 	if err != nil {

@@ -34,6 +34,18 @@ func TestLoadBadInput(t *testing.T) {
 		{"provenance not JSON", []string{"-provenance", "{meshperf", url}, "-provenance: not a provenance JSON object"},
 		{"provenance unknown field", []string{"-provenance", `{"mesh":"istio"}`, url}, `unknown field "mesh"`},
 		{"provenance and mesh name", []string{"-provenance", "{}", "-mesh-name", "istio", url}, "without -mesh-name"},
+		{"unparseable objective", []string{"-qps", "100:400", "-slo", "p99=fast", url}, "-slo"},
+		{"objective at no percentile", []string{"-qps", "100:400", "-slo", "5ms", url}, "-slo"},
+		{"range start above end", []string{"-qps", "400:100", url}, "-qps"},
+		{"range step 0", []string{"-qps", "100:400:0", url}, "-qps"},
+		{"range from max rate", []string{"-qps", "0:400", url}, "-qps"},
+		{"range from -1", []string{"-qps", "-1:400", url}, "-qps"},
+		{"range with exact count", []string{"-qps", "100:400", "-n", "10", url}, "-n"},
+		{"range until interrupted", []string{"-qps", "100:400", "-t", "0", url}, "-t 0"},
+		{"objective without range", []string{"-slo", "p99=5ms", url}, "-slo needs a -qps range"},
+		{"refine without range", []string{"-refine", "1", url}, "-refine needs a -qps range"},
+		{"refine above 5", []string{"-qps", "100:400", "-refine", "6", url}, "-refine"},
+		{"refine negative", []string{"-qps", "100:400", "-refine", "-1", url}, "-refine"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runLoadT(t, append([]string{"-quiet"}, tc.args...)...)

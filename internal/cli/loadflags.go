@@ -51,10 +51,11 @@ type loadFlags struct {
 	meshName, meshVersion string
 	provenance            string
 	publish               publishFlags
+	sweep                 sweepFlags
 }
 
 func (f *loadFlags) define(fs *flag.FlagSet) {
-	rateVar(fs, &f.qps, "qps", 8, "target `rate` in requests per second; 0 or -1 for as fast as possible", -1)
+	f.defineQPS(fs)
 	positiveVar(fs, &f.connections, "c", 4, "number of connections")
 	durationVar(fs, &f.duration, "t", 5*time.Second, "how long to run; 0 runs until interrupted")
 	countVar(fs, &f.exactly, "n", 0, "run exactly this many calls instead of for a duration")
@@ -156,7 +157,10 @@ func (f *loadFlags) checkCombinations() error {
 	if f.meshVersion != "" && f.meshName == "" {
 		return errors.New("-mesh-version needs -mesh-name (the mesh it is the version of)")
 	}
-	return f.publish.check()
+	if err := f.publish.check(); err != nil {
+		return err
+	}
+	return f.checkSweep()
 }
 
 // body returns the request payload: -payload-file, else -payload-size random

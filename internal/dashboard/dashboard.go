@@ -61,7 +61,7 @@ var endpoints = []endpoint{
 	{pattern: "GET /api/runs", params: invocationFilters,
 		about:  "the invocations (run ids) matching, newest first, with their modes, run counts, labels and provenance",
 		handle: (*server).invocations},
-	{pattern: "GET /api/runs/{id}", about: "every run of an invocation",
+	{pattern: "GET /api/runs/{id}", about: "every run of an invocation, and a capacity sweep's analysis (sweep) when the invocation was one",
 		handle: (*server).invocation},
 	{pattern: "GET /api/runs/{id}/csv", about: "an invocation's runs as Istio's benchmark CSV (text/csv)",
 		handle: (*server).invocationCSV},

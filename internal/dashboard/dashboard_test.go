@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/capacity"
 	"github.com/meshperf/meshperf/internal/cli"
 	"github.com/meshperf/meshperf/internal/compare"
 	"github.com/meshperf/meshperf/internal/dashboard"
@@ -99,7 +100,7 @@ func labRun(runID, mode string, rep int, start time.Time, inv invocationSpec) re
 		Latency:   lat,
 		Spectrum:  []results.PercentileValue{{Percentile: 50, Ms: v / 4}, {Percentile: 99, Ms: v}},
 		Histogram: labHistogram(v, 29991),
-		Corrected: true, Calls: 29991, Errors: 0, Processes: procs, FortioJSON: "/tmp/lab/" + runID + ".json",
+		Corrected: true, Calls: 29991, Errors: 0, SendDelayP99: 0.21, Processes: procs, FortioJSON: "/tmp/lab/" + runID + ".json",
 		Provenance: prov,
 	}
 }
@@ -524,5 +525,78 @@ func TestControlPlaneRuns(t *testing.T) {
 		got[0].E2EP99Ms == nil || *got[0].E2EP99Ms != 41.5 || got[0].Pushes != nil || got[0].Report["proxies"] != 100.0 ||
 		got[0].Provenance.Meshperf.Version != "v0.9.0" {
 		t.Errorf("cpruns = %+v", got)
+	}
+}
+
+// A sweep's invocation answers its analysis beside its runs, unknown
+// figures as null; an invocation that was no sweep has no sweep key.
+func TestRunHasItsSweep(t *testing.T) {
+	s := newSeededStore(t, invocationSpec{"1.0.0", 2}, invocationSpec{"1.1.0", 4})
+	p99 := capacity.Objective{Percentile: 99, Limit: 5 * time.Millisecond}
+	step := capacity.Step{Label: "run01_qps_1000_c_16_1024_both-sidecars", RequestedRPS: 1000, ActualRPS: 999.7,
+		Latency:   []capacity.PercentileMS{{Percentile: 99, MS: 2.04}},
+		Generator: capacity.Saturation{VCPU: 0.4, Cores: 8, SendDelayP99MS: 0.2},
+		Server:    capacity.Saturation{VCPU: 0.3, Cores: 8, SendDelayP99MS: math.NaN()}}
+	if err := s.st.InsertSweep(results.Sweep{RunID: "run01", Scenario: "quick", Analysis: capacity.Analysis{
+		Objectives: capacity.Objectives{p99}, Baseline: results.ModeNoMesh, CPUs: 8,
+		Curves: []capacity.Curve{{Mode: "both-sidecars", Steps: []capacity.Step{step},
+			Judgements: []capacity.Judgement{{Verdict: capacity.WithinObjectives}}, StopReason: "end of range",
+			Capacity: capacity.Capacity{Objective: "all", RPS: 999.7, LowerBound: true},
+			Fits: []capacity.Fit{{Role: results.RoleClientSidecar, Kind: results.ProxySidecar, Metric: capacity.MetricVCPU,
+				Intercept: 0.12, R2: math.NaN(), Points: 1, MinRPS: 999.7, MaxRPS: 999.7}}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, s)
+	var d struct {
+		Sweep *struct {
+			Objectives []struct {
+				Percentile float64
+				LimitNS    int64 `json:"limit_ns"`
+			}
+			Curves []struct {
+				Mode  string
+				Steps []struct {
+					Server struct {
+						SendDelayP99MS *float64 `json:"send_delay_p99_ms"`
+					}
+				}
+				Capacity struct {
+					RPS        float64
+					LowerBound bool `json:"lower_bound"`
+				}
+				Fits []struct {
+					R2     *float64
+					MaxRPS float64 `json:"max_rps"`
+				}
+			}
+		}
+		Runs []struct {
+			SendDelayP99MS *float64 `json:"send_delay_p99_ms"`
+		}
+	}
+	getJSON(t, srv, "/api/runs/run01", &d)
+	if d.Sweep == nil || len(d.Sweep.Curves) != 1 || len(d.Sweep.Objectives) != 1 || d.Sweep.Objectives[0].LimitNS != 5e6 {
+		t.Fatalf("run01's sweep = %+v", d.Sweep)
+	}
+	c := d.Sweep.Curves[0]
+	if c.Mode != "both-sidecars" || c.Capacity.RPS != 999.7 || !c.Capacity.LowerBound || len(c.Steps) != 1 ||
+		c.Steps[0].Server.SendDelayP99MS != nil || len(c.Fits) != 1 || c.Fits[0].R2 != nil || c.Fits[0].MaxRPS != 999.7 {
+		t.Errorf("run01's curve = %+v, want the stored one with the unknowns null", c)
+	}
+	if len(d.Runs) != 6 || d.Runs[0].SendDelayP99MS == nil || *d.Runs[0].SendDelayP99MS != 0.21 {
+		t.Errorf("runs %+v, want 6 with their send delay, 0.21 ms", d.Runs)
+	}
+	// The run page renders the report with the sweep in its summary.
+	if status, _, body := get(t, srv, "/runs/run01"); status != http.StatusOK {
+		t.Errorf("GET /runs/run01 = %d %s", status, body)
+	}
+	_, _, raw := get(t, srv, "/api/runs/run02")
+	var other map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &other); err != nil || other["runs"] == nil {
+		t.Fatalf("run02 = %s, %v", raw, err)
+	}
+	if _, ok := other["sweep"]; ok {
+		t.Errorf("run02, no sweep, has a sweep key: %s", other["sweep"])
 	}
 }

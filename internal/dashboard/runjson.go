@@ -35,6 +35,7 @@ type runJSON struct {
 	Errors          int64              `json:"errors"`
 	ErrorPercent    compare.Number     `json:"error_percent"`
 	Codes           map[string]int64   `json:"codes,omitempty"`
+	SendDelayP99Ms  compare.Number     `json:"send_delay_p99_ms"` // the load generator's own lateness in sending; null when unknown
 	Processes       []processJSON      `json:"processes"`
 	Prometheus      []promJSON         `json:"prometheus,omitempty"` // lab run -prometheus: each proxy's figures from Prometheus
 	Graph           *graphJSON         `json:"graph,omitempty"`      // a run over a service graph: results.GraphRun
@@ -144,7 +145,7 @@ func runJSONOf(r results.Run) runJSON {
 		MTLS: r.MTLS, StartTime: r.StartTime.UTC(), Network: r.Network,
 		LatencyMs: latencyJSONOf(r.Latency),
 		Spectrum:  []percentileJSON{}, Corrected: r.Corrected, Calls: r.Calls, Errors: r.Errors,
-		ErrorPercent: n(r.ErrorPercent), Codes: r.Codes, Processes: []processJSON{}, Failed: r.Failed,
+		ErrorPercent: n(r.ErrorPercent), Codes: r.Codes, SendDelayP99Ms: n(r.SendDelayP99), Processes: []processJSON{}, Failed: r.Failed,
 		FailureReason: r.FailureReason, FortioJSON: r.FortioJSON, Provenance: r.Provenance, Graph: graphJSONOf(r.Graph),
 	}
 	for _, pv := range r.Spectrum {

@@ -37,7 +37,13 @@ func (s *server) runPage(r *http.Request) (view, error) {
 		return view{}, err
 	}
 	p := runPage{RunID: runs[0].RunID, Scenario: runs[0].Scenario}
-	if p.Report, err = results.RenderReport(runs, results.Summarize(runs)); err != nil {
+	// A sweep's invocation shows its analysis in the report, as the
+	// report the sweep wrote did.
+	summary := results.Summarize(runs)
+	if summary.Sweep, err = s.store.Sweep(p.RunID); err != nil {
+		return view{}, err
+	}
+	if p.Report, err = results.RenderReport(runs, summary); err != nil {
 		return view{}, err
 	}
 	for _, run := range runs {

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -191,6 +192,9 @@ type invocationDetail struct {
 	Scenario   string         `json:"scenario"`
 	Provenance provenanceJSON `json:"provenance"`
 	Runs       []runJSON      `json:"runs"`
+	// Sweep is the capacity.Analysis of a sweep's invocation (its JSON
+	// names, unknown figures as null); absent for any other invocation.
+	Sweep json.RawMessage `json:"sweep,omitempty"`
 }
 
 func (s *server) invocation(r *http.Request) (response, error) {
@@ -201,6 +205,15 @@ func (s *server) invocation(r *http.Request) (response, error) {
 	d := invocationDetail{RunID: runs[0].RunID, Scenario: runs[0].Scenario, Provenance: provenanceOf(runs)}
 	for _, run := range runs {
 		d.Runs = append(d.Runs, runJSONOf(run))
+	}
+	sw, err := s.store.Sweep(d.RunID)
+	if err != nil {
+		return response{}, err
+	}
+	if sw != nil {
+		if d.Sweep, err = results.MarshalNaN(sw.Analysis); err != nil {
+			return response{}, err
+		}
 	}
 	return response{value: d}, nil
 }

@@ -220,7 +220,7 @@ func (l *lab) setupGraphMode(ctx context.Context, spec scenario.RunSpec) error {
 			if err := n.enroll(); err != nil {
 				return err
 			}
-			if err := l.startNodeProxy(n, spec.Mode, spec.ProxyConcurrency); err != nil {
+			if err := l.startNodeProxy(n, spec); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -249,6 +250,10 @@ func checkOutputs(t *testing.T, rep *Report) {
 	for _, r := range runs {
 		if !r.Failed && len(r.Spectrum) == 0 {
 			t.Errorf("%s: stored without its latency spectrum", r.Label)
+		}
+		// The load generator at a set rate lists its send delay's P99.
+		if !r.Failed && r.Corrected && (math.IsNaN(r.SendDelayP99) || r.SendDelayP99 < 0) {
+			t.Errorf("%s: stored send delay P99 %v ms, want the load generator's", r.Label, r.SendDelayP99)
 		}
 	}
 }

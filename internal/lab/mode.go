@@ -221,7 +221,7 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 		if err := n.enroll(); err != nil {
 			return err
 		}
-		if err := l.startNodeProxy(n, spec.Mode, spec.ProxyConcurrency); err != nil {
+		if err := l.startNodeProxy(n, spec); err != nil {
 			return err
 		}
 	}
@@ -242,8 +242,8 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
 	// A stopped sidecar drains before it exits: SIGKILL only after that.
 	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
-		StopGrace: sidecarDrain + 2*time.Second,
-		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
+		StopGrace: sidecarDrain + 2*time.Second, CPULimit: spec.ProxyCPULimit,
+		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	if l.kind() == pod.KindNetns && !s.waypoint {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
 			return fmt.Errorf("lab: %w", err)

@@ -185,7 +185,8 @@ func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []st
 // (it enters the pods' namespaces and marks its sockets there), in a
 // working directory of its own: ztunnel reads a mesh config and a token
 // relative to it, and must find none.
-func (l *lab) startNodeProxy(n *node, m scenario.Mode, workers int) error {
+func (l *lab) startNodeProxy(n *node, spec scenario.RunSpec) error {
+	m, workers := spec.Mode, spec.ProxyConcurrency
 	path, args, binary, err := l.nodeProxyCommand(n, m)
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", n.role, err)
@@ -205,8 +206,8 @@ func (l *lab) startNodeProxy(n *node, m scenario.Mode, workers int) error {
 	env := nodeProxyEnv(nodeProxyEnvConfig{node: n.name, ip: n.ns.IP(), pilot: pilot, rootCert: rootCert,
 		zds: n.zds.Path(), workers: workers})
 	p, err := n.ns.Start(proc.Spec{Name: n.role, Path: path, Args: args, Env: append(os.Environ(), env...), Dir: dir,
-		StopGrace: sidecarDrain + 2*time.Second,
-		LogPath:   filepath.Join(l.logDir, strings.ReplaceAll(n.role, " ", "-")+".log")})
+		StopGrace: sidecarDrain + 2*time.Second, CPULimit: spec.ProxyCPULimit,
+		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(n.role, " ", "-")+".log")})
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", n.role, err)
 	}

@@ -30,6 +30,9 @@ func Preflight(cfg Config) error {
 	if err := preflightPrometheus(cfg); err != nil {
 		return err
 	}
+	if cfg.Scenario.ProxyCPULimit != 0 && os.Geteuid() != 0 {
+		return errors.New("proxyCPULimit: a proxy's CPU limit is a cgroup quota, which needs root; run meshperf lab as root or leave the limit out")
+	}
 	if cfg.Scenario.IsGraph() {
 		meminfo, err := readMeminfo()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"sync"
@@ -69,6 +70,9 @@ type Spec struct {
 	// started does not outlive a test binary that was killed; zero sends
 	// none.
 	ParentDeathSignal syscall.Signal
+	// CPULimit caps the process's CPU at this many CPUs, as a container's
+	// CPU limit does (cpulimit.go); zero leaves it unlimited. Needs root.
+	CPULimit float64
 	// Launch starts the prepared command; nil means (*exec.Cmd).Start. A
 	// lab pod passes its own, which forks the child inside the pod's
 	// network namespace.
@@ -125,6 +129,9 @@ func Start(spec Spec) (*Process, error) {
 			return nil, fmt.Errorf("%s: stale ready file: %w", spec.Name, err)
 		}
 	}
+	if spec.CPULimit != 0 && !(spec.CPULimit > 0 && spec.CPULimit < math.Inf(1)) {
+		return nil, fmt.Errorf("start %s: CPU limit must be above 0, got %v", spec.Name, spec.CPULimit)
+	}
 	launch := spec.Launch
 	if launch == nil {
 		launch = (*exec.Cmd).Start
@@ -132,8 +139,24 @@ func Start(spec Spec) (*Process, error) {
 	if err := launch(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
+	var limit *cpuLimit
+	if spec.CPULimit != 0 {
+		var err error
+		if limit, err = limitCPU(cmd.Process.Pid, spec.CPULimit); err != nil {
+			// An unlimited process would measure something else than
+			// what was asked: it does not run at all.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+		}
+	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		if limit != nil {
+			// Best effort: a cgroup left behind is empty and harmless,
+			// and meshperf lab clean removes it.
+			_ = limit.delete()
+		}
 		close(p.done)
 	}()
 	return p, nil

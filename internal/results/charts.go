@@ -21,6 +21,9 @@ type series struct {
 	name   string
 	xs, ys []float64
 	color  color.Color
+	// dashes, when set, dash the line: a sweep's proxies of one mode share
+	// its colour and tell their roles apart by it.
+	dashes []vg.Length
 }
 
 // chart is a rendered SVG with its title, for the page; Kind names what it
@@ -117,7 +120,7 @@ func linesPlot(title, xLabel, yLabel string, ss []series) (p *plot.Plot, drawn [
 		if s.color != nil {
 			c = s.color
 		}
-		line.Color, line.Width = c, vg.Points(1.8)
+		line.Color, line.Width, line.Dashes = c, vg.Points(1.8), s.dashes
 		points.Color, points.Shape, points.Radius = c, draw.CircleGlyph{}, vg.Points(2.6)
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)

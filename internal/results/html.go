@@ -13,7 +13,8 @@ import (
 // SVG, no scripts, fonts or links to fetch) with a header (scenario, date,
 // machine, network, and the runs' provenance: meshperf's build, the data
 // and control planes with their versions, the parameters hash, labels), the summary table, the charts for the axes that vary,
-// and every run with failures flagged.
+// and every run with failures flagged. A sweep's report (Summary.Sweep)
+// opens with its analysis instead of the per-point charts.
 func WriteHTML(w io.Writer, runs []Run, s Summary) error {
 	if s.Machine == (Machine{}) {
 		s.Machine = LocalMachine()
@@ -57,7 +58,16 @@ func RenderReport(runs []Run, s Summary) (ReportParts, error) {
 }
 
 func reportPage(runs []Run, s Summary) (page, error) {
-	secs, err := chartSections(s)
+	// A sweep's steps are runs at rates of each mode's own, so the
+	// per-point charts would compare nothing; its curves stand in for them.
+	var secs []section
+	var sweep *sweepSection
+	var err error
+	if s.Sweep != nil {
+		sweep, err = newSweepSection(s.Sweep.Analysis)
+	} else {
+		secs, err = chartSections(s)
+	}
 	if err != nil {
 		return page{}, err
 	}
@@ -67,7 +77,7 @@ func reportPage(runs []Run, s Summary) (page, error) {
 		return page{}, err
 	}
 	data := page{Summary: s, Sections: append(secs, graphSecs...), Runs: runs, Date: firstStart(runs),
-		NoBaseline: s.noBaseline(), Graph: gps}
+		NoBaseline: s.noBaseline(), Graph: gps, Sweep: sweep}
 	for _, r := range runs {
 		data.Prometheus = data.Prometheus || len(r.Prometheus) > 0
 	}
@@ -86,6 +96,9 @@ type page struct {
 	// Graph are the points at which runs went over a service graph
 	// (graphreport.go); none for two-pod runs.
 	Graph []graphPoint
+	// Sweep is a capacity sweep's part (sweepreport.go), first after the
+	// header; nil when the runs are not a sweep's.
+	Sweep *sweepSection
 }
 
 func firstStart(runs []Run) string {
@@ -173,7 +186,7 @@ var pageTemplate = template.Must(template.Must(styleTemplate.Clone()).New("repor
 <dt>Network</dt><dd>{{with .Summary.Network}}{{.}}{{with networkNote .}}: {{.}}{{end}}{{else}}unknown{{end}}</dd>
 <dt>Runs</dt><dd>{{len .Runs}}{{with .Summary.Excluded}}, {{len .}} left out of the summary{{end}}</dd>
 </dl>{{end}}
-{{define "body"}}
+{{define "body"}}{{template "sweep" .}}
 <h2>Summary</h2>
 <p>Median over repetitions. Added latency is against no-mesh at the same connections and rate; per-proxy figures are the mean of the run's sidecars or node proxies{{if .Summary.AmbientProxies}} (a waypoint's are in the next table){{end}}. Runs that failed or had more than {{maxErr}}% errors are left out, as Istio does.</p>
 <div class="scroll"><table id="summary">

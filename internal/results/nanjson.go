@@ -10,8 +10,9 @@ import (
 
 // JSON has no NaN, and the figures the store keeps as documents (a
 // sweep's capacity.Analysis) use NaN for "unknown" in plain float64
-// fields, whose types belong to other packages. marshalNaN and
-// unmarshalNaN carry such a value through JSON by its own json tags, an
+// fields, whose types belong to other packages. MarshalNaN and
+// UnmarshalNaN (also for the dashboard's API, which answers the same
+// documents) carry such a value through JSON by its own json tags, an
 // unknown figure as null: encoding/json alone would refuse the NaN on the
 // way out and read null back as 0, a figure that was never measured.
 
@@ -20,10 +21,10 @@ var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 )
 
-// marshalNaN is json.Marshal with every NaN or infinite float written as
+// MarshalNaN is json.Marshal with every NaN or infinite float written as
 // null. It honours json tag names, omitempty and "-"; a struct with two
 // fields under one name is an error, where encoding/json drops both.
-func marshalNaN(v any) ([]byte, error) {
+func MarshalNaN(v any) ([]byte, error) {
 	tree, err := nanTree(reflect.ValueOf(v))
 	if err != nil {
 		return nil, err
@@ -110,9 +111,9 @@ func emptyJSON(v reflect.Value) bool {
 	return false
 }
 
-// unmarshalNaN is json.Unmarshal into v (a pointer), then every float
+// UnmarshalNaN is json.Unmarshal into v (a pointer), then every float
 // field whose JSON value was null set to NaN.
-func unmarshalNaN(data []byte, v any) error {
+func UnmarshalNaN(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return err
 	}

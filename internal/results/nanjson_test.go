@@ -47,7 +47,7 @@ func TestNaNJSONRoundTrip(t *testing.T) {
 		Wait:     5 * time.Millisecond,
 		hidden:   9,
 	}
-	data, err := marshalNaN(in)
+	data, err := MarshalNaN(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestNaNJSONRoundTrip(t *testing.T) {
 		t.Errorf("time or duration not as encoding/json writes them: %s", data)
 	}
 	var out nanDoc
-	if err := unmarshalNaN(data, &out); err != nil {
+	if err := UnmarshalNaN(data, &out); err != nil {
 		t.Fatal(err)
 	}
 	// Back: every NaN and the infinity are NaN, every other figure as it was.
@@ -153,7 +153,7 @@ func TestNaNJSONRefusesTwoFieldsOfOneName(t *testing.T) {
 		A float64
 		B float64 `json:"A"`
 	}
-	if data, err := marshalNaN(twice{1, 2}); err == nil || !strings.Contains(err.Error(), `"A"`) {
+	if data, err := MarshalNaN(twice{1, 2}); err == nil || !strings.Contains(err.Error(), `"A"`) {
 		t.Errorf("marshalled %s, %v; want an error naming the field", data, err)
 	}
 }

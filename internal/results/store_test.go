@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -297,20 +298,7 @@ func TestStoreMigrationKeepsOlderRows(t *testing.T) {
 func testStoreMigrationKeepsOlderRows(t *testing.T, db string, raw conn) {
 	// A schema-3 database (before provenance) with one run: opening it adds
 	// the provenance columns and keeps the run, with empty provenance.
-	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (3)`}
-	for _, m := range migrations[:3] {
-		stmts = append(stmts, raw.d.schema(m))
-	}
-	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
-		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
-		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
-		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
-		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
-	for _, q := range stmts {
-		if _, err := raw.exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	schemaAt(t, raw, 3, oldRun)
 	st := openStore(t, db)
 	if v, _ := st.Version(); v != SchemaVersion {
 		t.Fatalf("version %d after migration, want %d", v, SchemaVersion)
@@ -328,6 +316,29 @@ func testStoreMigrationKeepsOlderRows(t *testing.T, db string, raw conn) {
 	}
 	if runs, err = st.Runs(Filter{Labels: "nightly"}); err != nil || len(runs) != 1 || runs[0].Provenance != sampleProvenance() {
 		t.Fatalf("new run after migration: %+v, %v", runs, err)
+	}
+}
+
+// oldRun is a run as every schema from the first on could store it.
+const oldRun = `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
+	requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
+	p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
+	VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
+	'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`
+
+// schemaAt makes raw's database a store at an older schema version, as a
+// meshperf of that version left it, then runs extra statements in it (rows
+// of that version).
+func schemaAt(t *testing.T, raw conn, version int, extra ...string) {
+	t.Helper()
+	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (` + strconv.Itoa(version) + `)`}
+	for _, m := range migrations[:version] {
+		stmts = append(stmts, raw.d.schema(m))
+	}
+	for _, q := range append(stmts, extra...) {
+		if _, err := raw.exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }
 

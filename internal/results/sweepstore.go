@@ -35,7 +35,7 @@ func insertSweep(c conn, sw Sweep) error {
 	if sw.RunID == "" {
 		return errors.New("the sweep has no run id")
 	}
-	analysis, err := marshalNaN(sw.Analysis)
+	analysis, err := MarshalNaN(sw.Analysis)
 	if err != nil {
 		return fmt.Errorf("encode the analysis: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *Store) Sweep(runID string) (*Sweep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the sweep of run %s from %s: %w", runID, s.where, err)
 	}
-	if err := unmarshalNaN([]byte(analysis), &sw.Analysis); err != nil {
+	if err := UnmarshalNaN([]byte(analysis), &sw.Analysis); err != nil {
 		return nil, fmt.Errorf("read the sweep of run %s from %s: its analysis: %w", runID, s.where, err)
 	}
 	return &sw, nil

@@ -91,20 +91,7 @@ func TestStoreUpgradeFromSchema7(t *testing.T) { forEachDialect(t, testStoreUpgr
 func testStoreUpgradeFromSchema7(t *testing.T, db string, raw conn) {
 	// A schema-7 store with one run: opening it adds the send delay (NULL,
 	// so NaN, for the old run) and the sweeps' table.
-	stmts := []string{`CREATE TABLE schema_version (version INTEGER NOT NULL)`, `INSERT INTO schema_version VALUES (7)`}
-	for _, m := range migrations[:7] {
-		stmts = append(stmts, raw.d.schema(m))
-	}
-	stmts = append(stmts, `INSERT INTO runs (run_id, label, scenario, mode, protocol, repetition, connections,
-		requested_qps, actual_qps, duration_ns, payload_bytes, response_bytes, mtls, start_time, start_unix_ns, network,
-		p90_ms, corrected, calls, errors, error_percent, failed, failure_reason, fortio_json)
-		VALUES ('old', 'old_qps_1000', 'quick', 'no-mesh', 'http', 1, 4, 1000, 1000, 1, 0, 0, 0,
-		'2026-01-02T03:04:05Z', 0, 'netns', 0.25, 1, 10, 0, 0, 0, '', '')`)
-	for _, q := range stmts {
-		if _, err := raw.exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	schemaAt(t, raw, 7, oldRun)
 	st := openStore(t, db)
 	if v, _ := st.Version(); v != SchemaVersion {
 		t.Fatalf("version %d after the upgrade, want %d", v, SchemaVersion)

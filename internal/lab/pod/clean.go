@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // Removed lists what Clean removed.
@@ -14,11 +16,12 @@ type Removed struct {
 	Processes []int    // killed because they were inside a lab namespace
 	Netns     []string // named namespaces deleted
 	Links     []string // bridges and veths deleted
+	Cgroups   []string // empty CPU-limit cgroups removed (proc.CgroupParent)
 }
 
 // Empty reports whether nothing was removed.
 func (r Removed) Empty() bool {
-	return len(r.Processes) == 0 && len(r.Netns) == 0 && len(r.Links) == 0
+	return len(r.Processes) == 0 && len(r.Netns) == 0 && len(r.Links) == 0 && len(r.Cgroups) == 0
 }
 
 // Clean removes what lab networks whose names start with prefix left
@@ -77,6 +80,15 @@ func Clean(prefix string) (Removed, error) {
 	}
 	for _, name := range bridges {
 		r.Links, errs = deleteCounted(name, r.Links, errs)
+	}
+	if prefix == Prefix {
+		// CPU-limit cgroups are per process, not per run: only a clean
+		// of every run removes them (those still in use stay).
+		cg, err := proc.CleanCgroups()
+		r.Cgroups = cg
+		if err != nil {
+			errs = append(errs, fmt.Errorf("clean: %w", err))
+		}
 	}
 	return r, errors.Join(errs...)
 }

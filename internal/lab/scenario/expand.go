@@ -29,6 +29,7 @@ type RunSpec struct {
 	MTLS             bool
 	AccessLog        bool
 	ProxyConcurrency int
+	ProxyCPULimit    float64 // CPUs per proxy; 0: no limit
 	Jitter, Uniform  bool
 }
 
@@ -70,6 +71,7 @@ func (s *Scenario) spec(i, total, rep int, m Mode, c, q int) RunSpec {
 		MTLS:             s.MTLS && m == BothSidecars || m.AlwaysMTLS(),
 		AccessLog:        s.AccessLog,
 		ProxyConcurrency: s.ProxyConcurrency,
+		ProxyCPULimit:    s.ProxyCPULimit,
 		Jitter:           s.Jitter, Uniform: s.Uniform,
 	}
 }

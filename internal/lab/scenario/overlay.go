@@ -23,6 +23,7 @@ type Overrides struct {
 	MTLS             *bool          // -mtls
 	AccessLog        *bool          // -access-log
 	ProxyConcurrency *int           // -concurrency
+	ProxyCPULimit    *float64       // -proxy-cpu-limit
 	Repetitions      *int           // -repetitions
 }
 
@@ -32,6 +33,7 @@ var flagNames = map[string]string{
 	"duration": "-duration", "warmup": "-warmup", "payloadSize": "-size",
 	"protocol": "-protocol", "mtls": "-mtls", "accessLog": "-access-log",
 	"proxyConcurrency": "-concurrency", "repetitions": "-repetitions",
+	"proxyCPULimit": "-proxy-cpu-limit",
 }
 
 // FlagName is the flag that sets a scenario field ("connections" -> "-conn").
@@ -64,6 +66,7 @@ func (s *Scenario) Apply(o Overrides) (*Scenario, error) {
 	setIf(&c.MTLS, o.MTLS, same[bool])
 	setIf(&c.AccessLog, o.AccessLog, same[bool])
 	setIf(&c.ProxyConcurrency, o.ProxyConcurrency, same[int])
+	setIf(&c.ProxyCPULimit, o.ProxyCPULimit, same[float64])
 	setIf(&c.Repetitions, o.Repetitions, same[int])
 	if err := c.Validate(); err != nil {
 		var fe *FieldError
@@ -100,6 +103,8 @@ func (o Overrides) sets(field string) bool {
 		return o.Protocol != nil
 	case "proxyConcurrency":
 		return o.ProxyConcurrency != nil
+	case "proxyCPULimit":
+		return o.ProxyCPULimit != nil
 	case "repetitions":
 		return o.Repetitions != nil
 	}

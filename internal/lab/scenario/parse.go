@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/meshperf/meshperf/internal/strictyaml"
 )
 
@@ -68,6 +70,7 @@ var fields = []decoder{
 	{"mtls", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.MTLS) }},
 	{"accessLog", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.AccessLog) }},
 	{"proxyConcurrency", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.ProxyConcurrency) }},
+	{"proxyCPULimit", func(s *Scenario, r json.RawMessage) error { return decodeCPU(r, &s.ProxyCPULimit) }},
 	{"repetitions", func(s *Scenario, r json.RawMessage) error { return strictyaml.WholeNumber(r, &s.Repetitions) }},
 	{"jitter", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.Jitter) }},
 	{"uniform", func(s *Scenario, r json.RawMessage) error { return strictyaml.Bool(r, &s.Uniform) }},
@@ -221,4 +224,34 @@ func nameFromSource(source string) string {
 	base := source[strings.LastIndexAny(source, `/\`)+1:]
 	base = strings.TrimSuffix(strings.TrimSuffix(base, ".yaml"), ".yml")
 	return base
+}
+
+// decodeCPU reads a CPU amount as Kubernetes writes one: a quantity such
+// as "500m" or "1.5", or a bare number of CPUs.
+func decodeCPU(raw json.RawMessage, dst *float64) error {
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		var n float64
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("want a number of CPUs or a quantity such as 500m")
+		}
+		*dst = n
+		return nil
+	}
+	cpus, err := ParseCPU(text)
+	if err != nil {
+		return err
+	}
+	*dst = cpus
+	return nil
+}
+
+// ParseCPU reads a Kubernetes CPU quantity ("500m", "2", "0.25") as a
+// number of CPUs.
+func ParseCPU(text string) (float64, error) {
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a CPU quantity (e.g. 500m or 0.5)", text)
+	}
+	return q.AsApproximateFloat64(), nil
 }

@@ -192,6 +192,13 @@ type Scenario struct {
 	// ProxyConcurrency (proxyConcurrency) is the sidecar's worker thread
 	// count, Istio's proxy concurrency. 1..64. Default 2, as Istio's runs.
 	ProxyConcurrency int `json:"proxyConcurrency"`
+	// ProxyCPULimit (proxyCPULimit) caps each proxy's CPU (sidecars, node
+	// proxies, the waypoint) at this many CPUs, as Istio's
+	// sidecar.istio.io/proxyCPULimit annotation sets the sidecar
+	// container's limit: a Kubernetes quantity ("500m") or a number of
+	// CPUs (0.5), 0.01 to 64. Needs network namespaces (root). Default 0:
+	// no limit, as Istio's benchmarks run.
+	ProxyCPULimit float64 `json:"proxyCPULimit,omitempty"`
 	// Repetitions (repetitions) repeats the whole matrix; the summary takes
 	// the median across repetitions. 1..100. Default 1.
 	Repetitions int `json:"repetitions"`

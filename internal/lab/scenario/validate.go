@@ -14,8 +14,12 @@ const (
 	MaxQPS              = 1_000_000
 	MaxPayloadSize      = 16 << 20
 	MaxProxyConcurrency = 64
-	MaxRepetitions      = 100
-	MaxDuration         = 24 * time.Hour
+	// A proxy's CPU limit: the kubelet's smallest useful quota (10m) to
+	// the largest machine a lab runs on.
+	MinProxyCPULimit = 0.01
+	MaxProxyCPULimit = 64.0
+	MaxRepetitions   = 100
+	MaxDuration      = 24 * time.Hour
 	// MaxRuns bounds the matrix (repetitions × modes × connections × qps),
 	// which would otherwise be unbounded in the product of four lists.
 	MaxRuns = 10_000
@@ -141,6 +145,9 @@ func knownMode(m Mode) bool {
 func (s *Scenario) validateCounts() error {
 	if s.ProxyConcurrency < 1 || s.ProxyConcurrency > MaxProxyConcurrency {
 		return fieldErr("proxyConcurrency", "must be 1 to %d workers, got %d", MaxProxyConcurrency, s.ProxyConcurrency)
+	}
+	if s.ProxyCPULimit != 0 && (s.ProxyCPULimit < MinProxyCPULimit || s.ProxyCPULimit > MaxProxyCPULimit) {
+		return fieldErr("proxyCPULimit", "must be %g to %g CPUs (0: no limit), got %g", MinProxyCPULimit, MaxProxyCPULimit, s.ProxyCPULimit)
 	}
 	if s.Repetitions < 1 || s.Repetitions > MaxRepetitions {
 		return fieldErr("repetitions", "must be 1 to %d, got %d", MaxRepetitions, s.Repetitions)
