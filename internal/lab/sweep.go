@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/meshperf/meshperf/internal/capacity"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -189,28 +188,11 @@ func (l *lab) sweepMode(ctx context.Context, store *results.Store, opts SweepOpt
 // notMetAtStart says what a mode's finished search means for the sweep:
 // when the mode missed the objectives (or gave way) at its first, lowest
 // step, the line that says so — "ambient: cannot meet p99=5ms even at the
-// lowest rate, 500 rps (p99 7.2 ms)" — and, when that mode is the
+// lowest rate, 500 rps (p99 7.2 ms > 5ms)" — and, when that mode is the
 // baseline, that the sweep stops: no mode through a mesh can do better.
 func notMetAtStart(m scenario.Mode, search *capacity.Search, steps []capacity.Step, objs capacity.Objectives) (line string, stop bool) {
 	if !search.NotMetAtStart() || len(steps) == 0 {
 		return "", false
 	}
-	first := steps[0]
-	j := capacity.Judge(first, objs)
-	stop = m == scenario.NoMesh
-	if j.Verdict != capacity.ObjectiveBroken || len(j.Broken) == 0 {
-		return fmt.Sprintf("%s: cannot meet the objectives even at the lowest rate, %d rps: %s", m, first.RequestedRPS, j.Detail), stop
-	}
-	var missed, seen []string
-	for _, o := range j.Broken {
-		missed = append(missed, o.String())
-		if ms, ok := first.At(o.Percentile); ok {
-			seen = append(seen, fmt.Sprintf("p%g %.3g ms", o.Percentile, ms))
-		}
-	}
-	line = fmt.Sprintf("%s: cannot meet %s even at the lowest rate, %d rps", m, strings.Join(missed, ","), first.RequestedRPS)
-	if len(seen) > 0 {
-		line += " (" + strings.Join(seen, ", ") + ")"
-	}
-	return line, stop
+	return fmt.Sprintf("%s: %s", m, capacity.LowestRateMissed(objs, steps[0], capacity.Judge(steps[0], objs))), m == scenario.NoMesh
 }

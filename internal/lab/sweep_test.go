@@ -156,8 +156,8 @@ func TestNotMetAtStart(t *testing.T) {
 		line     string
 		stopping bool
 	}{
-		{scenario.NoMesh, []capacity.Step{slow}, "no-mesh: cannot meet p99=5ms even at the lowest rate, 500 rps (p99 7.2 ms)", true},
-		{scenario.Ambient, []capacity.Step{slow}, "ambient: cannot meet p99=5ms even at the lowest rate, 500 rps (p99 7.2 ms)", false},
+		{scenario.NoMesh, []capacity.Step{slow}, "no-mesh: cannot meet p99=5ms even at the lowest rate, 500 rps (p99 7.2 ms > 5ms)", true},
+		{scenario.Ambient, []capacity.Step{slow}, "ambient: cannot meet p99=5ms even at the lowest rate, 500 rps (p99 7.2 ms > 5ms)", false},
 		{scenario.NoMesh, []capacity.Step{step(500, 2, 0.1), step(1000, 7.2, 0.1)}, "", false},
 		{scenario.NoMesh, []capacity.Step{step(500, 7.2, 30)}, "", false}, // the generator behind its schedule
 	} {
