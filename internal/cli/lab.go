@@ -20,7 +20,7 @@ import (
 	"github.com/meshperf/meshperf/internal/live"
 )
 
-// Lab runs `meshperf lab run|list|clean`. Exit status: 0 every run
+// Lab runs `meshperf lab run|list|sweep|soak|clean`. Exit status: 0 every run
 // succeeded; 1 a run failed or the lab could not start; 2 bad arguments.
 func Lab(args []string, stdout, stderr io.Writer) int {
 	lab := commandGroup{
@@ -31,6 +31,8 @@ func Lab(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return labRun(args, stdout, stderr) }},
 			{name: "list", about: "list the shipped scenarios, their runs and how long they take",
 				run: func(args []string) int { return labList(args, stdout, stderr) }},
+			{name: "sweep", about: "raise the rate through each mode up to saturation: knees, capacities under latency objectives, sizing advice",
+				run: func(args []string) int { return labSweep(args, stdout, stderr) }},
 			{name: "soak", about: "one long run through the sidecars, watching each sidecar's memory over time",
 				run: func(args []string) int { return labSoak(args, stdout, stderr) }},
 			{name: "clean", about: "remove the pods, links and processes an interrupted run left behind",
@@ -119,14 +121,7 @@ func runLabMatrix(cmd *command, cfg lab.Config, publish *publishFlags, stdout, s
 	cfg.Out, cfg.Progress, cfg.ProgressTTY = stdout, stdout, isTerminal(stdout)
 	pub := startLabPublishing(publish, &cfg, stderr)
 	rep, err := lab.Run(ctx, cfg)
-	failed := 0
-	if rep != nil {
-		for _, o := range rep.Outcomes {
-			if o.Run.Failed {
-				failed++
-			}
-		}
-	}
+	failed := failedRuns(rep)
 	if pub != nil {
 		pub.Publish(labEndEvent(rep, failed, ctx.Err(), err))
 		pub.Close()
@@ -138,6 +133,19 @@ func runLabMatrix(cmd *command, cfg lab.Config, publish *publishFlags, stdout, s
 		return exitFailed
 	}
 	return exitOK
+}
+
+// failedRuns counts rep's failed runs; none without a report.
+func failedRuns(rep *lab.Report) int {
+	failed := 0
+	if rep != nil {
+		for _, o := range rep.Outcomes {
+			if o.Run.Failed {
+				failed++
+			}
+		}
+	}
+	return failed
 }
 
 // startLabPublishing opens the lab's live session (or joins the one
@@ -321,6 +329,13 @@ func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	}
 	intList("conn", "connection `counts`, e.g. 2,4,8", &o.Connections)
 	intList("qps", "request `rates`, e.g. 500,1000 (0: as fast as possible)", &o.QPS)
+	shapeFlags(fs, o)
+	wholeNumberFlag(fs, "repetitions", "`times` to repeat the matrix", &o.Repetitions)
+}
+
+// shapeFlags registers the scenario's flags other than its connection
+// counts and rates, which a sweep takes its own way.
+func shapeFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	fs.Func("modes", "`modes`: no-mesh,server-sidecar,client-sidecar,both-sidecars,ambient,ambient-waypoint", func(v string) (err error) {
 		o.Modes, err = scenario.ParseModes("-modes", v)
 		return err
@@ -337,19 +352,8 @@ func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	}
 	durFlag("duration", "each run's load `time`, warm-up included", &o.Duration)
 	durFlag("warmup", "`time` left out of CPU/memory sampling", &o.Warmup)
-	intFlag := func(name, usage string, dst **int) {
-		fs.Func(name, usage, func(v string) error {
-			var n int
-			if _, err := fmt.Sscan(v, &n); err != nil {
-				return fmt.Errorf("not a whole number")
-			}
-			*dst = &n
-			return nil
-		})
-	}
-	intFlag("size", "response payload `bytes`", &o.PayloadSize)
-	intFlag("concurrency", "sidecar worker `threads`", &o.ProxyConcurrency)
-	intFlag("repetitions", "`times` to repeat the matrix", &o.Repetitions)
+	wholeNumberFlag(fs, "size", "response payload `bytes`", &o.PayloadSize)
+	wholeNumberFlag(fs, "concurrency", "sidecar worker `threads`", &o.ProxyConcurrency)
 	fs.Func("proxy-cpu-limit", "cap each proxy's CPU at `cpus` (500m or 0.5), as Istio's sidecar.istio.io/proxyCPULimit; needs root", func(v string) error {
 		cpus, err := scenario.ParseCPU(v)
 		o.ProxyCPULimit = &cpus
@@ -372,6 +376,18 @@ func overrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	}
 	boolFlag("mtls", "mutual TLS between sidecars (-mtls=false to turn off)", &o.MTLS)
 	boolFlag("access-log", "sidecar access logs", &o.AccessLog)
+}
+
+// wholeNumberFlag registers an override that is set only when given.
+func wholeNumberFlag(fs *flag.FlagSet, name, usage string, dst **int) {
+	fs.Func(name, usage, func(v string) error {
+		var n int
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			return fmt.Errorf("not a whole number")
+		}
+		*dst = &n
+		return nil
+	})
 }
 
 func labNetwork(v string) (pod.Kind, error) {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
 
 func TestLabRunBadInputIsOneLineExit2(t *testing.T) {
@@ -50,7 +53,7 @@ func TestLabList(t *testing.T) {
 	if !strings.HasPrefix(out, "quick (default): 4 runs, about 1m48s\n") {
 		t.Errorf("list does not start with the default scenario and its estimate:\n%s", out)
 	}
-	for _, name := range []string{"latency:", "cpu-mem:", "istio-1.24:"} {
+	for _, name := range []string{"latency:", "cpu-mem:", "istio-1.24:", "sweep: 30 runs, about 5m30s"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("list lacks %s:\n%s", name, out)
 		}
@@ -87,5 +90,66 @@ func TestLabRunPrometheusMissing(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("the output directory was made (%v): something started", err)
+	}
+}
+
+// lab sweep's bad input: one line, exit 2, before anything starts (no
+// output directory is made).
+func TestLabSweepBadInputIsOneLineExit2(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-slo", "p99"}, "-slo"},
+		{[]string{"-slo", "p99=fast"}, "-slo"},
+		{[]string{"-rates", "2000:1000"}, "-rates"},
+		{[]string{"-rates", "fast"}, "-rates"},
+		{[]string{"-target-rps", "0"}, "-target-rps: must be at least 1, got 0"},
+		{[]string{"-target-rps", "-5"}, "-target-rps: must be at least 1, got -5"},
+		{[]string{"-refine", "9"}, "-refine: must be 0 to 5, got 9"},
+		{[]string{"-conn", "4,8"}, "a sweep takes one connection count, got 2"},
+		{[]string{"-qps", "100"}, "flag provided but not defined: -qps"},
+		{[]string{"-repetitions", "2"}, "flag provided but not defined: -repetitions"},
+		{[]string{"quick"}, "scenario quick: its qps [1000] cannot be the sweep's ladder: a sweep needs at least 2 rates, got 1; give -rates"},
+		{[]string{"acmeair"}, "app acmeair has no request rate to raise"},
+		{[]string{"sweep", "quick"}, "one scenario at a time"},
+	} {
+		args := append([]string{"sweep", "-network", "loopback", "-modes", "no-mesh,both-sidecars", "-out", out}, c.args...)
+		var stdout, stderr bytes.Buffer
+		code := Lab(args, &stdout, &stderr)
+		msg := stderr.String()
+		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
+			t.Errorf("lab %q: exit %d, stderr %q; want exit 2 and one line with %q", args, code, msg, c.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("lab %q: wrote to stdout: %q", args, stdout.String())
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Fatalf("lab %q: the output directory was made (%v): something started", args, err)
+		}
+	}
+}
+
+// A scenario's qps list is the default ladder only when it climbs.
+func TestSweepOptionsLadder(t *testing.T) {
+	s := &scenario.Scenario{Name: "mine", Connections: []int{4}, QPS: []int{100, 400, 200}}
+	if _, err := sweepOptions(s, labSweepFlags{}); err == nil || !strings.Contains(err.Error(), "must go up, got 200 after 400; give -rates") {
+		t.Errorf("descending qps: %v", err)
+	}
+	s.QPS = []int{0, 100}
+	if _, err := sweepOptions(s, labSweepFlags{}); err == nil || !strings.Contains(err.Error(), "above 0") {
+		t.Errorf("qps 0: %v", err)
+	}
+	s.QPS = []int{100, 200, 400}
+	target := 300
+	opts, err := sweepOptions(s, labSweepFlags{refine: 3, target: &target})
+	if err != nil || !slices.Equal(opts.Rates, s.QPS) || opts.Refine != 3 || opts.TargetRPS != 300 {
+		t.Errorf("ascending qps: %+v, %v", opts, err)
+	}
+	opts, err = sweepOptions(s, labSweepFlags{rates: []int{50, 100}})
+	if err != nil || !slices.Equal(opts.Rates, []int{50, 100}) {
+		t.Errorf("-rates over the scenario's qps: %+v, %v", opts, err)
 	}
 }

@@ -181,7 +181,7 @@ func runSweep(ctx context.Context, cmd *command, f *loadFlags, target string, st
 		stop = "interrupted"
 	}
 	if search.NotMetAtStart() && len(steps) > 0 {
-		fmt.Fprintln(out, notMetAtStart(f.sweep.objectives, steps[0], first))
+		fmt.Fprintln(out, capacity.LowestRateMissed(f.sweep.objectives, steps[0], first)+"; the sweep stops")
 	}
 	a := capacity.Analyze(capacity.Input{
 		Objectives: f.sweep.objectives,
@@ -266,17 +266,6 @@ func processCPU() (time.Duration, error) {
 		return 0, fmt.Errorf("reading the generator's CPU time: %w", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
-}
-
-// notMetAtStart says that the sweep's first, lowest rate already missed: the
-// objectives (or, without any, the rate itself or error-free calls) cannot
-// be met at any rate of the range.
-func notMetAtStart(objs capacity.Objectives, s capacity.Step, j capacity.Judgement) string {
-	what := "the rate without errors"
-	if len(objs) > 0 {
-		what = objs.String()
-	}
-	return fmt.Sprintf("cannot meet %s even at the lowest rate, %d rps (%s); the sweep stops", what, s.RequestedRPS, j.Detail)
 }
 
 // describeSweep is a sweep's first line: what is about to happen.

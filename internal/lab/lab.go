@@ -116,6 +116,12 @@ type Report struct {
 	// NodeProxies say what ran as each node proxy, e.g. "client node proxy
 	// (node-1): ztunnel 1.24.0"; empty without an ambient mode.
 	NodeProxies []string
+	// Sweep is a capacity sweep's analysis (lab sweep); nil for a matrix.
+	Sweep *results.Sweep
+	// BaselineNotMet says a sweep's baseline (no-mesh) missed the
+	// objectives even at the lowest rate, which ended the sweep: no mode
+	// through a mesh can meet them.
+	BaselineNotMet bool
 }
 
 // Runs are the outcomes' records.
@@ -127,10 +133,20 @@ func (r *Report) Runs() []results.Run {
 	return out
 }
 
-// Run executes the scenario. It returns an error only when the lab could
-// not start (bad binaries, no network, no control plane) or the outputs
-// could not be written; failed runs are in the report.
+// Run executes the scenario's matrix. It returns an error only when the
+// lab could not start (bad binaries, no network, no control plane) or the
+// outputs could not be written; failed runs are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	return invoke(ctx, cfg, func(ctx context.Context, l *lab, store *results.Store, rep *Report) {
+		rep.Outcomes = l.runMatrix(ctx, store)
+	})
+}
+
+// invoke is one invocation of the lab around body, which runs the
+// measurements (the matrix, a sweep) into rep: it sets the lab up, opens
+// the store, and after body writes the outputs and tears everything down.
+// Its error is the lab's not starting or the outputs' not being written.
+func invoke(ctx context.Context, cfg Config, body func(context.Context, *lab, *results.Store, *Report)) (*Report, error) {
 	start := time.Now()
 	if cfg.Scenario == nil {
 		return nil, errors.New("lab: no scenario")
@@ -164,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if stop := l.relayDashboard(); stop != nil {
 		defer stop()
 	}
-	rep.Outcomes = l.runMatrix(ctx, store)
+	body(ctx, l, store, rep)
 	rep.PIDs = l.pids
 	for _, n := range l.nodes {
 		if n.binary != "" {

@@ -116,9 +116,18 @@ func runLab(t *testing.T, kind pod.Kind, s *scenario.Scenario, hook func(string,
 	return runConfig(t, Config{Scenario: s, Network: kind, hook: hook})
 }
 
-// runConfig runs the lab with cfg, given the binaries, an output directory
-// and a results store of the test's own.
+// runConfig runs the lab's matrix with cfg, given the binaries, an output
+// directory and a results store of the test's own.
 func runConfig(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	rep, _ := invokeConfig(t, cfg, Run)
+	return rep
+}
+
+// invokeConfig runs the lab with cfg as run does (Run, a sweep), given the
+// binaries, an output directory and a results store of the test's own
+// (the report's DB); it returns what the lab printed too.
+func invokeConfig(t *testing.T, cfg Config, run func(context.Context, Config) (*Report, error)) (*Report, string) {
 	t.Helper()
 	cfg.MeshperfBin, cfg.ProxyBin = binaries(t)
 	dir := t.TempDir()
@@ -127,12 +136,12 @@ func runConfig(t *testing.T, cfg Config) *Report {
 	cfg.Out, cfg.Progress = &out, &out
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, cfg)
+	rep, err := run(ctx, cfg)
 	t.Logf("lab output:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("lab: %v", err)
 	}
-	return rep
+	return rep, out.String()
 }
 
 // Every protocol through every mode, with and without mTLS, in network
@@ -234,14 +243,9 @@ func checkOutputs(t *testing.T, rep *Report) {
 			t.Errorf("%s: no Fortio JSON: %v", o.Run.Label, err)
 		}
 	}
-	store, err := results.Open(rep.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
-	if err != nil || len(runs) != len(rep.Outcomes) {
-		t.Errorf("store has %d runs (%v), want %d", len(runs), err, len(rep.Outcomes))
+	_, runs := storedRuns(t, rep)
+	if len(runs) != len(rep.Outcomes) {
+		t.Errorf("store has %d runs, want %d", len(runs), len(rep.Outcomes))
 	}
 	for _, r := range runs {
 		if !r.Failed && len(r.Spectrum) == 0 {
@@ -252,6 +256,22 @@ func checkOutputs(t *testing.T, rep *Report) {
 			t.Errorf("%s: stored send delay P99 %v ms, want the load generator's", r.Label, r.SendDelayP99)
 		}
 	}
+}
+
+// storedRuns opens the report's store, closed when the test ends, and
+// reads the invocation's runs from it.
+func storedRuns(t *testing.T, rep *Report) (*results.Store, []results.Run) {
+	t.Helper()
+	store, err := results.Open(rep.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	runs, err := store.Runs(results.Filter{RunID: rep.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, runs
 }
 
 // checkNothingLeft asserts that no namespace, link or process of the run

@@ -15,6 +15,7 @@ import (
 func writeOutputs(rep *Report, out io.Writer) error {
 	runs := rep.Runs()
 	s := results.Summarize(runs)
+	s.Sweep = rep.Sweep
 	rep.CSV = filepath.Join(rep.OutDir, rep.RunID+".csv")
 	if err := writeFile(rep.CSV, func(w io.Writer) error { return results.WriteCSV(w, runs) }); err != nil {
 		return err
@@ -32,6 +33,12 @@ func writeOutputs(rep *Report, out io.Writer) error {
 	}
 	for _, np := range rep.NodeProxies {
 		fmt.Fprintf(out, "node proxy: %s\n", np)
+	}
+	if rep.Sweep != nil {
+		fmt.Fprintln(out)
+		if err := rep.Sweep.Analysis.WriteText(out); err != nil {
+			return fmt.Errorf("lab: sweep analysis: %w", err)
+		}
 	}
 	fmt.Fprintf(out, "\nresults: %s, %s", rep.CSV, rep.HTML)
 	if rep.DB != "" {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestShippedScenariosParse(t *testing.T) {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 	}
-	want := []string{"quick", "acmeair", "cpu-mem", "graph-100-pods", "graph-chain-5", "graph-fanout-10", "graph-istio-load", "graph-tree-13", "istio-1.24", "istio-1.24-ambient", "latency", "soak"}
+	want := []string{"quick", "acmeair", "cpu-mem", "graph-100-pods", "graph-chain-5", "graph-fanout-10", "graph-istio-load", "graph-tree-13", "istio-1.24", "istio-1.24-ambient", "latency", "soak", "sweep"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("List() = %v, want %v (default first)", names, want)
 	}
@@ -84,6 +85,16 @@ func TestShippedScenarioContents(t *testing.T) {
 	}
 	if d := amb.EstimatedDuration(); d < 60*time.Minute || d > 65*time.Minute {
 		t.Errorf("istio-1.24-ambient runs %v, want the 62 min its comment says", d)
+	}
+	// The sweep's ladder climbs (lab sweep refuses one that does not) and
+	// no mesh comes first, the baseline every loss is measured against.
+	sw := mustGet(t, "sweep")
+	if !reflect.DeepEqual(sw.Connections, []int{32}) || !reflect.DeepEqual(sw.Modes, []Mode{NoMesh, BothSidecars, Ambient}) ||
+		sw.PayloadSize != 1024 || len(sw.QPS) != 10 || sw.QPS[0] != 500 || sw.QPS[9] != 24000 || !slices.IsSorted(sw.QPS) {
+		t.Errorf("sweep = %+v", sw)
+	}
+	if d := sw.EstimatedDuration(); d != 30*11*time.Second {
+		t.Errorf("sweep as a matrix runs %v, want the 5 min 30 s its comment says", d)
 	}
 }
 
