@@ -230,3 +230,21 @@ func TestWriteText(t *testing.T) {
 		t.Log("\n" + out)
 	}
 }
+
+func TestCapacityString(t *testing.T) {
+	for _, c := range []struct {
+		in   Capacity
+		want string
+	}{
+		{Capacity{RPS: 3200, NextRPS: 3600}, "3200 rps"},
+		{Capacity{RPS: 3199.6, LowerBound: true}, "≥ 3200 rps"},
+		{Capacity{RPS: 12.34}, "12.3 rps"},
+		{Capacity{NotMet: true, NextRPS: 500}, "not met at 500 rps"},
+		{Capacity{NotMet: true}, "not met"},
+		{Capacity{LowerBound: true}, "unknown"},
+	} {
+		if got := c.in.String(); got != c.want {
+			t.Errorf("%+v.String() = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

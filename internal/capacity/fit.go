@@ -47,20 +47,26 @@ func fitProxies(steps []Step, judgements []Judgement) []Fit {
 }
 
 // roleSeries are the (actual rate, value) pairs of one role's metric over
-// the usable steps where both are known.
+// the usable steps where both are known: one pair per step. Where several
+// proxies share a role (a service graph's sidecars), the step's value is
+// the busiest one's, since a per-proxy reservation must cover it.
 func roleSeries(steps []Step, judgements []Judgement, role, metric string) (rps, values []float64) {
 	for i, s := range steps {
 		if !usable(judgements[i]) || !finite(s.ActualRPS) {
 			continue
 		}
+		most, seen := math.Inf(-1), false
 		for _, u := range s.Proxies {
 			v := u.VCPU
 			if metric == MetricMemMB {
 				v = u.MemMB
 			}
 			if u.Role == role && finite(v) {
-				rps, values = append(rps, s.ActualRPS), append(values, v)
+				most, seen = max(most, v), true
 			}
+		}
+		if seen {
+			rps, values = append(rps, s.ActualRPS), append(values, most)
 		}
 	}
 	return rps, values

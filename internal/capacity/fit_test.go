@@ -83,3 +83,22 @@ func TestFitProxies(t *testing.T) {
 		t.Errorf("server vCPU fit %+v; want 3 points", fits[2])
 	}
 }
+
+// A service graph's sidecars share one role: each step is one point, the
+// busiest sidecar's, not one point per sidecar.
+func TestFitProxiesSharedRoleIsOnePointPerStep(t *testing.T) {
+	var steps []Step
+	var judgements []Judgement
+	for i := 1; i <= 3; i++ {
+		s := step(100*i, 0.5, 1, 2)
+		for _, share := range []float64{1, 0.5, 0.25} {
+			s.Proxies = append(s.Proxies, ProxyUsage{Role: "sidecar", Kind: "sidecar", VCPU: share * 0.001 * float64(100*i), MemMB: 10})
+		}
+		steps = append(steps, s)
+		judgements = append(judgements, Judgement{Verdict: WithinObjectives})
+	}
+	fits := fitProxies(steps, judgements)
+	if len(fits) != 2 || fits[0].Points != 3 || math.Abs(fits[0].Slope-0.001) > 1e-12 {
+		t.Fatalf("fits %+v; want a vCPU fit of 3 points along the busiest sidecar (slope 0.001)", fits)
+	}
+}

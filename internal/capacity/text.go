@@ -139,9 +139,9 @@ func writeCapacities(p *printer, a Analysis) {
 	}
 	rows := [][]string{append(header, "lost vs "+orDash(a.Baseline))}
 	for _, c := range a.Curves {
-		row := []string{c.Mode, capacityCell(c.Capacity)}
+		row := []string{c.Mode, c.Capacity.String()}
 		for _, pc := range c.PerObjective {
-			row = append(row, capacityCell(pc))
+			row = append(row, pc.String())
 		}
 		rows = append(rows, append(row, lossCell(a, c.Mode)))
 	}
@@ -153,10 +153,15 @@ func writeCapacities(p *printer, a Analysis) {
 	}
 }
 
-func capacityCell(c Capacity) string {
+// String is the capacity as the terminal and the HTML report write it:
+// "3200 rps", "≥ 1000 rps" (a lower bound), "not met at 500 rps",
+// "unknown".
+func (c Capacity) String() string {
 	switch {
-	case c.NotMet:
+	case c.NotMet && c.NextRPS > 0:
 		return fmt.Sprintf("not met at %d rps", c.NextRPS)
+	case c.NotMet:
+		return "not met"
 	case c.LowerBound && c.RPS == 0:
 		return "unknown"
 	case c.LowerBound:

@@ -115,11 +115,11 @@ func newSweepSection(a capacity.Analysis) (*sweepSection, error) {
 }
 
 func capacityRow(c capacity.Curve, a capacity.Analysis, losses map[string]capacity.Loss) sweepCapacityRow {
-	row := sweepCapacityRow{Mode: c.Mode, All: capacityText(c.Capacity), Lost: "-", LostPercent: "-", Stop: c.StopReason}
+	row := sweepCapacityRow{Mode: c.Mode, All: c.Capacity.String(), Lost: "-", LostPercent: "-", Stop: c.StopReason}
 	for i := range a.Objectives {
 		cell := "-"
 		if i < len(c.PerObjective) {
-			cell = capacityText(c.PerObjective[i])
+			cell = c.PerObjective[i].String()
 		}
 		row.PerObjective = append(row.PerObjective, cell)
 	}
@@ -136,24 +136,6 @@ func capacityRow(c capacity.Curve, a capacity.Analysis, losses map[string]capaci
 		}
 	}
 	return row
-}
-
-// capacityText is a capacity as the table writes it: "3200 rps", "≥ 3200
-// rps" when the sweep stopped before the objective was missed, "not met at
-// 500 rps" when even the lowest rate missed it, "unknown" when no step
-// could be read.
-func capacityText(c capacity.Capacity) string {
-	switch {
-	case c.NotMet && c.NextRPS > 0:
-		return fmt.Sprintf("not met at %d rps", c.NextRPS)
-	case c.NotMet:
-		return "not met"
-	case c.LowerBound && c.RPS == 0:
-		return "unknown"
-	case c.LowerBound:
-		return "≥ " + rpsText(c.RPS) + " rps"
-	}
-	return rpsText(c.RPS) + " rps"
 }
 
 func kneeRow(c capacity.Curve) sweepKneeRow {

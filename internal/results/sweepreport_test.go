@@ -229,22 +229,6 @@ func TestSweepReportTables(t *testing.T) {
 	}
 }
 
-func TestCapacityText(t *testing.T) {
-	for _, c := range []struct {
-		in   capacity.Capacity
-		want string
-	}{
-		{capacity.Capacity{RPS: 3200, NextRPS: 3600}, "3200 rps"},
-		{capacity.Capacity{RPS: 3199.6, LowerBound: true}, "≥ 3200 rps"},
-		{capacity.Capacity{NotMet: true, NextRPS: 500}, "not met at 500 rps"},
-		{capacity.Capacity{LowerBound: true}, "unknown"},
-	} {
-		if got := capacityText(c.in); got != c.want {
-			t.Errorf("capacityText(%+v) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // A sweep with nothing to draw (every step failed, or none) renders its
 // tables without charts instead of failing.
 func TestSweepReportNothingToDraw(t *testing.T) {
