@@ -211,6 +211,7 @@ func TestWriteText(t *testing.T) {
 		"client-sidecar memory = 30 + 2 MiB per 1000 rps",
 		"no-mesh        ≥ 7000 rps",
 		"both-sidecars  3500 rps",
+		"lost vs no-mesh",
 		"~3500 rps (~50%)",
 		"no-mesh's capacity is a lower bound",
 		"Sizing for 5000 rps, per proxy",
@@ -246,5 +247,19 @@ func TestCapacityString(t *testing.T) {
 		if got := c.in.String(); got != c.want {
 			t.Errorf("%+v.String() = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A sweep without its baseline (meshperf load's single target) has no
+// column of capacity lost against it.
+func TestWriteTextWithoutBaselineHasNoLossColumn(t *testing.T) {
+	in := sweepInput(t, 0)
+	in.Modes = in.Modes[1:]
+	var b bytes.Buffer
+	if err := Analyze(in).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "lost vs") || !strings.Contains(out, "both-sidecars  3500 rps") {
+		t.Errorf("report without its baseline:\n%s\nwant the capacity table without a loss column", out)
 	}
 }

@@ -137,13 +137,22 @@ func writeCapacities(p *printer, a Analysis) {
 	for _, o := range a.Objectives {
 		header = append(header, o.String())
 	}
-	rows := [][]string{append(header, "lost vs "+orDash(a.Baseline))}
+	// The loss column only where a baseline was swept: a single target
+	// (meshperf load's sweep) has nothing to lose against.
+	withLoss := a.Baseline != "" && a.hasCurve(a.Baseline)
+	if withLoss {
+		header = append(header, "lost vs "+a.Baseline)
+	}
+	rows := [][]string{header}
 	for _, c := range a.Curves {
 		row := []string{c.Mode, c.Capacity.String()}
 		for _, pc := range c.PerObjective {
 			row = append(row, pc.String())
 		}
-		rows = append(rows, append(row, lossCell(a, c.Mode)))
+		if withLoss {
+			row = append(row, lossCell(a, c.Mode))
+		}
+		rows = append(rows, row)
 	}
 	p.table(rows)
 	for _, l := range a.Losses {
@@ -249,9 +258,12 @@ func wrap(text string, width int) []string {
 	return lines
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+// hasCurve says whether mode was swept.
+func (a Analysis) hasCurve(mode string) bool {
+	for _, c := range a.Curves {
+		if c.Mode == mode {
+			return true
+		}
 	}
-	return s
+	return false
 }
