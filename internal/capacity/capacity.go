@@ -76,9 +76,16 @@ type Step struct {
 	ActualRPS    float64        `json:"actual_rps"`
 	Latency      []PercentileMS `json:"latency"` // at least at Percentiles
 	ErrorPercent float64        `json:"error_percent"`
-	Generator    Saturation     `json:"generator"`
-	Server       Saturation     `json:"server"`
-	Proxies      []ProxyUsage   `json:"proxies,omitempty"`
+	// Connections is the load generator's connection count, each with one
+	// request in flight at most, and MeanMS the mean latency: by Little's
+	// law Connections/MeanMS bounds the rate the connections can carry,
+	// which tells a system that could not keep up from a generator that
+	// did not send. 0 and NaN when unknown.
+	Connections int          `json:"connections,omitempty"`
+	MeanMS      float64      `json:"mean_ms"`
+	Generator   Saturation   `json:"generator"`
+	Server      Saturation   `json:"server"`
+	Proxies     []ProxyUsage `json:"proxies,omitempty"`
 	// Refined marks a step the search added between two ladder steps to
 	// narrow the capacity down.
 	Refined       bool   `json:"refined,omitempty"`
@@ -96,7 +103,8 @@ const (
 	RunFailed Verdict = "failed"
 	// GeneratorBound: the load generator, not the system under test, was
 	// the bottleneck (its CPU at its cores' limit, or its send delay past
-	// SendDelayLimit while the rate was missed). Excluded
+	// SendDelayLimit while the rate was missed with connections free: see
+	// BusyConnectionsShare). Excluded
 	// from knees and fits; a capacity seen only up to here is a lower
 	// bound.
 	GeneratorBound Verdict = "generator-bound"
@@ -126,6 +134,11 @@ const (
 	// SendDelayLimit is the load generator's P99 send delay past which it
 	// is taken as falling behind its own schedule.
 	SendDelayLimit = time.Millisecond
+	// BusyConnectionsShare is the share of its connections a step's
+	// requested rate keeps busy (Little's law: requests in flight = rate ×
+	// mean latency) past which a rate not kept is the system's doing: the
+	// generator had no free connection to send on, however late it was.
+	BusyConnectionsShare = 0.9
 )
 
 // Judgement is Judge's verdict on a step, with the sentence that says why.

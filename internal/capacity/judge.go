@@ -24,7 +24,7 @@ func Judge(s Step, objs Objectives) Judgement {
 		j.Verdict = GeneratorBound
 		j.Detail = fmt.Sprintf("load generator saturated: %s of %s vCPU",
 			formatFigure(s.Generator.VCPU), formatFigure(s.Generator.Cores))
-	case s.Generator.SendDelayP99MS > msOf(SendDelayLimit) && !rateKept:
+	case s.Generator.SendDelayP99MS > msOf(SendDelayLimit) && !rateKept && !connectionsBusy(s):
 		// Only a rate missed is the generator's doing: its late sends are
 		// not in the latency (which counts from each send), so with the
 		// rate kept they cannot explain a missed objective. On a busy
@@ -71,6 +71,17 @@ func missedObjectives(s Step, objs Objectives) (Objectives, string) {
 		broken = append(broken, o)
 	}
 	return broken, strings.Join(why, ", ")
+}
+
+// connectionsBusy says the requested rate needed (nearly) every
+// connection at once, by Little's law: then the system's latency, not the
+// generator, capped the rate. Unknown figures never say so.
+func connectionsBusy(s Step) bool {
+	if s.Connections <= 0 || !(s.MeanMS > 0) {
+		return false
+	}
+	inFlight := float64(s.RequestedRPS) * s.MeanMS / 1000
+	return inFlight >= BusyConnectionsShare*float64(s.Connections)
 }
 
 // cpuSaturated says a process used SaturatedCPUShare of the cores it may

@@ -60,6 +60,19 @@ func TestJudge(t *testing.T) {
 			s.Generator.SendDelayP99MS = 3.1
 			s.ActualRPS = 500
 		}, GeneratorBound, "load generator behind its schedule: send delay p99 3.1 ms > 1ms", 0, false},
+		// 32 connections at 1000 rps with a mean of 31 ms need 31 in
+		// flight: every connection was busy, so the system under test
+		// capped the rate, however late the generator was.
+		{"send delay with the rate missed and every connection busy", func(s *Step) {
+			s.Generator.SendDelayP99MS = 3.1
+			s.ActualRPS = 500
+			s.Connections, s.MeanMS = 32, 31
+		}, RateNotKept, "actual 500 rps of 1000 requested (50%)", 0, false},
+		{"send delay with the rate missed and connections free", func(s *Step) {
+			s.Generator.SendDelayP99MS = 3.1
+			s.ActualRPS = 500
+			s.Connections, s.MeanMS = 32, 2
+		}, GeneratorBound, "load generator behind its schedule: send delay p99 3.1 ms > 1ms", 0, false},
 		// Late sends are not in the latency (it counts from each send), so
 		// they do not explain a missed objective while the rate was kept.
 		{"send delay with an objective broken but the rate kept", func(s *Step) {

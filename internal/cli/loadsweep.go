@@ -239,12 +239,17 @@ func stepOf(c *loadgen.RunResult, rps int, vcpu float64) capacity.Step {
 		Label:        c.Labels,
 		RequestedRPS: rps,
 		ActualRPS:    c.ActualQPS,
+		Connections:  c.NumThreads,
+		MeanMS:       math.NaN(),
 		Generator: capacity.Saturation{
 			VCPU: vcpu, Cores: float64(runtime.GOMAXPROCS(0)),
 			SendDelayP99MS: math.NaN(),
 		},
 		// The server is whatever the user points at: its CPU is not ours to see.
 		Server: capacity.Saturation{VCPU: math.NaN(), Cores: math.NaN(), SendDelayP99MS: math.NaN()},
+	}
+	if c.DurationHistogram.Count > 0 {
+		s.MeanMS = c.DurationHistogram.Avg * 1e3
 	}
 	if c.SendDelayHistogram.Count > 0 {
 		s.Generator.SendDelayP99MS = percentile(c.SendDelayHistogram, 99) * 1e3

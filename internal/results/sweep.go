@@ -25,6 +25,7 @@ type Sweep struct {
 func StepOf(r Run, cpus int) capacity.Step {
 	s := capacity.Step{
 		Label: r.Label, RequestedRPS: r.RequestedQPS, ActualRPS: r.ActualQPS,
+		Connections: r.Connections, MeanMS: r.Latency.Avg,
 		ErrorPercent: r.ErrorPercent, Failed: r.Failed, FailureReason: r.FailureReason,
 	}
 	for _, p := range capacity.Percentiles {

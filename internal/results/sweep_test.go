@@ -10,9 +10,9 @@ import (
 func TestStepOfTwoPodRun(t *testing.T) {
 	nan := math.NaN()
 	r := Run{Label: "s_qps_2000_c_4_1024_both", RequestedQPS: 2000, ActualQPS: 1990, ErrorPercent: 0.05,
-		SendDelayP99: 0.3,
+		SendDelayP99: 0.3, Connections: 4,
 		// P95 and P99 from the spectrum; P75 and P99.99 only in Latency.
-		Latency:  Latency{P50: 0.5, P75: 0.6, P90: 0.7, P99: 9, P999: 1.5, P9999: 2},
+		Latency:  Latency{Avg: 0.55, P50: 0.5, P75: 0.6, P90: 0.7, P99: 9, P999: 1.5, P9999: 2},
 		Spectrum: []PercentileValue{{50, 0.51}, {90, 0.71}, {95, 0.8}, {99, 1.1}, {99.9, 1.6}},
 		Processes: []Process{
 			{Role: RoleClientApp, VCPU: 1.8, RSSMB: 40, PSSMB: nan},
@@ -21,7 +21,8 @@ func TestStepOfTwoPodRun(t *testing.T) {
 			{Role: RoleServerSidecar, VCPU: nan, RSSMB: 15, PSSMB: nan},
 		}}
 	s := StepOf(r, 2)
-	if s.Label != r.Label || s.RequestedRPS != 2000 || s.ActualRPS != 1990 || s.ErrorPercent != 0.05 || s.Failed {
+	if s.Label != r.Label || s.RequestedRPS != 2000 || s.ActualRPS != 1990 || s.ErrorPercent != 0.05 || s.Failed ||
+		s.Connections != 4 || s.MeanMS != 0.55 {
 		t.Errorf("step = %+v", s)
 	}
 	want := map[float64]float64{50: 0.51, 75: 0.6, 90: 0.71, 95: 0.8, 99: 1.1, 99.9: 1.6, 99.99: 2}
