@@ -125,7 +125,12 @@ func sweepLatencyChart(a capacity.Analysis, pct float64, logY bool) (chart, bool
 	var ss []series
 	var excluded, knees plotter.XYs
 	var kneeColors []color.Color
-	ax := newSweepAxes()
+	// ax spans every point; scale only those a linear axis is scaled to:
+	// a saturated step (the rate not kept, errors) or a generator-bound
+	// one can be a thousand times slower than the rest and would flatten
+	// the curve where it bends, so on a linear axis it is drawn at the
+	// top, marked off the scale (the log-scale chart shows it).
+	ax, scale := newSweepAxes(), newSweepAxes()
 	// A knee alone, without the steps it was found on, is no chart.
 	steps := false
 	for i, c := range a.Curves {
@@ -137,6 +142,9 @@ func sweepLatencyChart(a capacity.Analysis, pct float64, logY bool) (chart, bool
 				continue
 			}
 			ax.add(st.ActualRPS, ms)
+			if place == stepJoined && !saturated(c, j) {
+				scale.add(st.ActualRPS, ms)
+			}
 			steps = true
 			if place == stepExcluded {
 				excluded = append(excluded, plotter.XY{X: st.ActualRPS, Y: ms})
@@ -150,6 +158,7 @@ func sweepLatencyChart(a capacity.Analysis, pct float64, logY bool) (chart, bool
 				knees = append(knees, plotter.XY{X: k.RPS, Y: k.MS})
 				kneeColors = append(kneeColors, s.color)
 				ax.add(k.RPS, k.MS)
+				scale.add(k.RPS, k.MS)
 			}
 		}
 	}
@@ -161,14 +170,42 @@ func sweepLatencyChart(a capacity.Analysis, pct float64, logY bool) (chart, bool
 		if ms := float64(o.Limit) / 1e6; o.Percentile == pct && drawable(ms, logY) {
 			lines = append(lines, objectiveLine{ms: ms, label: o.String()})
 			ax.add(0, ms)
+			scale.add(0, ms)
 		}
 	}
 	title, yLabel, kind := name+" latency against rate", name+" latency (ms)", "sweep-latency-"+percentileKey(pct)
 	if logY {
 		title, yLabel, kind = title+", log scale", name+" latency (ms, log scale)", "sweep-latency-log-"+percentileKey(pct)
 	}
+	var offScale plotter.XYs
+	if !logY && !scale.empty() {
+		scale.xMax = ax.xMax
+		ax = scale
+		// Points above the top of the curve's scale sit on it, marked.
+		top := scale.hi * 1.15
+		for i := range ss {
+			for j, y := range ss[i].ys {
+				if y > top {
+					ss[i].ys[j] = top
+					offScale = append(offScale, plotter.XY{X: ss[i].xs[j], Y: top})
+				}
+			}
+		}
+		var kept plotter.XYs
+		for _, e := range excluded {
+			if e.Y > top {
+				offScale = append(offScale, plotter.XY{X: e.X, Y: top})
+				continue
+			}
+			kept = append(kept, e)
+		}
+		excluded = kept
+	}
 	p, drawn, err := linesPlot(title, "actual rate (rps)", yLabel, ss)
 	if err != nil {
+		return chart{}, false, err
+	}
+	if err := addOffScale(p, offScale); err != nil {
 		return chart{}, false, err
 	}
 	for _, l := range lines {
@@ -290,6 +327,32 @@ type fitLine struct {
 func withAlpha(c color.Color, a uint8) color.Color {
 	r, g, b, _ := c.RGBA()
 	return color.NRGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), a}
+}
+
+// saturated says curve c's step i gave way (errors, the rate not kept):
+// its latency is the queue's, not the curve's.
+func saturated(c capacity.Curve, i int) bool {
+	if i >= len(c.Judgements) {
+		return false
+	}
+	v := c.Judgements[i].Verdict
+	return v == capacity.ErrorsSeen || v == capacity.RateNotKept
+}
+
+// addOffScale marks the steps drawn at the top of a linear axis because
+// they lie above it, with one legend entry.
+func addOffScale(p *plot.Plot, pts plotter.XYs) error {
+	if len(pts) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(pts)
+	if err != nil {
+		return fmt.Errorf("chart %q: %w", p.Title.Text, err)
+	}
+	sc.GlyphStyle = draw.GlyphStyle{Color: color.Black, Shape: draw.TriangleGlyph{}, Radius: vg.Points(4)}
+	p.Add(sc)
+	p.Legend.Add("above the scale (see log scale)", sc)
+	return nil
 }
 
 // addExcluded draws the generator-bound steps as hollow grey points, not

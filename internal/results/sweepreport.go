@@ -217,7 +217,7 @@ var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rp
 <div class="scroll"><table id="sweep-capacity" class="sweep-capacity">
 <thead><tr><th class="l">mode</th><th>capacity, all objectives</th>{{range .Objectives}}<th>{{.}}</th>{{end}}<th>lost to the mesh (rps)</th><th>lost (%)</th><th class="l">why the sweep stopped</th></tr></thead>
 <tbody>
-{{range .Capacity}}<tr><td class="l">{{.Mode}}</td><td>{{.All}}</td>{{range .PerObjective}}<td>{{.}}</td>{{end}}<td>{{.Lost}}</td><td>{{.LostPercent}}</td><td class="l">{{.Stop}}</td></tr>
+{{range .Capacity}}<tr><td class="l">{{.Mode}}</td><td>{{.All}}</td>{{range .PerObjective}}<td>{{.}}</td>{{end}}<td>{{.Lost}}</td><td>{{.LostPercent}}</td><td class="l" style="white-space:normal;min-width:16rem">{{.Stop}}</td></tr>
 {{end}}</tbody></table></div>
 {{if not .Capacity}}<p class="note">No mode was swept.</p>{{end}}
 {{with .LossNotes}}<ul class="note">{{range .}}<li>≈ {{.}}</li>{{end}}</ul>{{end}}

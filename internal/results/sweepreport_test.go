@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -261,4 +262,46 @@ func TestLogTicks125(t *testing.T) {
 	if ticks := (logTicks125{}).Ticks(0, 1); ticks != nil {
 		t.Errorf("ticks %v on a range a log axis cannot have", ticks)
 	}
+}
+
+// A step that gave way (its rate not kept) can be a thousand times slower
+// than the rest: the linear charts keep their scale for the curve and mark
+// it above the scale, the log-scale ones draw it where it is.
+func TestSweepReportSaturatedStepAboveTheLinearScale(t *testing.T) {
+	a := sweepAnalysis(t)
+	c := &a.Curves[2] // ambient
+	st := c.Steps[len(c.Steps)-1]
+	st.RequestedRPS, st.ActualRPS = 4000, 3100
+	st.Latency = []capacity.PercentileMS{{Percentile: 50, MS: 1500}, {Percentile: 90, MS: 1900}, {Percentile: 99, MS: 2100}}
+	c.Steps = append(c.Steps, st)
+	c.Judgements = append(c.Judgements, capacity.Judgement{Verdict: capacity.RateNotKept})
+	byKind := map[string]figure{}
+	for _, f := range figures(t, sweepReport(t, a)) {
+		byKind[f.kind] = f
+	}
+	if f := byKind["sweep-latency-p99"]; !strings.Contains(f.text, "above the scale (see log scale)") || yTickMax(t, f.text, "P99 latency (ms)") > 100 {
+		t.Errorf("linear P99 chart %q; want the saturated step marked above a scale that stops well below 2100 ms", f.text)
+	}
+	if f := byKind["sweep-latency-log-p99"]; strings.Contains(f.text, "above the scale") || yTickMax(t, f.text, "P99 latency (ms, log scale)") < 2000 {
+		t.Errorf("log P99 chart %q; want the saturated step drawn where it is (axis past 2000 ms)", f.text)
+	}
+}
+
+// yTickMax is the highest number among a chart's texts after its y
+// axis's label (the tick labels), up to the first that is not a number.
+func yTickMax(t *testing.T, text, yLabel string) float64 {
+	t.Helper()
+	i := strings.Index(text, yLabel)
+	if i < 0 {
+		t.Fatalf("no y label %q in %q", yLabel, text)
+	}
+	most := math.Inf(-1)
+	for _, field := range strings.Fields(text[i+len(yLabel):]) {
+		v, err := strconv.ParseFloat(field, 64)
+		if err != nil {
+			break
+		}
+		most = math.Max(most, v)
+	}
+	return most
 }
