@@ -44,8 +44,9 @@ func advise(c Curve, in Input) []Advice {
 
 // reserve is what to reserve of metric per proxy of kind at rps: the
 // largest among the kind's roles of the fit plus its margin, never below
-// the most any proxy of that kind was measured using. Without a fit it is
-// NaN.
+// the most any proxy of that kind was measured using at a rate up to rps
+// (what was seen at higher rates says nothing against a lower target).
+// Without a fit it is NaN.
 func reserve(c Curve, kind, metric string, rps float64) (value, margin float64, fit *Fit) {
 	value, margin = math.NaN(), math.NaN()
 	for i := range c.Fits {
@@ -62,7 +63,7 @@ func reserve(c Curve, kind, metric string, rps float64) (value, margin float64, 
 		return value, margin, nil
 	}
 	for i, s := range c.Steps {
-		if !usable(c.Judgements[i]) {
+		if !usable(c.Judgements[i]) || !(s.ActualRPS <= rps) {
 			continue
 		}
 		for _, u := range s.Proxies {

@@ -205,7 +205,7 @@ func TestSweepReportTables(t *testing.T) {
 	checkRows(t, "advice", tableRows(t, doc, "sweep-advice"),
 		"mode|proxy|vCPU|margin (vCPU)|MB|margin (MB)|extrapolated|objectives met here|evidence",
 		"both-sidecars|sidecar|0.330|0.005|19.0|0.6|yes|no|"+a.Advice[0].Evidence,
-		"ambient|node proxy|0.240|0.003|12.0|0.3|no|yes|"+a.Advice[1].Evidence)
+		"ambient|node proxy|0.200|0.003|12.0|0.3|no|yes|"+a.Advice[1].Evidence)
 	if !strings.Contains(doc, "For 2500 rps under p99=5ms, p50=1ms: what to reserve per proxy") {
 		t.Error("the line above the advice does not give the target and objectives")
 	}
