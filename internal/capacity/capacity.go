@@ -88,7 +88,10 @@ type Step struct {
 	Proxies     []ProxyUsage `json:"proxies,omitempty"`
 	// Refined marks a step the search added between two ladder steps to
 	// narrow the capacity down.
-	Refined       bool   `json:"refined,omitempty"`
+	Refined bool `json:"refined,omitempty"`
+	// Repetitions is how many runs the step is the median of
+	// (MedianStep); 0 or 1 for a single run.
+	Repetitions   int    `json:"repetitions,omitempty"`
 	Failed        bool   `json:"failed,omitempty"`
 	FailureReason string `json:"failure_reason,omitempty"`
 }

@@ -111,7 +111,7 @@ func TestLabSweepBadInputIsOneLineExit2(t *testing.T) {
 		{[]string{"-refine", "9"}, "-refine: must be 0 to 5, got 9"},
 		{[]string{"-conn", "4,8"}, "a sweep takes one connection count, got 2"},
 		{[]string{"-qps", "100"}, "flag provided but not defined: -qps"},
-		{[]string{"-repetitions", "2"}, "flag provided but not defined: -repetitions"},
+		{[]string{"-repetitions", "0"}, "repetitions: must be 1 to 100, got 0"},
 		{[]string{"quick"}, "scenario quick: its qps [1000] cannot be the sweep's ladder: a sweep needs at least 2 rates, got 1; give -rates"},
 		{[]string{"acmeair"}, "app acmeair has no request rate to raise"},
 		{[]string{"sweep", "quick"}, "one scenario at a time"},

@@ -98,8 +98,8 @@ func sweepOptions(s *scenario.Scenario, f labSweepFlags) (lab.SweepOptions, erro
 }
 
 // sweepOverrideFlags are the scenario's flags a sweep takes: not -qps (the
-// ladder is -rates) nor -repetitions (each step is run once), and -conn
-// with one count, as a sweep raises the rate at fixed connections.
+// ladder is -rates), -conn with one count, as a sweep raises the rate at
+// fixed connections, and -repetitions as the runs of each step.
 func sweepOverrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 	fs.Func("conn", "connection `count` (one: a sweep raises the rate, not the connections)", func(v string) (err error) {
 		if o.Connections, err = scenario.ParseIntList("-conn", v); err == nil && len(o.Connections) > 1 {
@@ -108,6 +108,7 @@ func sweepOverrideFlags(fs *flag.FlagSet, o *scenario.Overrides) {
 		return err
 	})
 	shapeFlags(fs, o)
+	wholeNumberFlag(fs, "repetitions", "`runs` of each step; the step judged and analysed is their median", &o.Repetitions)
 }
 
 // sweepNotes say what of the scenario a sweep leaves out.
@@ -115,9 +116,6 @@ func sweepNotes(s *scenario.Scenario) []string {
 	notes := s.Notes()
 	if len(s.Connections) > 1 {
 		notes = append(notes, fmt.Sprintf("connections: a sweep runs at the first count only, %d", s.Connections[0]))
-	}
-	if s.Repetitions > 1 {
-		notes = append(notes, "repetitions: a sweep runs each step once")
 	}
 	return notes
 }

@@ -154,27 +154,30 @@ func (l *lab) sweepMode(ctx context.Context, store *results.Store, opts SweepOpt
 		if n > 1 {
 			sleepCtx(ctx, s.Cooldown.D())
 		}
-		spec := s.SpecAt(m, s.Connections[0], rps)
 		refining := ""
 		if refined {
 			refining = " (refining)"
 		}
 		fmt.Fprintf(l.cfg.Progress, "sweep %s: step %d, %d rps%s\n", m, n, rps, refining)
-		var o Outcome
-		if err := l.ensure(ctx, spec); err != nil {
-			o = l.failed(spec, "set up "+string(m)+": "+err.Error())
-		} else {
-			o = l.runOne(ctx, spec)
-		}
-		fmt.Fprintln(l.cfg.Progress, ResultLine(o))
-		rep.Outcomes = append(rep.Outcomes, o)
-		if store != nil {
-			if err := store.Insert(o.Run); err != nil {
-				l.logf("meshperf lab: %v", err)
+		// Each repetition is a run of its own, stored as the matrix stores
+		// one; the step judged is their median.
+		var reps []capacity.Step
+		for r := 1; r <= s.Repetitions && ctx.Err() == nil; r++ {
+			if r > 1 {
+				sleepCtx(ctx, s.Cooldown.D())
 			}
+			o := l.sweepRun(ctx, store, s.SpecAt(m, s.Connections[0], rps, r))
+			rep.Outcomes = append(rep.Outcomes, o)
+			reps = append(reps, results.StepOf(o.Run, runtime.NumCPU()))
 		}
-		step := results.StepOf(o.Run, runtime.NumCPU())
+		if len(reps) == 0 {
+			break
+		}
+		step := capacity.MedianStep(reps)
 		step.Refined = refined
+		if len(reps) > 1 {
+			fmt.Fprintf(l.cfg.Progress, "  median of %d runs: %s\n", len(reps), medianLine(step))
+		}
 		j := capacity.Judge(step, opts.Objectives)
 		search.Record(rps, j)
 		steps = append(steps, step)
@@ -183,6 +186,24 @@ func (l *lab) sweepMode(ctx context.Context, store *results.Store, opts SweepOpt
 		}
 	}
 	return steps, search
+}
+
+// sweepRun is one run of a sweep's step: the mode set up (once: ensure
+// does nothing when it already is), the run measured, shown and stored.
+func (l *lab) sweepRun(ctx context.Context, store *results.Store, spec scenario.RunSpec) Outcome {
+	var o Outcome
+	if err := l.ensure(ctx, spec); err != nil {
+		o = l.failed(spec, "set up "+string(spec.Mode)+": "+err.Error())
+	} else {
+		o = l.runOne(ctx, spec)
+	}
+	fmt.Fprintln(l.cfg.Progress, ResultLine(o))
+	if store != nil {
+		if err := store.Insert(o.Run); err != nil {
+			l.logf("meshperf lab: %v", err)
+		}
+	}
+	return o
 }
 
 // notMetAtStart says what a mode's finished search means for the sweep:
@@ -195,4 +216,14 @@ func notMetAtStart(m scenario.Mode, search *capacity.Search, steps []capacity.St
 		return "", false
 	}
 	return fmt.Sprintf("%s: %s", m, capacity.LowestRateMissed(objs, steps[0], capacity.Judge(steps[0], objs))), m == scenario.NoMesh
+}
+
+// medianLine is a step's median figures, as ResultLine writes a run's.
+func medianLine(s capacity.Step) string {
+	ms := func(p float64) float64 {
+		v, _ := s.At(p)
+		return v
+	}
+	return fmt.Sprintf("%.1f qps, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f%% errors",
+		s.ActualRPS, ms(50), ms(90), ms(99), s.ErrorPercent)
 }

@@ -55,11 +55,11 @@ func (s *Scenario) Expand() []RunSpec {
 }
 
 // SpecAt is one run of the scenario outside its matrix: mode m with
-// connections and qps, repetition 1, the scenario's other values. A
-// capacity sweep (lab sweep) picks its rates as it goes, so it has no
-// matrix to expand.
-func (s *Scenario) SpecAt(m Mode, connections, qps int) RunSpec {
-	return s.spec(0, 1, 1, m, connections, qps)
+// connections and qps, repetition rep (from 1), the scenario's other
+// values. A capacity sweep (lab sweep) picks its rates as it goes, so it
+// has no matrix to expand.
+func (s *Scenario) SpecAt(m Mode, connections, qps, rep int) RunSpec {
+	return s.spec(0, 1, rep, m, connections, qps)
 }
 
 func (s *Scenario) spec(i, total, rep int, m Mode, c, q int) RunSpec {
