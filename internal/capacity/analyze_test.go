@@ -272,3 +272,17 @@ func TestWriteTextWithoutBaselineHasNoLossColumn(t *testing.T) {
 		t.Errorf("report without its baseline:\n%s\nwant the capacity table without a loss column", out)
 	}
 }
+
+func TestWriteTextSaysStepsAreMedians(t *testing.T) {
+	in := sweepInput(t, 0)
+	for i := range in.Modes[1].Steps {
+		in.Modes[1].Steps[i].Repetitions = 3
+	}
+	var b bytes.Buffer
+	if err := Analyze(in).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Count(out, "each step the median of 3 runs") != 1 {
+		t.Errorf("report:\n%s\nwant both-sidecars (only) said to be medians of 3 runs", out)
+	}
+}

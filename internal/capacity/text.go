@@ -85,6 +85,9 @@ func writeCurve(p *printer, c Curve) {
 			formatFigure(s.ErrorPercent), verdict})
 	}
 	p.table(rows)
+	if n := c.Steps[0].Repetitions; n > 1 {
+		p.linef("  each step the median of %d runs", n)
+	}
 	// The details go below the table: beside it they would push a line
 	// past a terminal's width.
 	for i, s := range c.Steps {

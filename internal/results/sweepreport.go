@@ -250,7 +250,7 @@ var _ = template.Must(pageTemplate.New("sweep").Funcs(template.FuncMap{"rps": rp
 <div class="scroll"><table class="sweep-steps" data-mode="{{.Mode}}">
 <thead><tr><th>requested rps</th><th>actual rps</th><th>P50 (ms)</th><th>P90 (ms)</th><th>P99 (ms)</th><th>errors (%)</th><th>generator vCPU</th><th>send delay P99 (ms)</th><th class="l">verdict</th><th class="l">detail</th></tr></thead>
 <tbody>
-{{range .Rows}}<tr{{with .Class}} class="{{.}}"{{end}}><td>{{.Step.RequestedRPS}}{{if .Step.Refined}} <span class="note">refined</span>{{end}}</td><td>{{rps .Step.ActualRPS}}</td><td>{{f3 .P50}}</td><td>{{f3 .P90}}</td><td>{{f3 .P99}}</td><td>{{pct .Step.ErrorPercent}}</td><td>{{.Generator}}</td><td>{{f3 .SendP99}}</td><td class="l">{{.Verdict}}</td><td class="l">{{.Detail}}</td></tr>
+{{range .Rows}}<tr{{with .Class}} class="{{.}}"{{end}}><td>{{.Step.RequestedRPS}}{{if .Step.Refined}} <span class="note">refined</span>{{end}}{{if gt .Step.Repetitions 1}} <span class="note">median of {{.Step.Repetitions}}</span>{{end}}</td><td>{{rps .Step.ActualRPS}}</td><td>{{f3 .P50}}</td><td>{{f3 .P90}}</td><td>{{f3 .P99}}</td><td>{{pct .Step.ErrorPercent}}</td><td>{{.Generator}}</td><td>{{f3 .SendP99}}</td><td class="l">{{.Verdict}}</td><td class="l">{{.Detail}}</td></tr>
 {{end}}</tbody></table></div>
 </details>
 {{end}}{{end}}`))

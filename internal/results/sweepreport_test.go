@@ -215,6 +215,10 @@ func TestSweepReportTables(t *testing.T) {
 	if !strings.Contains(doc, `<td>2250 <span class="note">refined</span></td><td>2248</td>`) {
 		t.Error("the refined step is not marked")
 	}
+	a.Curves[2].Steps[0].Repetitions = 3
+	if !strings.Contains(sweepReport(t, a), `<td>500 <span class="note">median of 3</span></td>`) {
+		t.Error("a step that is the median of 3 runs does not say so")
+	}
 	if !strings.Contains(doc, `<tr class="excluded"><td>3500</td><td>3498</td>`) ||
 		!strings.Contains(doc, `<td>1.950 of 2</td><td>0.050</td><td class="l">generator-bound</td><td class="l">load generator saturated: 1.95 of 2 vCPU</td>`) {
 		t.Error("the generator-bound step is not shown as such")
