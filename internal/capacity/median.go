@@ -62,23 +62,34 @@ func medianSaturation(steps []Step, get func(Step) Saturation) Saturation {
 	}
 }
 
-// medianOf is the median of the known (not NaN) values; NaN when none is.
+// medianOf is the median of a figure over steps.
 func medianOf(steps []Step, get func(Step) float64) float64 {
-	var v []float64
-	for _, s := range steps {
-		if x := get(s); !math.IsNaN(x) {
-			v = append(v, x)
+	v := make([]float64, len(steps))
+	for i, s := range steps {
+		v[i] = get(s)
+	}
+	return Median(v)
+}
+
+// Median of the values that are not NaN; NaN if there are none. An even
+// count takes the mean of the middle two. (results' summaries take their
+// medians with it too.)
+func Median(v []float64) float64 {
+	s := make([]float64, 0, len(v))
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			s = append(s, x)
 		}
 	}
-	if len(v) == 0 {
+	if len(s) == 0 {
 		return math.NaN()
 	}
-	sort.Float64s(v)
-	n := len(v)
+	sort.Float64s(s)
+	n := len(s)
 	if n%2 == 1 {
-		return v[n/2]
+		return s[n/2]
 	}
-	return (v[n/2-1] + v[n/2]) / 2
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // occurrence is how many proxies before proxies[i] share its role.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/meshperf/meshperf/internal/capacity"
 )
 
 // Summary is the scenario's result in the form of Istio's performance page:
@@ -278,23 +280,7 @@ func spanOf(rs []Run, get func(Run) float64) Span {
 
 // Median of the values that are not NaN; NaN if there are none. An even
 // count takes the mean of the middle two.
-func Median(v []float64) float64 {
-	s := make([]float64, 0, len(v))
-	for _, x := range v {
-		if !math.IsNaN(x) {
-			s = append(s, x)
-		}
-	}
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
+func Median(v []float64) float64 { return capacity.Median(v) }
 
 // WriteSummary prints the summary as an aligned table.
 func WriteSummary(w io.Writer, s Summary) error {
