@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::ca::{CA_HOSTNAME, RunningCa, id, start_ca};
-use crate::support::process::{TestDir, meshperf_bin, spawn};
+use crate::support::process::TestDir;
 use crate::support::{WAIT, closed_port, eventually, tcp_echo};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,31 +414,10 @@ async fn a_malformed_request_is_400() {
 #[ignore = "needs MESHPERF_BIN (go build -o /tmp/meshperf ./cmd/meshperf) with the CA API"]
 async fn meshperf_pilot_signs_workload_certificates() {
     let dir = TestDir::new("pilot-ca");
-    let free = || crate::support::process::free_loopback_port().to_string();
-    let (grpc, secure, http, mon) = (free(), free(), free(), free());
-    let ready = dir.join("ready");
-    let _pilot = spawn(
-        &meshperf_bin(),
-        &[
-            "pilot",
-            "--dataDir",
-            dir.join("pilot").to_str().unwrap(),
-            "--grpcAddr",
-            &grpc,
-            "--secureGRPCAddr",
-            &secure,
-            "--httpAddr",
-            &http,
-            "--monitoringAddr",
-            &mon,
-            "--ready-file",
-            ready.to_str().unwrap(),
-        ],
-        &dir.join("pilot.log"),
-    );
+    let (_pilot, addrs) = crate::support::process::spawn_pilot(&dir, true).await;
+    let secure = addrs.secure_grpc.expect("pilot's TLS listener");
     let root = dir.join("pilot/ca/root-cert.pem");
-    eventually("pilot is ready", Duration::from_secs(20), async || (ready.exists() && root.exists()).then_some(()))
-        .await;
+    eventually("pilot's CA writes its root", WAIT, async || root.exists().then_some(())).await;
     let secrets = SecretManager::new(CaClientConfig {
         address: format!("https://{secure}"),
         root_ca: root,

@@ -99,25 +99,49 @@ pub async fn wait_ready(admin: SocketAddr, what: &str, within: Duration) {
     .await
 }
 
+/// `meshperf pilot`'s listeners, as its ready file names them.
+pub struct PilotAddrs {
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    /// The TLS listener (xDS and the CA's CreateCertificate); None unless
+    /// asked for.
+    pub secure_grpc: Option<SocketAddr>,
+}
+
+/// Starts `meshperf pilot` with its data in `dir`, every listener on a
+/// port of its own choosing (port 0: a port picked here and passed would
+/// race with the other tests for it), and waits for its ready file, which
+/// says where each listener is; with `secure`, its TLS listener too.
+pub async fn spawn_pilot(dir: &TestDir, secure: bool) -> (Reaper, PilotAddrs) {
+    let ready = dir.join("pilot.ready");
+    let data = dir.join("pilot");
+    let mut args =
+        vec!["pilot", "--dataDir", data.to_str().unwrap(), "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0"];
+    args.extend_from_slice(&["--monitoringAddr", "127.0.0.1:0", "--ready-file", ready.to_str().unwrap()]);
+    if secure {
+        args.extend_from_slice(&["--secureGRPCAddr", "127.0.0.1:0"]);
+    }
+    let pilot = spawn(&meshperf_bin(), &args, &dir.join("pilot.log"));
+    let listeners = eventually("pilot is ready", Duration::from_secs(20), async || {
+        let text = std::fs::read_to_string(&ready).ok()?;
+        let doc: serde_json::Value = serde_json::from_str(&text).ok()?;
+        doc.get("listeners").cloned()
+    })
+    .await;
+    let addr =
+        |name: &str| listeners.get(name).and_then(|a| a.as_str()).map(|a| a.parse().expect("a listener's address"));
+    let addrs = PilotAddrs {
+        grpc: addr("grpc").expect("pilot's grpc listener"),
+        http: addr("http").expect("pilot's http listener"),
+        secure_grpc: addr("secureGRPC"),
+    };
+    (pilot, addrs)
+}
+
 /// Starts `meshperf pilot` with its data in `dir` and applies `mesh` (a
 /// YAML file) once it takes it; returns the process and its ADS address.
 pub async fn start_pilot(dir: &TestDir, mesh: &Path) -> (Reaper, SocketAddr) {
-    let (grpc, http, mon) = (free_loopback_port(), free_loopback_port(), free_loopback_port());
-    let pilot = spawn(
-        &meshperf_bin(),
-        &[
-            "pilot",
-            "--dataDir",
-            dir.join("pilot").to_str().unwrap(),
-            "--grpcAddr",
-            &grpc.to_string(),
-            "--httpAddr",
-            &http.to_string(),
-            "--monitoringAddr",
-            &mon.to_string(),
-        ],
-        &dir.join("pilot.log"),
-    );
+    let (pilot, PilotAddrs { grpc, http, .. }) = spawn_pilot(dir, false).await;
     eventually("pilot takes the mesh", Duration::from_secs(20), async || {
         let applied = Command::new(meshperf_bin())
             .args(["apply", "-f", mesh.to_str().unwrap(), "-s", &http.to_string()])
