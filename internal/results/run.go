@@ -54,6 +54,9 @@ type Process struct {
 	RSSMB    float64 `json:"rss_mb"`     // resident set, average over the window, MiB
 	PSSMB    float64 `json:"pss_mb"`     // proportional set, average, MiB (NaN if unknown)
 	MaxRSSMB float64 `json:"max_rss_mb"` // highest resident set seen, MiB
+	// Counters split its CPU and count what it did per request; nil when
+	// the run did not measure them (counters.go).
+	Counters *ProcessCounters `json:"counters,omitempty"`
 }
 
 // Proxy kinds. Istio's page gives what each costs apart (per sidecar, per

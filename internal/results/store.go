@@ -15,7 +15,7 @@ import (
 
 // SchemaVersion is the store layout this package writes. Open upgrades an
 // older database step by step and refuses a newer one.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrations[i] takes a database from version i to i+1, on SQLite and on
 // PostgreSQL alike: each is written in SQLite's spelling, which the
@@ -57,6 +57,9 @@ const SchemaVersion = 8
 //     capacity sweep's analysis (sweepstore.go), one row per sweeping
 //     invocation (run_id = runs.run_id), the capacity.Analysis as JSON
 //     with unknown figures as null. From schema 8 on.
+//   - processes.user_vcpu, system_vcpu and the per-request counters
+//     (syscalls, voluntary and involuntary context switches, allocations;
+//     counters.go), NULL when not measured. From schema 9 on.
 var migrations = []string{
 	`CREATE TABLE runs (
 		id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -111,6 +114,7 @@ var migrations = []string{
 	migrationPrometheus, // prometheus.go
 	migrationGraph,      // graphstore.go
 	migrationSweeps,     // sweepstore.go
+	migrationCounters,   // counters.go
 }
 
 // Store is the results database.
@@ -269,9 +273,10 @@ func insertRun(c conn, r Run) error {
 		return err
 	}
 	for _, p := range r.Processes {
-		if _, err := c.exec(`INSERT INTO processes (run_row, role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb)
-			VALUES (?,?,?,?,?,?,?,?)`, row, p.Role, nullableText(p.Pod), p.PID, nullable(p.VCPU), nullable(p.RSSMB),
-			nullable(p.PSSMB), nullable(p.MaxRSSMB)); err != nil {
+		values := append([]any{row, p.Role, nullableText(p.Pod), p.PID, nullable(p.VCPU), nullable(p.RSSMB),
+			nullable(p.PSSMB), nullable(p.MaxRSSMB)}, counterValues(p.Counters)...)
+		if _, err := c.exec(`INSERT INTO processes (run_row, role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb, `+counterColumns+`)
+			VALUES (`+placeholders(len(values))+`)`, values...); err != nil {
 			return fmt.Errorf("process %s: %w", p.Role, err)
 		}
 	}
@@ -407,7 +412,7 @@ func scanRun(rows *sql.Rows) (Run, int64, error) {
 }
 
 func (s *Store) processes(row int64) ([]Process, error) {
-	rows, err := s.sql().query(`SELECT role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb FROM processes
+	rows, err := s.sql().query(`SELECT role, pod, pid, vcpu, rss_mb, pss_mb, max_rss_mb, `+counterColumns+` FROM processes
 		WHERE run_row = ? ORDER BY `+s.d.insertionOrder(), row)
 	if err != nil {
 		return nil, fmt.Errorf("read processes: %w", err)
@@ -417,12 +422,14 @@ func (s *Store) processes(row int64) ([]Process, error) {
 	for rows.Next() {
 		var p Process
 		var v [4]sql.NullFloat64
+		var c [6]sql.NullFloat64
 		var pod sql.NullString
-		if err := rows.Scan(&p.Role, &pod, &p.PID, &v[0], &v[1], &v[2], &v[3]); err != nil {
+		if err := rows.Scan(&p.Role, &pod, &p.PID, &v[0], &v[1], &v[2], &v[3], &c[0], &c[1], &c[2], &c[3], &c[4], &c[5]); err != nil {
 			return nil, fmt.Errorf("read processes: %w", err)
 		}
 		p.Pod = pod.String
 		p.VCPU, p.RSSMB, p.PSSMB, p.MaxRSSMB = fromNull(v[0]), fromNull(v[1]), fromNull(v[2]), fromNull(v[3])
+		p.Counters = countersFromNull(c)
 		out = append(out, p)
 	}
 	return out, rows.Err()

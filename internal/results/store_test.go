@@ -72,7 +72,9 @@ func sampleRun(runID, scenario string, start time.Time) Run {
 		SendDelayP99: 0.42,
 		Processes: []Process{
 			{Role: RoleClientSidecar, PID: 11, VCPU: 0.1, RSSMB: 12, PSSMB: 10, MaxRSSMB: 13},
-			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15},
+			{Role: RoleServerSidecar, PID: 12, VCPU: 0.2, RSSMB: 14, PSSMB: math.NaN(), MaxRSSMB: 15,
+				Counters: &ProcessCounters{UserVCPU: 0.08, SystemVCPU: 0.12, SyscallsPerRequest: 4.5,
+					VoluntarySwitchesPerRequest: 0.9, InvoluntarySwitchesPerRequest: 0.01, AllocationsPerRequest: math.NaN()}},
 		},
 		Spectrum:   []PercentileValue{{50, 0.3}, {90, 0.5}, {99.99, 3.5}},
 		Histogram:  []HistogramBucket{{StartMs: 0.1, EndMs: 0.2, Count: 9000}, {StartMs: 0.2, EndMs: 0.5, Count: 15990}, {StartMs: 0.5, EndMs: 4, Count: 10}, {StartMs: 4, EndMs: 4, Count: 0}, {StartMs: 4, EndMs: 4, Count: 0}},
@@ -109,6 +111,14 @@ func sameRun(a, b Run) bool {
 		for i := range ps {
 			fix(&ps[i].VCPU)
 			fix(&ps[i].PSSMB)
+			if c := ps[i].Counters; c != nil {
+				cc := *c
+				for _, v := range []*float64{&cc.UserVCPU, &cc.SystemVCPU, &cc.SyscallsPerRequest, &cc.VoluntarySwitchesPerRequest,
+					&cc.InvoluntarySwitchesPerRequest, &cc.AllocationsPerRequest} {
+					fix(v)
+				}
+				ps[i].Counters = &cc
+			}
 		}
 		r.Processes = ps
 		if r.Graph != nil {

@@ -41,6 +41,8 @@ VmHWM:	   20480 kB
 VmRSS:	   10240 kB
 RssAnon:	    8000 kB
 Threads:	3
+voluntary_ctxt_switches:	1234
+nonvoluntary_ctxt_switches:	56
 `
 
 func TestParseStatus(t *testing.T) {
@@ -48,14 +50,15 @@ func TestParseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RSS != 10240*1024 || m.HWM != 20480*1024 {
+	if m.RSS != 10240*1024 || m.HWM != 20480*1024 || m.VoluntarySwitches != 1234 || m.InvoluntarySwitches != 56 {
 		t.Errorf("ParseStatus = %+v", m)
 	}
 	// Kernel threads have no Vm lines.
 	if m, err := ParseStatus([]byte("Name:\tkthreadd\nState:\tS (sleeping)\n")); err != nil || m != (StatusMemory{}) {
 		t.Errorf("kernel thread status = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"VmRSS:\t12 MB\n", "VmRSS:\tlots kB\n", "VmHWM:\t99999999999999999999 kB\n"} {
+	for _, bad := range []string{"VmRSS:\t12 MB\n", "VmRSS:\tlots kB\n", "VmHWM:\t99999999999999999999 kB\n",
+		"voluntary_ctxt_switches:\tmany\n", "nonvoluntary_ctxt_switches:\t-1\n"} {
 		if _, err := ParseStatus([]byte(bad)); err == nil {
 			t.Errorf("ParseStatus(%q) accepted it", bad)
 		}
@@ -114,6 +117,20 @@ func TestBetween(t *testing.T) {
 	}
 	if u.VCPU != 0.25 || u.RSS != 30 || u.PSS != 20 || !u.PSSKnown || u.MaxHWM != 50 || u.Wall != 2*time.Second {
 		t.Errorf("Between = %+v", u)
+	}
+	if u.SwitchesKnown {
+		t.Errorf("Between = %+v; switches known though neither sample had them", u)
+	}
+	a.UserCPU, a.SystemCPU = 600*time.Millisecond, 400*time.Millisecond
+	b.UserCPU, b.SystemCPU = 800*time.Millisecond, 700*time.Millisecond
+	a.VoluntarySwitches, a.InvoluntarySwitches, a.SwitchesKnown = 100, 10, true
+	b.VoluntarySwitches, b.InvoluntarySwitches, b.SwitchesKnown = 350, 5, true
+	if u, err = Between(a, b); err != nil {
+		t.Fatal(err)
+	}
+	// A thread that exited took its counts with it (10 -> 5): zero, not a wrap-around.
+	if u.UserVCPU != 0.1 || u.SystemVCPU != 0.15 || !u.SwitchesKnown || u.VoluntarySwitches != 250 || u.InvoluntarySwitches != 0 {
+		t.Errorf("Between = %+v; want user 0.1, system 0.15 vCPU, 250 voluntary and 0 involuntary switches", u)
 	}
 	if _, err := Between(b, a); err == nil {
 		t.Error("Between accepted samples in the wrong order")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 )
@@ -174,5 +175,44 @@ func TestRSSGrowsWithAllocation(t *testing.T) {
 	}
 	if after.Name == "" || after.StartTicks == 0 {
 		t.Errorf("sample lacks identity: %+v", after)
+	}
+}
+
+// TestSwitchesCountEveryThread reads this test process, whose goroutines
+// sleep and wake on several threads: every sleep is a voluntary switch of
+// some thread, and the process's own status line (its main thread) would
+// miss most of them.
+func TestSwitchesCountEveryThread(t *testing.T) {
+	before, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before.SwitchesKnown || before.UserCPU+before.SystemCPU != before.CPU {
+		t.Fatalf("Read = %+v; want switches known and user + system = CPU", before)
+	}
+	const naps = 50
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range naps {
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	after, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := Between(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Go runtime may batch timers of several goroutines into one wake-up,
+	// but not fifty sleeps in a row into fewer than ten.
+	if !u.SwitchesKnown || u.VoluntarySwitches < naps/5 {
+		t.Errorf("after %d naps on 4 goroutines: %+v; want at least %d voluntary switches", naps, u, naps/5)
 	}
 }

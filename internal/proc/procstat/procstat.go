@@ -28,11 +28,19 @@ type Sample struct {
 	// PID it identifies the process even if the pid is reused later.
 	StartTicks uint64
 	CPU        time.Duration // user + system time used so far
-	RSS        uint64        // resident set size, bytes (VmRSS)
-	HWM        uint64        // peak RSS, bytes (VmHWM)
-	PSS        uint64        // proportional set size, bytes; valid if PSSKnown
-	PSSKnown   bool          // false if smaps_rollup was unreadable
-	At         time.Time     // when the sample was taken; carries the monotonic clock
+	UserCPU    time.Duration // of which in user space (utime)
+	SystemCPU  time.Duration // and in the kernel on its behalf (stime)
+	// VoluntarySwitches and InvoluntarySwitches are the context switches of
+	// all its threads so far (a thread that blocked, one that the scheduler
+	// preempted): a proxy's wake-ups per request; valid if SwitchesKnown.
+	VoluntarySwitches   uint64
+	InvoluntarySwitches uint64
+	SwitchesKnown       bool
+	RSS                 uint64    // resident set size, bytes (VmRSS)
+	HWM                 uint64    // peak RSS, bytes (VmHWM)
+	PSS                 uint64    // proportional set size, bytes; valid if PSSKnown
+	PSSKnown            bool      // false if smaps_rollup was unreadable
+	At                  time.Time // when the sample was taken; carries the monotonic clock
 }
 
 // Read samples process pid using the system's clock tick.
@@ -64,6 +72,8 @@ func ReadWithTicks(pid int, ticksPerSec int64) (Sample, error) {
 		State:      st.State,
 		StartTicks: st.StartTicks,
 		CPU:        ticksToDuration(st.UserTicks+st.SystemTicks, ticksPerSec),
+		UserCPU:    ticksToDuration(st.UserTicks, ticksPerSec),
+		SystemCPU:  ticksToDuration(st.SystemTicks, ticksPerSec),
 		At:         at,
 	}
 	statusText, err := os.ReadFile(dir + "/status")
@@ -78,6 +88,7 @@ func ReadWithTicks(pid int, ticksPerSec int64) (Sample, error) {
 		return Sample{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	s.RSS, s.HWM = mem.RSS, mem.HWM
+	s.VoluntarySwitches, s.InvoluntarySwitches, s.SwitchesKnown = threadSwitches(dir)
 	// smaps_rollup walks the page tables, which is why PSS is worth having
 	// (shared pages are split among their users) and also why it can be
 	// missing: old kernels lack it and other users' processes need ptrace
@@ -142,10 +153,41 @@ func ParseStat(text []byte) (StatFields, error) {
 
 func isLetter(c byte) bool { return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') }
 
-// StatusMemory holds the memory lines of /proc/PID/status, in bytes.
+// StatusMemory holds the memory lines of /proc/PID/status, in bytes, and
+// its context-switch counts.
 type StatusMemory struct {
 	RSS uint64 // VmRSS
 	HWM uint64 // VmHWM
+	// The thread's context switches (voluntary_ctxt_switches,
+	// nonvoluntary_ctxt_switches): /proc/PID/status counts the main thread
+	// only, /proc/PID/task/TID/status each thread.
+	VoluntarySwitches, InvoluntarySwitches uint64
+}
+
+// threadSwitches sums the context switches of every thread of the process
+// in dir. A proxy's workers are threads, and the process's own status line
+// counts only its main thread, which sleeps. Threads that exited are lost
+// from the sum, so the counts are for processes whose threads live as long
+// as they do (a proxy's workers); ok is false when no task was readable.
+func threadSwitches(dir string) (voluntary, involuntary uint64, ok bool) {
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, t := range tasks {
+		text, err := os.ReadFile(dir + "/task/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread exited between the listing and the read
+		}
+		st, err := ParseStatus(text)
+		if err != nil {
+			continue
+		}
+		voluntary += st.VoluntarySwitches
+		involuntary += st.InvoluntarySwitches
+		ok = true
+	}
+	return voluntary, involuntary, ok
 }
 
 // ParseStatus parses /proc/PID/status. Kernel threads have no Vm lines and
@@ -163,6 +205,17 @@ func ParseStatus(text []byte) (StatusMemory, error) {
 			dst = &m.RSS
 		case "VmHWM":
 			dst = &m.HWM
+		case "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches":
+			n, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+			if err != nil {
+				return StatusMemory{}, fmt.Errorf("/proc status: %s: %w", key, err)
+			}
+			if key == "voluntary_ctxt_switches" {
+				m.VoluntarySwitches = n
+			} else {
+				m.InvoluntarySwitches = n
+			}
+			continue
 		default:
 			continue
 		}

@@ -133,6 +133,11 @@ type ProcessUsage struct {
 	Wall time.Duration
 	CPU  time.Duration
 	VCPU float64
+	// UserVCPU and SystemVCPU split VCPU; the context switches of all its
+	// threads over the window, valid if SwitchesKnown.
+	UserVCPU, SystemVCPU                   float64
+	VoluntarySwitches, InvoluntarySwitches uint64
+	SwitchesKnown                          bool
 	// Memory over the window's samples, bytes.
 	MeanRSS, MaxRSS uint64
 	MeanPSS, MaxPSS uint64
@@ -196,5 +201,7 @@ func (p *series) window(start, end time.Time) ProcessUsage {
 		return u
 	}
 	u.Wall, u.CPU, u.VCPU = usage.Wall, usage.CPU, usage.VCPU
+	u.UserVCPU, u.SystemVCPU = usage.UserVCPU, usage.SystemVCPU
+	u.VoluntarySwitches, u.InvoluntarySwitches, u.SwitchesKnown = usage.VoluntarySwitches, usage.InvoluntarySwitches, usage.SwitchesKnown
 	return u
 }
