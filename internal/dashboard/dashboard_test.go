@@ -88,7 +88,9 @@ func labRun(runID, mode string, rep int, start time.Time, inv invocationSpec) re
 		prov.ControlPlane = results.Component{Name: results.ComponentPilot, Version: "v0.9.0"}
 		procs = []results.Process{
 			{Role: results.RoleClientSidecar, PID: 4100 + rep, VCPU: 0.12, RSSMB: 11.2, PSSMB: math.NaN(), MaxRSSMB: 12},
-			{Role: results.RoleServerSidecar, PID: 4200 + rep, VCPU: 0.10, RSSMB: 10.8, PSSMB: 9.5, MaxRSSMB: 11.5},
+			{Role: results.RoleServerSidecar, PID: 4200 + rep, VCPU: 0.10, RSSMB: 10.8, PSSMB: 9.5, MaxRSSMB: 11.5,
+				Counters: &results.ProcessCounters{UserVCPU: 0.04, SystemVCPU: 0.06, SyscallsPerRequest: math.NaN(),
+					VoluntarySwitchesPerRequest: 1.5, InvoluntarySwitchesPerRequest: 0.02, AllocationsPerRequest: math.NaN()}},
 		}
 	}
 	v := level * (1 + 0.02*float64(rep-2))
@@ -347,8 +349,12 @@ func TestRunHasEveryRepetitionWithNullForUnknown(t *testing.T) {
 			LatencyMs  struct{ P99 float64 } `json:"latency_ms"`
 			Spectrum   []struct{ Percentile, Ms float64 }
 			Processes  []struct {
-				Role  string
-				PSSMB *float64 `json:"pss_mb"`
+				Role     string
+				PSSMB    *float64 `json:"pss_mb"`
+				Counters *struct {
+					SystemVCPU float64  `json:"system_vcpu"`
+					Syscalls   *float64 `json:"syscalls_per_request"`
+				}
 			}
 			DurationSeconds float64 `json:"duration_seconds"`
 			Provenance      results.Provenance
@@ -368,6 +374,10 @@ func TestRunHasEveryRepetitionWithNullForUnknown(t *testing.T) {
 	}
 	if len(last.Processes) != 2 || last.Processes[0].PSSMB != nil || last.Processes[1].PSSMB == nil || *last.Processes[1].PSSMB != 9.5 {
 		t.Errorf("processes = %+v, want the client sidecar's unknown PSS as null and the server's 9.5", last.Processes)
+	}
+	if c := last.Processes[1].Counters; last.Processes[0].Counters != nil || c == nil || c.SystemVCPU != 0.06 || c.Syscalls != nil {
+		t.Errorf("counters: client %+v, server %+v; want none for the client, the server's with unknown syscalls as null",
+			last.Processes[0].Counters, c)
 	}
 	if !bytes.Contains(raw, []byte(`"pss_mb": null`)) {
 		t.Errorf("no null pss_mb in %s", raw)

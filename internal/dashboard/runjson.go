@@ -72,6 +72,19 @@ type processJSON struct {
 	RSSMB    compare.Number `json:"rss_mb"`
 	PSSMB    compare.Number `json:"pss_mb"`
 	MaxRSSMB compare.Number `json:"max_rss_mb"`
+	// Counters are results.ProcessCounters with NaN as null; absent when
+	// the run did not measure them.
+	Counters *countersJSON `json:"counters,omitempty"`
+}
+
+// countersJSON is results.ProcessCounters with NaN as null.
+type countersJSON struct {
+	UserVCPU                      compare.Number `json:"user_vcpu"`
+	SystemVCPU                    compare.Number `json:"system_vcpu"`
+	SyscallsPerRequest            compare.Number `json:"syscalls_per_request"`
+	VoluntarySwitchesPerRequest   compare.Number `json:"voluntary_switches_per_request"`
+	InvoluntarySwitchesPerRequest compare.Number `json:"involuntary_switches_per_request"`
+	AllocationsPerRequest         compare.Number `json:"allocations_per_request"`
 }
 
 // promJSON is results.PromFigures with NaN as null.
@@ -152,8 +165,13 @@ func runJSONOf(r results.Run) runJSON {
 		j.Spectrum = append(j.Spectrum, percentileJSON{Percentile: pv.Percentile, Ms: n(pv.Ms)})
 	}
 	for _, p := range r.Processes {
-		j.Processes = append(j.Processes, processJSON{Role: p.Role, Pod: p.Pod, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
-			PSSMB: n(p.PSSMB), MaxRSSMB: n(p.MaxRSSMB)})
+		pj := processJSON{Role: p.Role, Pod: p.Pod, PID: p.PID, VCPU: n(p.VCPU), RSSMB: n(p.RSSMB),
+			PSSMB: n(p.PSSMB), MaxRSSMB: n(p.MaxRSSMB)}
+		if c := p.Counters; c != nil {
+			pj.Counters = &countersJSON{n(c.UserVCPU), n(c.SystemVCPU), n(c.SyscallsPerRequest),
+				n(c.VoluntarySwitchesPerRequest), n(c.InvoluntarySwitchesPerRequest), n(c.AllocationsPerRequest)}
+		}
+		j.Processes = append(j.Processes, pj)
 	}
 	for _, f := range r.Prometheus {
 		j.Prometheus = append(j.Prometheus, promJSON{Role: f.Role, VCPU: n(f.VCPU), RSSMB: n(f.RSSMB),

@@ -221,6 +221,13 @@ func testAllModes(t *testing.T, kind pod.Kind, proto scenario.Protocol, mtls boo
 			if ok != want || (ok && (p.VCPU < 0 || (p.VCPU == 0 && !idleOK) || p.RSSMB <= 0)) {
 				t.Errorf("%s: process %s: present %v (want %v), %+v", r.Label, role, ok, want, p)
 			}
+			// A sidecar's workers block in epoll between requests, so each
+			// request wakes one at least sometimes; its CPU splits into
+			// user and kernel time that add up to the whole.
+			if c := p.Counters; ok && !idleOK && (c == nil || !(c.VoluntarySwitchesPerRequest > 0) ||
+				math.Abs(c.UserVCPU+c.SystemVCPU-p.VCPU) > 1e-9) {
+				t.Errorf("%s: %s counters %+v; want switches per request > 0 and user + system = %.4f vCPU", r.Label, role, c, p.VCPU)
+			}
 		}
 	}
 	checkOutputs(t, rep)

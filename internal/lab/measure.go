@@ -232,7 +232,7 @@ func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run,
 		return r, winStart, winEnd, err.Error()
 	}
 	r = merge(r, got)
-	r.Processes = processes(sampler.Window(winStart, winEnd))
+	r.Processes = processes(sampler.Window(winStart, winEnd), r.ActualQPS)
 	return r, winStart, winEnd, ""
 }
 
@@ -340,7 +340,9 @@ func merge(r, got results.Run) results.Run {
 	return r
 }
 
-func processes(us []procstat.ProcessUsage) []results.Process {
+// processes turns the window's usage into the run's processes; rps is the
+// rate the load kept, which makes the context switches per request.
+func processes(us []procstat.ProcessUsage, rps float64) []results.Process {
 	const mib = 1 << 20
 	var out []results.Process
 	for _, u := range us {
@@ -351,6 +353,13 @@ func processes(us []procstat.ProcessUsage) []results.Process {
 		}
 		if u.Err == nil {
 			p.VCPU = u.VCPU
+			c := results.UnknownCounters()
+			c.UserVCPU, c.SystemVCPU = u.UserVCPU, u.SystemVCPU
+			if requests := rps * u.Wall.Seconds(); u.SwitchesKnown && requests > 0 {
+				c.VoluntarySwitchesPerRequest = float64(u.VoluntarySwitches) / requests
+				c.InvoluntarySwitchesPerRequest = float64(u.InvoluntarySwitches) / requests
+			}
+			p.Counters = &c
 		}
 		if u.PSSKnown {
 			p.PSSMB = float64(u.MeanPSS) / mib
