@@ -37,36 +37,34 @@ const pushTraceDepth = 256
 type pushTraces struct {
 	mu     sync.Mutex
 	traces []*PushTrace
-	byReq  map[*model.PushRequest]*PushTrace
+	// byStart finds a push's trace from the request a proxy's push carries:
+	// the queue hands each proxy a copy of the request (merged with any
+	// it still had waiting), which keeps the oldest change's Start.
+	byStart map[int64]*PushTrace
 }
 
 // begin opens the trace of a push started at began.
 func (p *pushTraces) begin(n int64, req *model.PushRequest, began time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.byReq == nil {
-		p.byReq = make(map[*model.PushRequest]*PushTrace)
+	if p.byStart == nil {
+		p.byStart = make(map[int64]*PushTrace)
 	}
 	t := &PushTrace{Push: n, Start: req.Start, Began: began, Sent: map[string]time.Time{}}
 	if len(p.traces) == pushTraceDepth {
-		for r, old := range p.byReq {
-			if old == p.traces[0] {
-				delete(p.byReq, r)
-			}
-		}
+		delete(p.byStart, p.traces[0].Start.UnixNano())
 		p.traces = p.traces[1:]
 	}
 	p.traces = append(p.traces, t)
-	p.byReq[req] = t
+	p.byStart[req.Start.UnixNano()] = t
 }
 
-// sent records a proxy's push of req. A request the queue merged with a
-// later one for a proxy that was still waiting is not traced: its changes
-// reach that proxy with the later push.
+// sent records a proxy's push of req. A proxy still waiting in the queue
+// when a later push starts gets both in one, traced as the older's.
 func (p *pushTraces) sent(req *model.PushRequest, proxyID string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.byReq[req]; t != nil {
+	if t := p.byStart[req.Start.UnixNano()]; t != nil {
 		t.Sent[proxyID] = at
 	}
 }
