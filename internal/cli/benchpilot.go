@@ -29,7 +29,7 @@ func (f *benchPilotFlags) define(cmd *command) {
 	durationVar(fs, &f.spacing, "spacing", time.Second, "time between changes (longer than the debounce, so each is its own push)")
 	durationVar(fs, &f.timeout, "timeout", time.Minute, "bound on each wait in a run (first sync, the changes' delivery); a run lasts -changes x -spacing")
 	fs.StringVar(&f.istiod, "istiod", "", "measure istiod beside meshperf pilot: the `PATH` of a pilot-discovery built from istio/istio (docs/bench.md)")
-	fs.StringVar(&f.meshperf, "meshperf", "", "run the pilot of this meshperf `binary` instead of this one's (to measure one build against another)")
+	fs.StringVar(&f.meshperf, "meshperf", "", "run the pilot of the meshperf binary at `PATH` instead of this one's (to measure one build against another)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the runs, medians and ratios as JSON to `FILE`")
 	fs.StringVar(&f.db, "db", "", "store each run in this results database (`PATH` or postgres:// URL); meshperf history -cpload bench-pilot follows them")
 	fs.StringVar(&f.labels, "labels", "", "labels recorded with the runs")
