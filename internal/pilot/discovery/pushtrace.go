@@ -36,36 +36,32 @@ const pushTraceDepth = 256
 // pushTraces is the ring of recent pushes' traces.
 type pushTraces struct {
 	mu     sync.Mutex
-	traces []*PushTrace
-	// byStart finds a push's trace from the request a proxy's push carries:
-	// the queue hands each proxy a copy of the request (merged with any
-	// it still had waiting), which keeps the oldest change's Start.
-	byStart map[int64]*PushTrace
+	traces []*PushTrace // in the order they began
 }
 
 // begin opens the trace of a push started at began.
 func (p *pushTraces) begin(n int64, req *model.PushRequest, began time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.byStart == nil {
-		p.byStart = make(map[int64]*PushTrace)
-	}
 	t := &PushTrace{Push: n, Start: req.Start, Began: began, Sent: map[string]time.Time{}}
 	if len(p.traces) == pushTraceDepth {
-		delete(p.byStart, p.traces[0].Start.UnixNano())
 		p.traces = p.traces[1:]
 	}
 	p.traces = append(p.traces, t)
-	p.byStart[req.Start.UnixNano()] = t
 }
 
-// sent records a proxy's push of req. A proxy still waiting in the queue
-// when a later push starts gets both in one, traced as the older's.
+// sent records a proxy's push of req. The queue hands each proxy a copy
+// of the push's request stamped with when it was queued (merged with one
+// the proxy still had waiting, keeping the older stamp), so the push it
+// belongs to is the last one that began by then.
 func (p *pushTraces) sent(req *model.PushRequest, proxyID string, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.byStart[req.Start.UnixNano()]; t != nil {
-		t.Sent[proxyID] = at
+	for i := len(p.traces) - 1; i >= 0; i-- {
+		if t := p.traces[i]; !t.Began.After(req.Start) {
+			t.Sent[proxyID] = at
+			return
+		}
 	}
 }
 
