@@ -62,6 +62,11 @@ func splitStages(changes []churn.ChangeResult, ids []string, traces []discovery.
 				continue
 			}
 			received := c.Applied.Add(lat)
+			// The server notes the write when its stream's send returned,
+			// which can be after the client read the response.
+			if sent.After(received) {
+				sent = received
+			}
 			watch += ms(t.Start.Sub(c.Applied))
 			debounce += ms(t.Began.Sub(t.Start))
 			push += ms(sent.Sub(t.Began))

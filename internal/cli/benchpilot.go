@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/bench"
 	"github.com/meshperf/meshperf/internal/pilot/push"
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 // benchPilotFlags are bench pilot's flags.
@@ -144,19 +145,13 @@ func savePilotBench(f benchPilotFlags, r *bench.PilotResult) error {
 	if f.db == "" {
 		return nil
 	}
-	st, err := openStore(f.db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	rows := make([]results.ControlPlaneRun, 0, len(r.Runs))
 	for _, run := range r.Runs {
 		row, err := run.StoreRow()
 		if err != nil {
 			return err
 		}
-		if err := st.InsertControlPlaneRun(row); err != nil {
-			return err
-		}
+		rows = append(rows, row)
 	}
-	return nil
+	return storeControlPlaneRuns(f.db, rows)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -50,6 +51,7 @@ type Dir struct {
 	// Only the reload path touches these: OpenDir's first read, then the
 	// watch loop's goroutine.
 	files    map[string][]*config.Resource // last good content of each file
+	settled  map[string]fileStamp          // files decoded long enough after their last write to trust
 	reported map[string]string             // the problem last logged for each file
 
 	done      chan struct{}
@@ -91,6 +93,7 @@ func openDir(dir string, log *slog.Logger, o options, events fileEvents) (*Dir, 
 		log:      log,
 		fs:       events,
 		files:    make(map[string][]*config.Resource),
+		settled:  make(map[string]fileStamp),
 		reported: make(map[string]string),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -241,7 +244,35 @@ func (d *Dir) listFiles() ([]string, error) {
 	return files, err // WalkDir visits in lexical order
 }
 
-// reload re-reads every file and commits the difference from the current
+// settleAge is how long after its last modification a file must have been
+// read for Dir to skip it on later re-reads while its size, times and inode
+// stay the same. Every change anywhere in the directory re-reads it, and
+// decoding hundreds of unchanged files was most of a change's watch time;
+// a file modified just before it was read may have been changed again
+// within the file system's timestamp granularity, so it is read again.
+const settleAge = time.Second
+
+// fileStamp is what tells a file changed without reading it.
+type fileStamp struct {
+	size             int64
+	modified, change time.Time
+	inode, device    uint64
+}
+
+func stampOf(path string) (fileStamp, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	st := fileStamp{size: info.Size(), modified: info.ModTime()}
+	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
+		st.inode, st.device = sys.Ino, uint64(sys.Dev)
+		st.change = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec)
+	}
+	return st, nil
+}
+
+// reload re-reads every file that may have changed and commits the difference from the current
 // state as one revision (none if nothing changed).
 func (d *Dir) reload() error {
 	paths, err := d.listFiles()
@@ -251,8 +282,18 @@ func (d *Dir) reload() error {
 	files := make(map[string][]*config.Resource, len(paths))
 	problems := make(map[string]string)
 	kept := make(map[string]bool)
+	settled := make(map[string]fileStamp, len(paths))
 	for _, p := range paths {
+		stamp, stampErr := stampOf(p)
+		if last, ok := d.files[p]; ok && stampErr == nil && d.settled[p] == stamp {
+			files[p], settled[p] = last, stamp
+			continue
+		}
+		readAt := time.Now()
 		rs, err := readConfigFile(p)
+		if err == nil && stampErr == nil && readAt.Sub(stamp.modified) > settleAge {
+			settled[p] = stamp
+		}
 		if err != nil {
 			problems[p] = err.Error()
 			if last, ok := d.files[p]; ok {
@@ -262,7 +303,7 @@ func (d *Dir) reload() error {
 		}
 		files[p] = rs
 	}
-	d.files = files
+	d.files, d.settled = files, settled
 	want := merge(paths, files, problems)
 	d.report(paths, problems, kept)
 	d.commit(want)
