@@ -253,16 +253,26 @@ func saveCpload(jsonPath, dbPath string, v any, reports []*driver.Report) error 
 	if dbPath == "" {
 		return nil
 	}
-	st, err := openStore(dbPath)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	rows := make([]results.ControlPlaneRun, 0, len(reports))
 	for _, r := range reports {
 		row, err := r.StoreRow()
 		if err != nil {
 			return err
 		}
+		rows = append(rows, row)
+	}
+	return storeControlPlaneRuns(dbPath, rows)
+}
+
+// storeControlPlaneRuns adds control-plane runs (cpload's, bench pilot's)
+// to the results store at dbPath.
+func storeControlPlaneRuns(dbPath string, rows []results.ControlPlaneRun) error {
+	st, err := openStore(dbPath)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, row := range rows {
 		if err := st.InsertControlPlaneRun(row); err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},
 			{name: "acmeair", about: "the Acmeair-like airline app's services and BluePerf's driver", run: with(Acmeair)},
 			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
+			{name: "bench", about: "side-by-side benchmarks: the proxy against HAProxy, the control plane against istiod, the load generator against Fortio and wrk", run: with(Bench)},
 			{name: "compare", about: "compare two sets of runs with statistics: better, worse or no significant change", run: with(Compare)},
 			{name: "history", about: "a scenario's figure across versions on one machine, and where it changed (regressions)", run: with(History)},
 			{name: "perfcheck", about: "run the micro-benchmarks and compare them with the baselines kept beside them", run: with(Perfcheck)},

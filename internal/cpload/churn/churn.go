@@ -86,6 +86,10 @@ type ChangeResult struct {
 	Received  int
 	Latencies []time.Duration
 	Last      time.Duration
+	// Receivers are the proxies of Latencies, entry for entry: who got the
+	// change, for what follows its way there proxy by proxy (bench pilot's
+	// stages).
+	Receivers []int
 }
 
 // Result sums up a churn run.

@@ -119,6 +119,7 @@ func (r *Runner) collect(f *inflight) ChangeResult {
 			d := max(at.Sub(res.Applied), 0)
 			res.Received++
 			res.Latencies = append(res.Latencies, d)
+			res.Receivers = append(res.Receivers, p)
 			res.Last = max(res.Last, d)
 		}
 	}
@@ -211,6 +212,7 @@ func supersede(out []ChangeResult, pending []*inflight) {
 					d := max(at.Sub(out[i].Applied), 0)
 					out[i].Received++
 					out[i].Latencies = append(out[i].Latencies, d)
+					out[i].Receivers = append(out[i].Receivers, p)
 					out[i].Last = max(out[i].Last, d)
 					got[p] = at
 				}

@@ -30,6 +30,9 @@ type cploadParams struct {
 	Duration       string   `json:"duration"`
 	ConnectRate    float64  `json:"connect_rate"`
 	ProxiesPerConn int      `json:"proxies_per_conn"`
+	// Subject is left out when empty, so that cpload's own runs keep the
+	// hash they had before benchmarks named theirs.
+	Subject string `json:"subject,omitempty"`
 }
 
 // unknownControlPlane names an external control plane the user did not
@@ -46,6 +49,7 @@ func (c *Config) provenance(proxies int) (results.Provenance, error) {
 		Scoping: c.Scoping, Exclude: c.Exclude, Knobs: c.Knobs, Delta: c.Delta, NoSDS: c.NoSDS, External: c.Target != "",
 		Churn: c.Churn, Namespace: c.Namespace, Service: c.Service, Reps: c.Reps, Delay: c.Delay.String(),
 		Rate: c.Rate, Duration: c.Duration.String(), ConnectRate: c.ConnectRate, ProxiesPerConn: c.ProxiesPerConn,
+		Subject: c.Subject,
 	})
 	if err != nil {
 		return results.Provenance{}, fmt.Errorf("cpload: %w", err)

@@ -51,7 +51,21 @@ type Report struct {
 	// control plane (no data plane: the proxies are simulated), the
 	// parameters hash, the labels, the machine.
 	Provenance results.Provenance `json:"provenance"`
+
+	// What the figures were made from, for a caller that splits them
+	// further (bench pilot): each change with its receivers, and the
+	// control plane's metrics before and after the churn.
+	changes       []churn.ChangeResult
+	before, after *metrics.Snapshot
 }
+
+// Changes are the churn's changes, each with when it was applied and who
+// received it when.
+func (r *Report) Changes() []churn.ChangeResult { return r.changes }
+
+// Metrics are the control plane's /metrics scraped before and after the
+// churn (nil when it has none).
+func (r *Report) Metrics() (before, after *metrics.Snapshot) { return r.before, r.after }
 
 // ConnectFigures are the first sync after connecting.
 type ConnectFigures struct {
@@ -135,6 +149,7 @@ func (r *Report) setChurn(res churn.Result) {
 		f.ApplyMaxMs = math.Max(f.ApplyMaxMs, ms(c.ApplyTook))
 		f.LagMaxMs = math.Max(f.LagMaxMs, ms(c.Lag))
 	}
+	r.changes = res.Changes
 	if res.Expected == 0 {
 		r.Notes = append(r.Notes, "no proxy imports the changed namespace: nothing to time end to end")
 	}
@@ -142,6 +157,7 @@ func (r *Report) setChurn(res churn.Result) {
 }
 
 func (r *Report) setControlPlane(before, after scrape) {
+	r.before, r.after = before.snap, after.snap
 	if before.snap == nil || after.snap == nil {
 		return
 	}

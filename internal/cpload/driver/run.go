@@ -109,6 +109,13 @@ type Config struct {
 	// MeshName and MeshVersion name an external Target's control plane
 	// (istiod, 1.24.0) for the results' provenance; meshperf cannot ask it.
 	MeshName, MeshVersion string
+	// TargetPID is an external Target's process, when it runs on this
+	// machine: its CPU and memory are sampled as meshperf pilot's are.
+	TargetPID int
+	// Subject names what a side-by-side benchmark measures in this run
+	// (bench pilot: "meshperf-pilot", "istiod"); it is one of the
+	// parameters, so that each subject's runs are their own series.
+	Subject string
 	// Labels are the user's labels for the run, recorded in its provenance.
 	Labels string
 	// ApplyWith is how changes reach an external target: "none",
@@ -215,14 +222,12 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 			e.stop()
 			return nil, err
 		}
-		e.sampler = procstat.NewSampler(200 * time.Millisecond)
-		if err := e.sampler.Add("pilot", p.PID()); err == nil {
-			sctx, cancel := context.WithCancel(context.Background())
-			e.stopSample = cancel
-			go e.sampler.Run(sctx)
-		}
+		e.sampleProcess("pilot", p.PID())
 	} else {
 		e.xds, e.metricsURL = c.Target, c.MetricsURL
+		if c.TargetPID > 0 {
+			e.sampleProcess(c.Target, c.TargetPID)
+		}
 		switch {
 		case c.ApplyWith == "meshperf-api":
 			a, err := newAPIApplier(c.APIURL)
@@ -267,6 +272,18 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 		e.prom = pc
 	}
 	return e, nil
+}
+
+// sampleProcess samples the control plane's CPU and memory for the report.
+func (e *env) sampleProcess(name string, pid int) {
+	e.sampler = procstat.NewSampler(200 * time.Millisecond)
+	if err := e.sampler.Add(name, pid); err != nil {
+		e.sampler = nil
+		return
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	e.stopSample = cancel
+	go e.sampler.Run(sctx)
 }
 
 func (e *env) stop() {

@@ -123,7 +123,11 @@ type Histogram struct {
 
 // Histogram sums every series of the histogram name (a zero Histogram when
 // absent).
-func (s *Snapshot) Histogram(name string) Histogram {
+func (s *Snapshot) Histogram(name string) Histogram { return s.HistogramWhere(name, "", "") }
+
+// HistogramWhere sums the series of the histogram name whose label has the
+// value (every series when label is empty).
+func (s *Snapshot) HistogramWhere(name, label, value string) Histogram {
 	byBound := map[float64]float64{}
 	var h Histogram
 	if s == nil {
@@ -131,7 +135,7 @@ func (s *Snapshot) Histogram(name string) Histogram {
 	}
 	for _, m := range s.Families[name].GetMetric() {
 		hm := m.GetHistogram()
-		if hm == nil {
+		if hm == nil || (label != "" && labelValue(m, label) != value) {
 			continue
 		}
 		h.Count += float64(hm.GetSampleCount())
@@ -165,15 +169,18 @@ func (s *Snapshot) HistogramCountBy(name, label string) map[string]float64 {
 		if hm == nil {
 			continue
 		}
-		key := ""
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == label {
-				key = lp.GetValue()
-			}
-		}
-		out[key] += float64(hm.GetSampleCount())
+		out[labelValue(m, label)] += float64(hm.GetSampleCount())
 	}
 	return out
+}
+
+func labelValue(m *dto.Metric, label string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == label {
+			return lp.GetValue()
+		}
+	}
+	return ""
 }
 
 // Merge returns one snapshot holding every series of snaps, as a

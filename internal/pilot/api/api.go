@@ -51,6 +51,9 @@ type Deps struct {
 	Syncz func() []ProxySync
 	// PushStatus describes the last pushes (any JSON-encodable value).
 	PushStatus func() any
+	// PushTrace lists recent pushes' stage timestamps (any JSON-encodable
+	// value).
+	PushTrace func() any
 	// Logger gets one record per write and per server-side failure; nil
 	// discards them.
 	Logger *slog.Logger
@@ -95,6 +98,7 @@ type handler struct {
 //	GET  /debug/config_dump?proxyID=ID    a proxy's config as Envoy's config dump
 //	GET  /debug/syncz                     each connection's sent and acknowledged versions
 //	GET  /debug/push_status               the last pushes
+//	GET  /debug/push_trace                recent pushes' stage timestamps
 //	GET  /ready                           "ok" once the server answers
 func NewHandler(d Deps) http.Handler {
 	h := &handler{d: d, log: d.Logger}
@@ -112,6 +116,7 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("/debug/config_dump", h.only(http.MethodGet, h.configDump))
 	mux.HandleFunc("/debug/syncz", h.only(http.MethodGet, h.syncz))
 	mux.HandleFunc("/debug/push_status", h.only(http.MethodGet, h.pushStatus))
+	mux.HandleFunc("/debug/push_trace", h.only(http.MethodGet, h.pushTrace))
 	mux.HandleFunc("/ready", h.only(http.MethodGet, ready))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no endpoint "+r.URL.Path+

@@ -221,6 +221,14 @@ func (c *Client) PushStatus(ctx context.Context) (json.RawMessage, error) {
 	return raw, err
 }
 
+// PushTrace returns recent pushes' stage timestamps (/debug/push_trace),
+// as the server's JSON (discovery.PushTrace, oldest first).
+func (c *Client) PushTrace(ctx context.Context) (json.RawMessage, error) {
+	var raw []byte
+	err := c.call(ctx, http.MethodGet, "/debug/push_trace", nil, nil, &raw)
+	return raw, err
+}
+
 // Ready returns nil once the API answers.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/ready", nil, nil, nil)

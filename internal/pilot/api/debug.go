@@ -90,6 +90,16 @@ func (h *handler) syncz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+func (h *handler) pushTrace(w http.ResponseWriter, _ *http.Request) {
+	var v any = []struct{}{}
+	if h.d.PushTrace != nil {
+		if t := h.d.PushTrace(); t != nil {
+			v = t
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 func (h *handler) pushStatus(w http.ResponseWriter, _ *http.Request) {
 	var v any = struct{}{}
 	if h.d.PushStatus != nil {

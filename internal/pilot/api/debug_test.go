@@ -165,6 +165,9 @@ func TestSynczAndPushStatus(t *testing.T) {
 	if code, b := call(t, "GET", bare.URL+"/debug/syncz", ""); code != 200 || strings.TrimSpace(string(b)) != "[]" {
 		t.Errorf("bare syncz: %d %s", code, b)
 	}
+	if code, b := call(t, "GET", bare.URL+"/debug/push_trace", ""); code != 200 || strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("bare push_trace: %d %s", code, b)
+	}
 	if code, b := call(t, "GET", bare.URL+"/debug/push_status", ""); code != 200 || strings.TrimSpace(string(b)) != "{}" {
 		t.Errorf("bare push_status: %d %s", code, b)
 	}

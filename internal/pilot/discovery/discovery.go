@@ -99,6 +99,7 @@ type Server struct {
 	conns    map[*xds.Connection]*connState
 	statusMu sync.Mutex
 	status   PushStatus
+	traces   pushTraces
 }
 
 // connState is what the push filter remembers of a connection.
@@ -359,7 +360,7 @@ func (s *Server) publish(snap *snapshot.Snapshot) { s.current.Store(snap) }
 // connected proxy (the dependency filter runs when each is dequeued).
 func (s *Server) startPush(req *model.PushRequest) {
 	begin := time.Now()
-	s.pushes.Add(1)
+	s.traces.begin(s.pushes.Add(1), req, begin)
 	snap := s.buildSnapshot()
 	s.pm.ObservePushContextInit(time.Since(begin))
 	s.publish(snap)
@@ -400,7 +401,9 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 		s.log.Debug("push failed", "proxy", conn.Proxy().ID, "err", err)
 		return
 	}
-	s.pm.ObserveConvergence(req, time.Now())
+	now := time.Now()
+	s.traces.sent(req, conn.Proxy().ID, now)
+	s.pm.ObserveConvergence(req, now)
 }
 
 // needsPush applies istiod's filter: a push that is about particular configs

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -21,24 +22,36 @@ import (
 
 // Dir is istiod's --configDir mode: the config is whatever the directory's
 // *.yaml, *.yml and *.json files say, read recursively in sorted order. It is
-// watched with fsnotify (directories created later included); after a change
-// it waits the coalesce window, re-reads the whole directory and publishes
-// the difference from the previous state as one revision.
+// watched with fsnotify (directories created later included); a change is
+// re-read at once, with no quiet period of its own, and the difference from
+// the previous state is published as one revision.
+//
+// Why no quiet period here: the push pipeline's debounce
+// (PILOT_DEBOUNCE_AFTER) already waits for a burst to end before it builds
+// a snapshot, and it builds it from the store as it is then, so a second
+// wait in front of it only added its length to every change. A burst (an
+// editor's write-rename, a `cp -r`) stays one consistent push because every
+// event is followed by a re-read that starts after it, so the last re-read
+// of a burst sees its final files, and the debounce's window is held open
+// by each revision until the burst has been quiet for its whole length. A
+// file caught half-written is either rejected (it keeps its last good
+// content) or read short, and then read again whole on the writer's next
+// event, before the debounce lets a push through.
 //
 // Files and directories whose names start with "." are skipped, so editors'
 // lock and swap files are never read, and a Kubernetes ConfigMap mounted as
 // the directory is read once, through its top-level links, not again through
 // its hidden "..data" timestamped copy.
 type Dir struct {
-	state    *state
-	dir      string
-	log      *slog.Logger
-	coalesce time.Duration
-	fsw      *fsnotify.Watcher
+	state *state
+	dir   string
+	log   *slog.Logger
+	fs    fileEvents
 
 	// Only the reload path touches these: OpenDir's first read, then the
 	// watch loop's goroutine.
 	files    map[string][]*config.Resource // last good content of each file
+	settled  map[string]fileStamp          // files decoded long enough after their last write to trust
 	reported map[string]string             // the problem last logged for each file
 
 	done      chan struct{}
@@ -53,10 +66,6 @@ var _ Store = (*Dir)(nil)
 // skipped, and later keeps its last good content: config is never dropped
 // because someone saved a half-written file.
 func OpenDir(dir string, log *slog.Logger, opts ...Option) (*Dir, error) {
-	o := buildOptions(opts)
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("config directory: %w", err)
@@ -68,13 +77,23 @@ func OpenDir(dir string, log *slog.Logger, opts ...Option) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch config directory %s: %w", dir, err)
 	}
+	return openDir(dir, log, buildOptions(opts), fsnotifyEvents{fsw})
+}
+
+// openDir is OpenDir on a given source of file events (tests give one they
+// drive, in a synctest bubble).
+func openDir(dir string, log *slog.Logger, o options, events fileEvents) (*Dir, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fsw := events
 	d := &Dir{
 		state:    newState(o.watchBuffer),
 		dir:      dir,
 		log:      log,
-		coalesce: o.coalesce,
-		fsw:      fsw,
+		fs:       events,
 		files:    make(map[string][]*config.Resource),
+		settled:  make(map[string]fileStamp),
 		reported: make(map[string]string),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -108,57 +127,86 @@ func (d *Dir) watchTree(root string) error {
 		if path != root && hidden(e.Name()) {
 			return filepath.SkipDir
 		}
-		if err := d.fsw.Add(path); err != nil && path == root {
+		if err := d.fs.Add(path); err != nil && path == root {
 			return err
 		}
 		return nil
 	})
 }
 
-// loop turns file events into re-reads: the first event after a quiet time
-// starts the coalesce timer, events until it fires join the same re-read.
+// loop turns file events into re-reads, at once. Events that queued while
+// the last re-read ran are taken together, so a burst costs as many
+// re-reads as fit in it, not one per event, and never waits on a timer.
 func (d *Dir) loop() {
 	defer close(d.loopDone)
-	var fire <-chan time.Time
 	for {
 		select {
 		case <-d.done:
 			return
-		case ev, ok := <-d.fsw.Events:
+		case ev, ok := <-d.fs.Events():
 			if !ok {
 				return
 			}
-			if ev.Op == fsnotify.Chmod {
-				continue // editors and backups touch modes; content is unchanged
-			}
-			if ev.Has(fsnotify.Create) {
-				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() && !hidden(filepath.Base(ev.Name)) {
-					// A new directory may already hold files and
-					// subdirectories (mkdir -p, cp -r); the re-read finds the
-					// files, this finds the directories.
-					if err := d.watchTree(ev.Name); err != nil {
-						d.log.Warn("cannot watch new config directory", "dir", ev.Name, "error", err)
+			stale := d.note(ev)
+			for more := true; more; {
+				select {
+				case ev, ok := <-d.fs.Events():
+					if !ok {
+						return
 					}
+					stale = d.note(ev) || stale
+				default:
+					more = false
 				}
 			}
-			if fire == nil {
-				fire = time.After(d.coalesce)
+			if stale {
+				d.reloadOrWarn()
 			}
-		case err, ok := <-d.fsw.Errors:
+		case err, ok := <-d.fs.Errors():
 			if !ok {
 				return
 			}
 			// An overflowed inotify queue loses events; a re-read recovers.
 			d.log.Warn("config directory watch error", "dir", d.dir, "error", err)
-			if fire == nil {
-				fire = time.After(d.coalesce)
-			}
-		case <-fire:
-			fire = nil
-			if err := d.reload(); err != nil {
-				d.log.Warn("cannot read config directory, keeping the current config", "dir", d.dir, "error", err)
-			}
+			d.reloadOrWarn()
 		}
+	}
+}
+
+// note handles one file event and says whether it may have changed the
+// config. Every event that might costs a re-read, now that re-reads are not
+// held back, so the ones that cannot are skipped: mode changes (editors and
+// backups touch them), and what happens to hidden files (editors' swap
+// files, atomic writers' temporaries: their rename into place is a Create of
+// the visible name). A hidden directory appearing still counts, because a
+// Kubernetes ConfigMap changes by swapping its "..data" link and nothing
+// else.
+func (d *Dir) note(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	var info os.FileInfo
+	if ev.Has(fsnotify.Create) {
+		info, _ = os.Stat(ev.Name)
+	}
+	newDir := info != nil && info.IsDir()
+	if hidden(filepath.Base(ev.Name)) {
+		return newDir
+	}
+	if newDir {
+		// A new directory may already hold files and subdirectories
+		// (mkdir -p, cp -r); the re-read finds the files, this finds the
+		// directories.
+		if err := d.watchTree(ev.Name); err != nil {
+			d.log.Warn("cannot watch new config directory", "dir", ev.Name, "error", err)
+		}
+	}
+	return true
+}
+
+func (d *Dir) reloadOrWarn() {
+	if err := d.reload(); err != nil {
+		d.log.Warn("cannot read config directory, keeping the current config", "dir", d.dir, "error", err)
 	}
 }
 
@@ -196,7 +244,35 @@ func (d *Dir) listFiles() ([]string, error) {
 	return files, err // WalkDir visits in lexical order
 }
 
-// reload re-reads every file and commits the difference from the current
+// settleAge is how long after its last modification a file must have been
+// read for Dir to skip it on later re-reads while its size, times and inode
+// stay the same. Every change anywhere in the directory re-reads it, and
+// decoding hundreds of unchanged files was most of a change's watch time;
+// a file modified just before it was read may have been changed again
+// within the file system's timestamp granularity, so it is read again.
+const settleAge = time.Second
+
+// fileStamp is what tells a file changed without reading it.
+type fileStamp struct {
+	size             int64
+	modified, change time.Time
+	inode, device    uint64
+}
+
+func stampOf(path string) (fileStamp, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	st := fileStamp{size: info.Size(), modified: info.ModTime()}
+	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
+		st.inode, st.device = sys.Ino, uint64(sys.Dev)
+		st.change = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec)
+	}
+	return st, nil
+}
+
+// reload re-reads every file that may have changed and commits the difference from the current
 // state as one revision (none if nothing changed).
 func (d *Dir) reload() error {
 	paths, err := d.listFiles()
@@ -206,8 +282,18 @@ func (d *Dir) reload() error {
 	files := make(map[string][]*config.Resource, len(paths))
 	problems := make(map[string]string)
 	kept := make(map[string]bool)
+	settled := make(map[string]fileStamp, len(paths))
 	for _, p := range paths {
+		stamp, stampErr := stampOf(p)
+		if last, ok := d.files[p]; ok && stampErr == nil && d.settled[p] == stamp {
+			files[p], settled[p] = last, stamp
+			continue
+		}
+		readAt := time.Now()
 		rs, err := readConfigFile(p)
+		if err == nil && stampErr == nil && readAt.Sub(stamp.modified) > settleAge {
+			settled[p] = stamp
+		}
 		if err != nil {
 			problems[p] = err.Error()
 			if last, ok := d.files[p]; ok {
@@ -217,7 +303,7 @@ func (d *Dir) reload() error {
 		}
 		files[p] = rs
 	}
-	d.files = files
+	d.files, d.settled = files, settled
 	want := merge(paths, files, problems)
 	d.report(paths, problems, kept)
 	d.commit(want)
@@ -326,7 +412,7 @@ func (d *Dir) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
 		close(d.done)
-		err = d.fsw.Close()
+		err = d.fs.Close()
 		<-d.loopDone
 		d.state.stopWatchers()
 	})
@@ -350,3 +436,18 @@ func (d *Dir) Revision() int64 { return d.state.Revision() }
 
 // Watch calls fn for every change after the returned revision; see Reader.
 func (d *Dir) Watch(fn func(Event)) (int64, func()) { return d.state.Watch(fn) }
+
+// fileEvents is where Dir's file events come from: fsnotify, or a test's.
+type fileEvents interface {
+	Add(path string) error
+	Events() <-chan fsnotify.Event
+	Errors() <-chan error
+	Close() error
+}
+
+type fsnotifyEvents struct{ w *fsnotify.Watcher }
+
+func (f fsnotifyEvents) Add(path string) error         { return f.w.Add(path) }
+func (f fsnotifyEvents) Events() <-chan fsnotify.Event { return f.w.Events }
+func (f fsnotifyEvents) Errors() <-chan error          { return f.w.Errors }
+func (f fsnotifyEvents) Close() error                  { return f.w.Close() }

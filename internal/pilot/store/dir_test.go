@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/testutil"
@@ -37,7 +36,7 @@ func writeFile(t *testing.T, path, content string) {
 func openTempDir(t *testing.T, dir string) (*Dir, *logBuffer) {
 	t.Helper()
 	var logs logBuffer
-	d, err := OpenDir(dir, logs.logger(), WithCoalesce(20*time.Millisecond))
+	d, err := OpenDir(dir, logs.logger())
 	if err != nil {
 		t.Fatal(err)
 	}

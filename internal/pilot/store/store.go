@@ -143,12 +143,6 @@ const (
 	// it is told to resync. It is large enough for a batch apply of a few
 	// thousand resources to a watcher that is momentarily busy.
 	DefaultWatchBuffer = 8192
-	// DefaultCoalesce is how long Dir waits after a file change before
-	// re-reading the directory, so that an editor's write-rename-chmod or a
-	// `cp -r` becomes one revision. istiod waits a fixed 250 ms before its own
-	// debounce; the push pipeline debounces again after us, so 100 ms is
-	// enough here.
-	DefaultCoalesce = 100 * time.Millisecond
 	// DefaultLockTimeout is how long Open waits for another holder of the
 	// file to let go before failing.
 	DefaultLockTimeout = time.Second
@@ -159,12 +153,11 @@ type Option func(*options)
 
 type options struct {
 	watchBuffer int
-	coalesce    time.Duration
 	lockTimeout time.Duration
 }
 
 func buildOptions(opts []Option) options {
-	o := options{watchBuffer: DefaultWatchBuffer, coalesce: DefaultCoalesce, lockTimeout: DefaultLockTimeout}
+	o := options{watchBuffer: DefaultWatchBuffer, lockTimeout: DefaultLockTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -175,12 +168,6 @@ func buildOptions(opts []Option) options {
 // it gets a Resync event (minimum 1).
 func WithWatchBuffer(n int) Option {
 	return func(o *options) { o.watchBuffer = max(n, 1) }
-}
-
-// WithCoalesce sets how long Dir waits after the first file change before it
-// re-reads the directory; changes during the wait join the same re-read.
-func WithCoalesce(d time.Duration) Option {
-	return func(o *options) { o.coalesce = max(d, 0) }
 }
 
 // WithLockTimeout sets how long Open waits for the file lock.
