@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func ReadBaseline(path string) (Baseline, error) {
 		return Baseline{}, fmt.Errorf("baseline: %w", err)
 	}
 	var b Baseline
-	if err := json.Unmarshal(data, &b); err != nil {
+	if err := results.UnmarshalNaN(data, &b); err != nil {
 		return Baseline{}, fmt.Errorf("baseline %s: %w", path, err)
 	}
 	if b.Bench == "" || len(b.Ratios) == 0 {
@@ -55,13 +56,18 @@ func ReadBaseline(path string) (Baseline, error) {
 	return b, nil
 }
 
-// Write stores the baseline at path, whole or not at all.
+// Write stores the baseline at path, whole or not at all. A figure that
+// could not be measured (a CV from one repeat) is written as null.
 func (b Baseline) Write(path string) error {
-	data, err := json.MarshalIndent(b, "", "  ")
+	data, err := results.MarshalNaN(b)
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o644)
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, data, "", "  "); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	return atomicfile.Write(path, append(indented.Bytes(), '\n'), 0o644)
 }
 
 // RegressionMargin is the least a ratio must worsen, relative to its

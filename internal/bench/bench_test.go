@@ -110,9 +110,10 @@ func TestBaselineCheck(t *testing.T) {
 	quiet := func(key string, v float64, higher bool) Ratio {
 		return Ratio{Key: key, Ours: v, Peer: 1, Value: v, OursCV: 0.02, PeerCV: 0.02, Repeats: 5, HigherIsBetter: higher}
 	}
+	once := NewRatio("once", Samples{2}, Samples{4}, false, 0) // one repeat: no CV
 	base := NewBaseline("proxy", []Ratio{quiet("cpu", 0.9, false), quiet("rate", 1.0, true), quiet("p99", 1.2, false),
-		{Key: "unmeasured", Value: math.NaN()}}, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC))
-	if _, ok := base.Ratios["unmeasured"]; ok || len(base.Ratios) != 3 {
+		{Key: "unmeasured", Value: math.NaN()}, once}, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC))
+	if _, ok := base.Ratios["unmeasured"]; ok || len(base.Ratios) != 4 {
 		t.Fatalf("baseline kept %v", base.Ratios)
 	}
 	path := filepath.Join(t.TempDir(), "proxy.baseline.json")
@@ -120,7 +121,8 @@ func TestBaselineCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := ReadBaseline(path)
-	if err != nil || back.Bench != "proxy" || len(back.Ratios) != 3 || back.Ratios["cpu"].Value != 0.9 {
+	if err != nil || back.Bench != "proxy" || len(back.Ratios) != 4 || back.Ratios["cpu"].Value != 0.9 ||
+		back.Ratios["once"].Value != 0.5 || !math.IsNaN(back.Ratios["once"].OursCV) {
 		t.Fatalf("read back %+v, %v", back, err)
 	}
 	regs, err := back.Check([]Ratio{
