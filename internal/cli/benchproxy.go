@@ -232,4 +232,3 @@ func parseBenchCases(v string) ([]string, error) {
 	}
 	return out, nil
 }
-
