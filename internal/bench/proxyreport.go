@@ -174,9 +174,13 @@ func at(s Samples, i int) float64 {
 }
 
 // key names a figure of this case in ratios and baselines:
-// "plaintext http 1000qps vcpu-per-1k".
+// "plaintext http 1000qps vcpu-per-1k", "mtls h2 max rps".
 func (c *ProxyCase) key(fig string) string {
-	return fmt.Sprintf("%s %s %sqps %s", c.Case, c.Protocol, qpsWord(c.QPS), fig)
+	rate := "max"
+	if c.QPS > 0 {
+		rate = fmt.Sprintf("%dqps", c.QPS)
+	}
+	return fmt.Sprintf("%s %s %s %s", c.Case, c.Protocol, rate, fig)
 }
 
 type ratioSpec struct {
