@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -264,6 +263,3 @@ func qpsWord(qps int) string {
 	}
 	return strconv.Itoa(qps)
 }
-
-// errLoad is a load run that did not complete its requests.
-var errLoad = errors.New("load")
