@@ -64,7 +64,7 @@ func (f runFigures) line() string {
 // figures.
 func (b *proxyBench) measure(ctx context.Context, s *subject, caseName string, p scenario.Protocol, qps, round int) (results.Run, runFigures, error) {
 	spec := scenario.RunSpec{Scenario: ProxyScenario, Repetition: round, Mode: scenario.Mode(s.mode), Protocol: p,
-		Connections: b.cfg.Connections, QPS: qps, Timeout: scenario.DefaultTimeout, PayloadSize: b.cfg.Size, MTLS: caseName == CaseMTLS}
+		Connections: b.cfg.Connections, QPS: qps, Timeout: scenario.DefaultTimeout, PayloadSize: b.cfg.Size, MTLS: caseName == CaseMTLS && s.name != SubjectNoProxy}
 	label := fmt.Sprintf("%s_qps_%s_c_%d_%d_%s", b.cfg.RunID, qpsWord(qps), spec.Connections, spec.PayloadSize, s.mode)
 	base := filepath.Join(b.cfg.OutDir, fmt.Sprintf("%s_%s_rep%d", label, p, round))
 	target := []string{"-H", "Host: " + lab.ServerHost(), "http://" + s.target.String() + spec.EchoPath()}
