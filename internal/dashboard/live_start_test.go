@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,35 +17,14 @@ import (
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-// labBinaries builds meshperf (or copies MESHPERF_BIN) into a directory
-// of the test's own, with
-// meshperf-proxy beside it where the lab looks first, or skips without a
-// built proxy.
+// labBinaries is meshperf with meshperf-proxy beside it, where the lab
+// looks first (testenv.MeshperfWithProxy), and, as root, what the lab's
+// pods need; it skips without a built proxy.
 func labBinaries(t *testing.T) string {
 	t.Helper()
-	proxy := os.Getenv("MESHPERF_PROXY_BIN")
-	if proxy == "" {
-		proxy, _ = filepath.Abs("../../proxy/target/release/meshperf-proxy")
-	}
-	if _, err := os.Stat(proxy); err != nil {
-		testenv.Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
-	}
+	meshperf := testenv.MeshperfWithProxy(t, "../..")
 	if os.Geteuid() == 0 {
 		testenv.NeedNetns(t)
-	}
-	// The lab finds the proxy beside its own executable (resolved, so a
-	// link to meshperf would not do): meshperf is a file of this directory.
-	dir := t.TempDir()
-	meshperf := filepath.Join(dir, "meshperf")
-	build := exec.Command("go", "build", "-o", meshperf, "../../cmd/meshperf")
-	if b := os.Getenv("MESHPERF_BIN"); b != "" {
-		build = exec.Command("cp", b, meshperf)
-	}
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("meshperf for the lab: %v\n%s", err, out)
-	}
-	if err := os.Symlink(proxy, filepath.Join(dir, "meshperf-proxy")); err != nil {
-		t.Fatal(err)
 	}
 	return meshperf
 }

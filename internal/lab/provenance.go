@@ -34,7 +34,7 @@ func newLabProvenance(cfg Config) (labProvenance, error) {
 		Labels:       cfg.Labels,
 		Machine:      results.LocalMachine(),
 	}, ztunnelNode: cfg.ZtunnelNode}
-	if p.proxy, err = proxyComponent(cfg.ProxyBin); err != nil {
+	if p.proxy, err = ProxyComponent(cfg.ProxyBin); err != nil {
 		return labProvenance{}, fmt.Errorf("lab: %w", err)
 	}
 	if cfg.ZtunnelBin != "" {
@@ -82,8 +82,8 @@ func measurementParams(s *scenario.Scenario) scenario.Scenario {
 // commit was recorded print the version alone.
 var proxyVersionRE = regexp.MustCompile(`^meshperf-proxy (\S+)(?: \(commit ([^)\s]+)\))?\s*$`)
 
-// proxyComponent asks the meshperf-proxy at path what it is.
-func proxyComponent(path string) (results.Component, error) {
+// ProxyComponent asks the meshperf-proxy at path what it is.
+func ProxyComponent(path string) (results.Component, error) {
 	_, m, err := askVersion(versionQuery{flagName: "-proxy", path: path, arg: "--version", answers: proxyVersionRE, as: results.ComponentProxy})
 	if err != nil {
 		return results.Component{}, err

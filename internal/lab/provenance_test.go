@@ -76,12 +76,12 @@ echo 'meshperf-proxy 0.1.0 (commit 0a57828-dirty)'
 // A binary that is not meshperf-proxy is refused in one line naming it.
 func TestProxyComponentRefusesOthers(t *testing.T) {
 	other := writeScript(t, "echo 'envoy 1.31'\n")
-	if _, err := proxyComponent(other); err == nil || !strings.HasPrefix(err.Error(), "-proxy "+other+": does not answer `--version` as meshperf-proxy does") {
-		t.Errorf("proxyComponent(envoy) = %v", err)
+	if _, err := ProxyComponent(other); err == nil || !strings.HasPrefix(err.Error(), "-proxy "+other+": does not answer `--version` as meshperf-proxy does") {
+		t.Errorf("ProxyComponent(envoy) = %v", err)
 	}
 	old := writeScript(t, "echo 'meshperf-proxy 0.1.0'\n")
-	if c, err := proxyComponent(old); err != nil || c != (results.Component{Name: "meshperf-proxy", Version: "0.1.0"}) {
-		t.Errorf("proxyComponent(a build without its commit) = %+v, %v", c, err)
+	if c, err := ProxyComponent(old); err != nil || c != (results.Component{Name: "meshperf-proxy", Version: "0.1.0"}) {
+		t.Errorf("ProxyComponent(a build without its commit) = %+v, %v", c, err)
 	}
 }
 
@@ -92,7 +92,7 @@ func TestLabRecordsProvenance(t *testing.T) {
 	s := tinyScenario(t, []scenario.Mode{scenario.NoMesh, scenario.BothSidecars}, []int{1})
 	rep := runConfig(t, Config{Scenario: s, Network: pod.KindLoopback, Labels: "before the fix"})
 	_, proxyBin := binaries(t)
-	proxy, err := proxyComponent(proxyBin)
+	proxy, err := ProxyComponent(proxyBin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -327,3 +327,16 @@ func sumMetric(text, name string, want map[string]string) float64 {
 	}
 	return total
 }
+
+// LoopbackSidecarArgs are meshperf-proxy's flags for a sidecar of pod p on
+// the loopback network, as the lab starts them: identity sa, workload
+// labels (k=v,k=v), explicit listen bindings (ADDR=LISTENER[:PORT]) instead
+// of capture. meshperf bench proxy starts its sidecars with them, so that it
+// measures the proxy as the lab runs it.
+func LoopbackSidecarArgs(p *pod.Pod, sa, labels string, listen []string, xds string, concurrency int) []string {
+	return sidecarArgs(sidecarSpec{pod: p, sa: sa, labels: labels, listen: listen}, xds, concurrency, pod.KindLoopback)
+}
+
+// SidecarDrain is how long a stopped sidecar drains before it exits: a
+// caller stopping one gives it this much, and a little more, before SIGKILL.
+const SidecarDrain = sidecarDrain

@@ -12,6 +12,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/syscmd"
@@ -82,4 +83,42 @@ func NeedFortio(t testing.TB) string {
 		Missing(t, "fortio", "not on PATH and "+FortioEnv+" is not set; bash scripts/setup test installs it in bin/tools")
 	}
 	return p
+}
+
+// MeshperfWithProxy builds meshperf (or copies MESHPERF_BIN) into a
+// directory of the test's own with meshperf-proxy beside it, where the
+// commands that start sidecars look first, and returns meshperf's path:
+// the commands start their children (pilot, echo server, load) from their
+// own executable, so the test runs this binary, not itself. repoRoot is
+// the module root from the test's package; the proxy is
+// MESHPERF_PROXY_BIN, the Cargo release build or bin/meshperf-proxy, and
+// the test is skipped without one.
+func MeshperfWithProxy(t testing.TB, repoRoot string) string {
+	t.Helper()
+	proxy := os.Getenv("MESHPERF_PROXY_BIN")
+	for _, p := range []string{"proxy/target/release/meshperf-proxy", "bin/meshperf-proxy"} {
+		if proxy != "" {
+			break
+		}
+		if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
+			proxy, _ = filepath.Abs(filepath.Join(repoRoot, p))
+		}
+	}
+	if proxy == "" {
+		Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
+		return ""
+	}
+	dir := t.TempDir()
+	meshperf := filepath.Join(dir, "meshperf")
+	build := exec.Command("go", "build", "-o", meshperf, filepath.Join(repoRoot, "cmd", "meshperf"))
+	if b := os.Getenv("MESHPERF_BIN"); b != "" {
+		build = exec.Command("cp", b, meshperf)
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build meshperf: %v\n%s", err, out)
+	}
+	if err := os.Symlink(proxy, filepath.Join(dir, "meshperf-proxy")); err != nil {
+		t.Fatal(err)
+	}
+	return meshperf
 }
