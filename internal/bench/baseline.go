@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,13 +56,20 @@ func ReadBaseline(path string) (Baseline, error) {
 	return b, nil
 }
 
-// Write stores the baseline at path, whole or not at all.
+// Write stores the baseline at path, whole or not at all. A CV that is
+// unknown (one repeat) is written as null, which reads back as 0: no
+// noise known, so the check's margin stays RegressionMargin.
 func (b Baseline) Write(path string) error {
-	data, err := json.MarshalIndent(b, "", "  ")
+	data, err := results.MarshalNaN(b)
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o644)
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "  "); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	out.WriteByte('\n')
+	return atomicfile.Write(path, out.Bytes(), 0o644)
 }
 
 // RegressionMargin is the least a ratio must worsen, relative to its

@@ -33,6 +33,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "cpload", about: "load-test a control plane with simulated sidecars; the book's tuning lab", run: with(Cpload)},
 			{name: "compare", about: "compare two sets of runs with statistics: better, worse or no significant change", run: with(Compare)},
 			{name: "history", about: "a scenario's figure across versions on one machine, and where it changed (regressions)", run: with(History)},
+			{name: "bench", about: "side-by-side benchmarks: the proxy against HAProxy, the control plane against istiod, the load generator against Fortio and wrk", run: with(Bench)},
 			{name: "perfcheck", about: "run the micro-benchmarks and compare them with the baselines kept beside them", run: with(Perfcheck)},
 			{name: "export", about: "write runs as SMP documents, Fortio JSON or Istio's CSV", run: with(Export)},
 			{name: "import", about: "store Fortio or Nighthawk JSON results as runs, for compare", run: with(Import)},
