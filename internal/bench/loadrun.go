@@ -42,7 +42,7 @@ type LoadMeasure struct {
 	Started                                time.Time
 	Life                                   time.Duration
 	UserCPU, SystemCPU                     time.Duration
-	MaxRSS                                 uint64 // bytes
+	MaxRSS                                 uint64 // bytes: its peak (VmHWM) as last sampled
 	VoluntarySwitches, InvoluntarySwitches int64
 	// Syscalls the generator made while perf watched it, which is from
 	// just after its start to its exit; NaN without perf.
@@ -93,6 +93,7 @@ func measureLoad(ctx context.Context, o LoadOptions, r loadRun) (*LoadMeasure, e
 		// Without a count the figure is NaN; the run goes on.
 		perf, _ = CountSyscalls(o.Perf, p.PID(), filepath.Join(o.Dir, r.name()+".perf"))
 	}
+	peak := watchPeakRSS(p)
 	if err := waitGenerator(ctx, p, o.Duration); err != nil {
 		if perf != nil {
 			_ = perf.Stop()
@@ -111,9 +112,9 @@ func measureLoad(ctx context.Context, o LoadOptions, r loadRun) (*LoadMeasure, e
 	if ru, ok := p.State().SysUsage().(*syscall.Rusage); ok {
 		m.UserCPU = time.Duration(ru.Utime.Nano())
 		m.SystemCPU = time.Duration(ru.Stime.Nano())
-		m.MaxRSS = uint64(ru.Maxrss) * 1024 // Linux counts it in KiB
 		m.VoluntarySwitches, m.InvoluntarySwitches = ru.Nvcsw, ru.Nivcsw
 	}
+	m.MaxRSS = <-peak
 	if perf != nil {
 		m.Syscalls = perf.Count()
 	}
@@ -131,6 +132,36 @@ func measureLoad(ctx context.Context, o LoadOptions, r loadRun) (*LoadMeasure, e
 	}
 	m.fillRun(o, r, p.PID(), r.server.PID())
 	return m, nil
+}
+
+// rssInterval is how often a generator's peak RSS is read while it runs.
+const rssInterval = 200 * time.Millisecond
+
+// watchPeakRSS reads the generator's peak resident set (VmHWM) from /proc
+// while it runs and sends the last reading once it has exited. Not
+// rusage's maxrss: Linux carries into it, across exec, the resident set
+// of the process that forked the child (this one's, tens of MB, since Go
+// forks by vfork), which would charge every generator with meshperf
+// bench's own memory.
+func watchPeakRSS(p *proc.Process) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		tick := time.NewTicker(rssInterval)
+		defer tick.Stop()
+		for {
+			if s, err := procstat.Read(p.PID()); err == nil {
+				peak = max(peak, s.HWM)
+			}
+			select {
+			case <-p.Done():
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
 }
 
 // fortioLoadArgs are the arguments of `fortio load` and of meshperf load,
