@@ -14,6 +14,8 @@ func Bench(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return untilSignalled(benchProxy, args, stdout, stderr) }},
 			{name: "pilot", about: "a file change to the CDS of N proxies: meshperf pilot against istiod, by stage",
 				run: func(args []string) int { return untilSignalled(benchPilot, args, stdout, stderr) }},
+			{name: "load", about: "the load generator against Fortio and wrk: CPU per request at fixed rates, the maximum rate",
+				run: func(args []string) int { return untilSignalled(benchLoad, args, stdout, stderr) }},
 		},
 	}
 	return g.run(args, stdout, stderr)

@@ -286,8 +286,8 @@ func (l *eventLoop) write(c *loopConn) {
 func (l *eventLoop) handle(ev unix.EpollEvent) {
 	switch int(ev.Fd) {
 	case l.timerfd:
-		var b [8]byte
-		_, _ = unix.Read(l.timerfd, b[:])
+		// Edge-triggered: each expiry is one event, and its count is never
+		// read (timerfd_settime resets it), which saves a read per wake-up.
 		l.armedAt = 0
 		return
 	case l.wakefd:
@@ -498,6 +498,9 @@ func (l *eventLoop) open() error {
 	}
 	for _, fd := range []int{l.timerfd, l.wakefd} {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd), Pad: -1}
+		if fd == l.timerfd {
+			ev.Events |= unix.EPOLLET
+		}
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			return err
 		}
