@@ -91,7 +91,7 @@ func measureLoad(ctx context.Context, o LoadOptions, r loadRun) (*LoadMeasure, e
 	var perf *SyscallCounter
 	if o.Perf != "" {
 		// Without a count the figure is NaN; the run goes on.
-		perf, _ = CountSyscalls(o.Perf, p.PID(), filepath.Join(o.Dir, r.name()+".perf"))
+		perf, _ = CountSyscalls(o.Perf, p.PID(), filepath.Join(o.Dir, r.name()+".perf"), 0, "")
 	}
 	peak := watchPeakRSS(p)
 	if err := waitGenerator(ctx, p, o.Duration); err != nil {

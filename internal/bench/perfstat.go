@@ -18,46 +18,62 @@ import (
 // during a measurement (strace would slow every call by far more).
 const SyscallEvent = "raw_syscalls:sys_enter"
 
-// SyscallCounter is `perf stat` counting one process's syscalls from when
-// it attached until the process exits, which ends it too.
+// SyscallCounter is `perf stat` counting one process's syscalls (all its
+// threads) from when it attached, for a window or until the process exits.
 type SyscallCounter struct {
-	p   *proc.Process
-	out string
+	p      *proc.Process
+	out    string
+	window time.Duration
 }
 
 // CountSyscalls attaches perf (its binary) to pid, writing its count to
-// out.
-func CountSyscalls(perf string, pid int, out string) (*SyscallCounter, error) {
-	p, err := proc.Start(proc.Spec{Name: "perf stat", Path: perf, ParentDeathSignal: syscall.SIGKILL,
-		Args: []string{"stat", "-x", ",", "-e", SyscallEvent, "-o", out, "-p", strconv.Itoa(pid)}})
+// out: for window when it is positive (perf then ends by itself, as a
+// proxy that goes on running needs), else until the process exits, which
+// ends perf too (a load generator's whole run). logPath receives perf's
+// own output; empty keeps it in memory.
+func CountSyscalls(perf string, pid int, out string, window time.Duration, logPath string) (*SyscallCounter, error) {
+	args := []string{"stat", "-x", ",", "-e", SyscallEvent, "-o", out, "-p", strconv.Itoa(pid)}
+	if window > 0 {
+		args = append(args, "--", "sleep", strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
+	}
+	p, err := proc.Start(proc.Spec{Name: "perf stat", Path: perf, ParentDeathSignal: syscall.SIGKILL, Args: args, LogPath: logPath})
 	if err != nil {
 		return nil, err
 	}
-	return &SyscallCounter{p, out}, nil
+	return &SyscallCounter{p, out, window}, nil
 }
 
-// Count waits for perf to end (the process it watches has exited, or is
-// about to) and returns its count; NaN when it could not count. A nil
-// counter counts nothing.
-func (c *SyscallCounter) Count() float64 {
-	if c == nil {
-		return math.NaN()
-	}
-	limit := time.NewTimer(10 * time.Second)
+// Result waits for perf to end (its window is over, or the process it
+// watches has exited or is about to) and returns its count, or why there
+// is none.
+func (c *SyscallCounter) Result() (float64, error) {
+	limit := time.NewTimer(c.window + 10*time.Second)
 	defer limit.Stop()
 	select {
 	case <-c.p.Done():
 	case <-limit.C:
 		_ = c.p.Stop()
+		return math.NaN(), fmt.Errorf("perf stat: still running %s after its window", 10*time.Second)
+	}
+	if c.window > 0 {
+		if err := c.p.Wait(); err != nil {
+			return math.NaN(), fmt.Errorf("perf stat: %s", c.p.ExitReason())
+		}
 	}
 	data, err := os.ReadFile(c.out)
 	if err != nil {
+		return math.NaN(), fmt.Errorf("perf stat: %w", err)
+	}
+	return parsePerfCount(string(data), SyscallEvent)
+}
+
+// Count is Result's count, NaN when it could not count. A nil counter
+// counts nothing.
+func (c *SyscallCounter) Count() float64 {
+	if c == nil {
 		return math.NaN()
 	}
-	n, err := parsePerfCount(string(data), SyscallEvent)
-	if err != nil {
-		return math.NaN()
-	}
+	n, _ := c.Result()
 	return n
 }
 
@@ -75,7 +91,7 @@ func parsePerfCount(out, event string) (float64, error) {
 		}
 		n, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil {
-			return math.NaN(), fmt.Errorf("perf stat: %s: %q is not a count", event, fields[0])
+			return math.NaN(), fmt.Errorf("perf stat: %s: the count is %q (are tracepoints available? run as root)", event, fields[0])
 		}
 		return n, nil
 	}

@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -196,13 +194,10 @@ func (b *proxyBench) countWindow(ctx context.Context, sampler *procstat.Sampler,
 		}
 		c.start = sampler.SampleNow()
 		allocBefore := b.allocations(ctx, s)
-		var perfs []*proc.Process
+		var perfs []*SyscallCounter
 		if b.cfg.PerfBin != "" {
 			for _, sp := range s.procs {
-				p, err := proc.Start(proc.Spec{Name: "perf stat " + sp.role, Path: b.cfg.PerfBin,
-					Args: []string{"stat", "-e", "raw_syscalls:sys_enter", "-x", ",", "-o", base + "_" + sp.role + ".perf",
-						"-p", strconv.Itoa(sp.p.PID()), "--", "sleep", strconv.FormatFloat(window.Seconds(), 'f', 3, 64)},
-					LogPath: filepath.Join(b.cfg.OutDir, "perf.log")})
+				p, err := CountSyscalls(b.cfg.PerfBin, sp.p.PID(), base+"_"+sp.role+".perf", window, filepath.Join(b.cfg.OutDir, "perf.log"))
 				if err != nil {
 					c.err = err
 					return
@@ -223,41 +218,15 @@ func (b *proxyBench) countWindow(ctx context.Context, sampler *procstat.Sampler,
 			}
 		}
 		for i, p := range perfs {
-			role := s.procs[i].role
-			if err := p.Wait(); err != nil {
-				c.err = fmt.Errorf("perf stat: %s", p.ExitReason())
-				return
-			}
-			n, err := readPerfCount(base + "_" + role + ".perf")
+			n, err := p.Result()
 			if err != nil {
-				c.err = err
+				c.err = fmt.Errorf("%s: %w", s.procs[i].role, err)
 				return
 			}
-			c.syscalls[role] = n
+			c.syscalls[s.procs[i].role] = n
 		}
 	}()
 	return out
-}
-
-// readPerfCount reads the count of `perf stat -x ,`'s output file.
-func readPerfCount(path string) (float64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("perf stat: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ",")
-		if len(fields) < 3 || fields[2] != "raw_syscalls:sys_enter" {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			return v, nil
-		}
-		return 0, fmt.Errorf("perf stat: %s: the count is %q (are tracepoints available? run as root)", path, fields[0])
-	}
-	return 0, fmt.Errorf("perf stat: %s: no raw_syscalls:sys_enter count", path)
 }
 
 // allocationsMetric is meshperf-proxy's count of its heap allocations, on

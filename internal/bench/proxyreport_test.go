@@ -153,23 +153,3 @@ func TestCounterTotal(t *testing.T) {
 		t.Error("found in a text without it")
 	}
 }
-
-func TestReadPerfCount(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	if n, err := readPerfCount(write("ok", "# started on Fri\n\n358809,,raw_syscalls:sys_enter,500000,100.00,,\n")); err != nil || n != 358809 {
-		t.Errorf("count %v, %v", n, err)
-	}
-	if _, err := readPerfCount(write("not", "<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n")); err == nil || !strings.Contains(err.Error(), "not counted") {
-		t.Errorf("not counted: %v", err)
-	}
-	if _, err := readPerfCount(write("empty", "# started\n")); err == nil {
-		t.Error("no count read as one")
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/syscmd"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // RequireAllEnv names the variable that turns skips into failures.
@@ -85,9 +86,10 @@ func NeedFortio(t testing.TB) string {
 	return p
 }
 
-// MeshperfWithProxy builds meshperf (or copies MESHPERF_BIN) into a
-// directory of the test's own with meshperf-proxy beside it, where the
-// commands that start sidecars look first, and returns meshperf's path:
+// MeshperfWithProxy copies meshperf (testutil.MeshperfBinary: MESHPERF_BIN,
+// or one built once) into a directory of the test's own with
+// meshperf-proxy beside it, where the commands that start sidecars look
+// first, and returns meshperf's path:
 // the commands start their children (pilot, echo server, load) from their
 // own executable, so the test runs this binary, not itself. repoRoot is
 // the module root from the test's package; the proxy is
@@ -110,12 +112,8 @@ func MeshperfWithProxy(t testing.TB, repoRoot string) string {
 	}
 	dir := t.TempDir()
 	meshperf := filepath.Join(dir, "meshperf")
-	build := exec.Command("go", "build", "-o", meshperf, filepath.Join(repoRoot, "cmd", "meshperf"))
-	if b := os.Getenv("MESHPERF_BIN"); b != "" {
-		build = exec.Command("cp", b, meshperf)
-	}
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build meshperf: %v\n%s", err, out)
+	if out, err := exec.Command("cp", testutil.MeshperfBinary(t), meshperf).CombinedOutput(); err != nil {
+		t.Fatalf("copy meshperf: %v\n%s", err, out)
 	}
 	if err := os.Symlink(proxy, filepath.Join(dir, "meshperf-proxy")); err != nil {
 		t.Fatal(err)
