@@ -178,16 +178,9 @@ func encodeNamed[M interface {
 func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) error {
 	out.services = s.importedServices(sc)
 	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
-	clusters, err := generate.OutboundClusters(out.services, s.destinationRules(sc))
-	if err != nil {
+	var err error
+	if out.clusters, err = s.outboundClusters(sc, out.services); err != nil {
 		return err
-	}
-	for _, c := range clusters {
-		r, err := encode(c.Name, c)
-		if err != nil {
-			return err
-		}
-		out.clusters = append(out.clusters, r)
 	}
 	listeners, err := generate.OutboundListeners(out.services, registryOnly)
 	if err != nil {

@@ -57,6 +57,8 @@ type Snapshot struct {
 	mu        sync.Mutex
 	outbound  map[string]*outboundConfig // by scope ID
 	endpoints map[string]Resource        // by cluster name
+	clusters  map[clusterKey]*sharedClusters
+	fixed     fixedClusters
 
 	ambientCfg ambientConfig // what node proxies get, made on first use
 }
@@ -86,6 +88,7 @@ func Build(in Input) *Snapshot {
 		CA:           in.CA,
 		outbound:     map[string]*outboundConfig{},
 		endpoints:    map[string]Resource{},
+		clusters:     map[clusterKey]*sharedClusters{},
 	}
 	var gateways []*config.Resource
 	for _, r := range in.Resources {

@@ -208,3 +208,64 @@ spec:
 		t.Errorf("subset v1 should keep the first rule's labels (version: v1) and select the proxy: %v %v", cla.Endpoints, err)
 	}
 }
+
+// Regression test for every namespace's scope generating and encoding its
+// own copy of every cluster on each push (100 namespaces: 10,100 clusters
+// per push where 101 differ), which made the push stage ten times
+// istiod's: a cluster depends only on its service and the rules applied to
+// it, so scopes that import a service under the same rules share its bytes,
+// and a scope whose own namespace has a rule for the host gets its own.
+func TestClustersSharedAcrossScopesOfOneSnapshot(t *testing.T) {
+	const financeRule = `
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cart-from-finance, namespace: finance}
+spec:
+  host: cart.shop.svc.cluster.local
+  subsets: [{name: canary, labels: {track: canary}}]
+`
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	other := proxy("payroll", "payroll-1", map[string]string{"app": "payroll"})
+	s := build(t, financeRule+"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: payroll}\n", shop, finance, other)
+	if s.Scopes.For(shop) == s.Scopes.For(other) {
+		t.Fatal("the test needs the proxies in different scopes")
+	}
+	bodies := func(p *model.Proxy) map[string]Resource {
+		rs, err := s.Generate(p, ClusterType, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Resource{}
+		for _, r := range rs {
+			out[r.Name] = r
+		}
+		return out
+	}
+	inShop, inFinance, inPayroll := bodies(shop), bodies(finance), bodies(other)
+	for _, name := range []string{"BlackHoleCluster", "PassthroughCluster", "outbound|80||ledger.finance.svc.cluster.local",
+		"outbound|80||cart.shop.svc.cluster.local", "outbound|80|v1|cart.shop.svc.cluster.local", "outbound|9000||payments.shop.svc.cluster.local"} {
+		if inShop[name].Body == nil || inShop[name].Body != inPayroll[name].Body {
+			t.Errorf("%s: shop's and payroll's scopes import it under the same rules but do not share its encoding", name)
+		}
+	}
+	// finance's own rule for cart wins over shop's there: its cart
+	// clusters are its own, with its own subset and without shop's.
+	if inFinance["outbound|80||cart.shop.svc.cluster.local"].Body == inShop["outbound|80||cart.shop.svc.cluster.local"].Body {
+		t.Error("cart under finance's rule shares the encoding of cart under shop's rule")
+	}
+	if inFinance["outbound|80|canary|cart.shop.svc.cluster.local"].Body == nil || inFinance["outbound|80|v1|cart.shop.svc.cluster.local"].Body != nil {
+		t.Errorf("finance's cart clusters are not those of finance's rule: %v", names(mapValues(inFinance)))
+	}
+	if inFinance["outbound|80||ledger.finance.svc.cluster.local"].Body != inShop["outbound|80||ledger.finance.svc.cluster.local"].Body {
+		t.Error("ledger, under no rule anywhere, is not shared between finance's and shop's scopes")
+	}
+}
+
+func mapValues(m map[string]Resource) []Resource {
+	out := make([]Resource, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
+}
