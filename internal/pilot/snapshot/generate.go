@@ -198,7 +198,7 @@ func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) er
 	for port, services := range httpServicesByPort(out.services) {
 		rc, err := generate.OutboundRouteConfig(generate.RouteInput{
 			Port: port, Services: services, VirtualServices: vss, ProxyNamespace: sc.Namespace,
-			DomainSuffix: s.DomainSuffix, RegistryOnly: registryOnly,
+			DomainSuffix: s.DomainSuffix, RegistryOnly: registryOnly, VirtualHosts: s.virtualHost,
 		})
 		if err != nil {
 			return err

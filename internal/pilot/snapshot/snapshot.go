@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/generate"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
 	"github.com/meshperf/meshperf/internal/pilot/scope"
 )
@@ -54,11 +55,12 @@ type Snapshot struct {
 	authorizationPolicies []*config.Resource
 	waypoints             map[waypointKey]*waypoint // the waypoint Gateways
 
-	mu        sync.Mutex
-	outbound  map[string]*outboundConfig // by scope ID
-	endpoints map[string]Resource        // by cluster name
-	clusters  map[clusterKey]*sharedClusters
-	fixed     fixedClusters
+	mu           sync.Mutex
+	outbound     map[string]*outboundConfig // by scope ID
+	endpoints    map[string]Resource        // by cluster name
+	clusters     map[clusterKey]*sharedClusters
+	virtualHosts map[generate.VirtualHostKey]*sharedVirtualHost
+	fixed        fixedClusters
 
 	ambientCfg ambientConfig // what node proxies get, made on first use
 }
@@ -89,6 +91,7 @@ func Build(in Input) *Snapshot {
 		outbound:     map[string]*outboundConfig{},
 		endpoints:    map[string]Resource{},
 		clusters:     map[clusterKey]*sharedClusters{},
+		virtualHosts: map[generate.VirtualHostKey]*sharedVirtualHost{},
 	}
 	var gateways []*config.Resource
 	for _, r := range in.Resources {

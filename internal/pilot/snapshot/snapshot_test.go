@@ -7,6 +7,7 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
@@ -268,4 +269,40 @@ func mapValues(m map[string]Resource) []Resource {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Virtual hosts are shared between namespaces' route configurations too;
+// what tells them apart must stay apart: a service's short name resolves
+// only in its own namespace.
+func TestSharedVirtualHostsKeepShortNamesLocal(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	s := build(t, "", shop, finance)
+	domains := func(p *model.Proxy) map[string]bool {
+		rs, err := s.Generate(p, RouteType, []string{"80"})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("routes of %s: %v %v", p.Namespace, rs, err)
+		}
+		var rc routev3.RouteConfiguration
+		if err := rs[0].Body.UnmarshalTo(&rc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, vh := range rc.VirtualHosts {
+			for _, d := range vh.Domains {
+				out[d] = true
+			}
+		}
+		return out
+	}
+	inShop, inFinance := domains(shop), domains(finance)
+	if !inShop["cart"] || inFinance["cart"] {
+		t.Errorf("short name cart: in shop's routes %v (want true), in finance's %v (want false)", inShop["cart"], inFinance["cart"])
+	}
+	if !inFinance["ledger"] || inShop["ledger"] {
+		t.Errorf("short name ledger: in finance's routes %v (want true), in shop's %v (want false)", inFinance["ledger"], inShop["ledger"])
+	}
+	if !inShop["ledger.finance"] || !inFinance["cart.shop"] {
+		t.Error("a namespace-qualified name is missing")
+	}
 }
