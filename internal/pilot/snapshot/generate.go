@@ -203,7 +203,7 @@ func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) er
 		if err != nil {
 			return err
 		}
-		r, err := encode(rc.Name, rc)
+		r, err := s.encodeRoutes(rc)
 		if err != nil {
 			return err
 		}

@@ -1,10 +1,14 @@
 package snapshot
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshperf/meshperf/internal/pilot/generate"
 	"github.com/meshperf/meshperf/internal/pilot/model"
@@ -107,6 +111,10 @@ type sharedVirtualHost struct {
 	once sync.Once
 	err  error
 	host *routev3.VirtualHost
+
+	encodeOnce sync.Once
+	encodeErr  error
+	encoded    []byte
 }
 
 // virtualHost is generate.RouteInput.VirtualHosts for this snapshot.
@@ -118,6 +126,64 @@ func (s *Snapshot) virtualHost(key generate.VirtualHostKey, build func() (*route
 		s.virtualHosts[key] = shared
 	}
 	s.mu.Unlock()
-	shared.once.Do(func() { shared.host, shared.err = build() })
+	shared.once.Do(func() {
+		shared.host, shared.err = build()
+		if shared.err == nil {
+			s.mu.Lock()
+			s.virtualHostOf[shared.host] = shared
+			s.mu.Unlock()
+		}
+	})
 	return shared.host, shared.err
+}
+
+// encodeRoutes encodes a route configuration whose virtual hosts came from
+// virtualHost: each shared host's bytes are made once per snapshot and
+// spliced in, so a scope pays for its own few bytes rather than for
+// re-encoding every service's host (with 100 namespaces, encoding the route
+// configurations was 0.5 s of a churn run's 0.7 s of outbound generation).
+// The result is the bytes proto.Marshal makes (deterministic): the
+// configuration's fields in number order, its name (1) before its virtual
+// hosts (2) before the rest.
+func (s *Snapshot) encodeRoutes(rc *routev3.RouteConfiguration) (Resource, error) {
+	opts := proto.MarshalOptions{Deterministic: true}
+	head, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.Name})
+	if err != nil {
+		return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
+	}
+	rest := proto.Clone(rc).(*routev3.RouteConfiguration)
+	rest.Name, rest.VirtualHosts = "", nil
+	tail, err := opts.Marshal(rest)
+	if err != nil {
+		return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
+	}
+	value := head
+	for _, vh := range rc.VirtualHosts {
+		b, err := s.virtualHostBytes(vh)
+		if err != nil {
+			return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
+		}
+		value = protowire.AppendTag(value, routeVirtualHostsField, protowire.BytesType)
+		value = protowire.AppendBytes(value, b)
+	}
+	value = append(value, tail...)
+	return Resource{Name: rc.Name, Body: &anypb.Any{TypeUrl: RouteType, Value: value}}, nil
+}
+
+// routeVirtualHostsField is RouteConfiguration.virtual_hosts' number.
+const routeVirtualHostsField = 2
+
+// virtualHostBytes is vh encoded: once per snapshot for a shared host,
+// each time for another (the catch-all).
+func (s *Snapshot) virtualHostBytes(vh *routev3.VirtualHost) ([]byte, error) {
+	s.mu.Lock()
+	shared := s.virtualHostOf[vh]
+	s.mu.Unlock()
+	if shared == nil {
+		return proto.MarshalOptions{Deterministic: true}.Marshal(vh)
+	}
+	shared.encodeOnce.Do(func() {
+		shared.encoded, shared.encodeErr = proto.MarshalOptions{Deterministic: true}.Marshal(vh)
+	})
+	return shared.encoded, shared.encodeErr
 }

@@ -306,3 +306,34 @@ func TestSharedVirtualHostsKeepShortNamesLocal(t *testing.T) {
 		t.Error("a namespace-qualified name is missing")
 	}
 }
+
+// A route configuration spliced from shared virtual hosts' bytes is what
+// encoding it whole makes, byte for byte (delta versions are checksums of
+// them).
+func TestSplicedRoutesEncodeAsAWhole(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	s := build(t, "", shop, finance)
+	for _, p := range []*model.Proxy{shop, finance} {
+		rs, err := s.Generate(p, RouteType, nil)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("routes of %s: %v %v", p.Namespace, rs, err)
+		}
+		for _, r := range rs {
+			var rc routev3.RouteConfiguration
+			if err := r.Body.UnmarshalTo(&rc); err != nil {
+				t.Fatal(err)
+			}
+			whole, err := encode(rc.Name, &rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole.Body.TypeUrl != r.Body.TypeUrl || !bytes.Equal(whole.Body.Value, r.Body.Value) {
+				t.Errorf("%s's route %s: spliced %d bytes differ from encoding it whole (%d bytes)", p.Namespace, rc.Name, len(r.Body.Value), len(whole.Body.Value))
+			}
+			if len(rc.VirtualHosts) < 2 { // a service's and the catch-all
+				t.Errorf("%s's route %s has %d virtual hosts", p.Namespace, rc.Name, len(rc.VirtualHosts))
+			}
+		}
+	}
+}
