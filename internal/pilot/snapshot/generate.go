@@ -104,13 +104,7 @@ func (s *Snapshot) outboundFor(sc *scope.SidecarScope) (*outboundConfig, error) 
 // cachedConfig returns the config cached under key, building it on first
 // use; every proxy that shares it gets the same encoded bytes.
 func (s *Snapshot) cachedConfig(key string, build func(*outboundConfig) error) (*outboundConfig, error) {
-	s.mu.Lock()
-	out, ok := s.outbound[key]
-	if !ok {
-		out = &outboundConfig{}
-		s.outbound[key] = out
-	}
-	s.mu.Unlock()
+	out := entryOf(&s.mu, s.outbound, key)
 	out.once.Do(func() { out.err = build(out) })
 	return out, out.err
 }

@@ -34,16 +34,9 @@ type clusterKey struct {
 	rules string
 }
 
-// sharedClusters is one service's encoded clusters, made on first use.
+// sharedClusters is one service's encoded clusters (or the clusters every
+// sidecar gets: BlackHole, Passthrough), made on first use.
 type sharedClusters struct {
-	once      sync.Once
-	err       error
-	resources []Resource
-}
-
-// fixedClusters are the clusters every sidecar gets (BlackHole,
-// Passthrough), encoded once per snapshot.
-type fixedClusters struct {
 	once      sync.Once
 	err       error
 	resources []Resource
@@ -69,13 +62,7 @@ func (s *Snapshot) outboundClusters(sc *scope.SidecarScope, services []*model.Se
 			}
 			key.rules = strings.Join(names, "\x00")
 		}
-		s.mu.Lock()
-		shared, ok := s.clusters[key]
-		if !ok {
-			shared = &sharedClusters{}
-			s.clusters[key] = shared
-		}
-		s.mu.Unlock()
+		shared := entryOf(&s.mu, s.clusters, key)
 		shared.once.Do(func() {
 			clusters, err := generate.ServiceClusters(svc, drs(svc.Hostname))
 			if err == nil {
@@ -119,13 +106,7 @@ type sharedVirtualHost struct {
 
 // virtualHost is generate.RouteInput.VirtualHosts for this snapshot.
 func (s *Snapshot) virtualHost(key generate.VirtualHostKey, build func() (*routev3.VirtualHost, error)) (*routev3.VirtualHost, error) {
-	s.mu.Lock()
-	shared, ok := s.virtualHosts[key]
-	if !ok {
-		shared = &sharedVirtualHost{}
-		s.virtualHosts[key] = shared
-	}
-	s.mu.Unlock()
+	shared := entryOf(&s.mu, s.virtualHosts, key)
 	shared.once.Do(func() {
 		shared.host, shared.err = build()
 		if shared.err == nil {
@@ -186,4 +167,18 @@ func (s *Snapshot) virtualHostBytes(vh *routev3.VirtualHost) ([]byte, error) {
 		shared.encoded, shared.encodeErr = proto.MarshalOptions{Deterministic: true}.Marshal(vh)
 	})
 	return shared.encoded, shared.encodeErr
+}
+
+// entryOf returns m's entry for key, adding an empty one under mu if it has
+// none: the entry is then filled once, outside mu, by whichever proxy's push
+// needs it first, while the others wait on its sync.Once.
+func entryOf[K comparable, V any](mu *sync.Mutex, m map[K]*V, key K) *V {
+	mu.Lock()
+	defer mu.Unlock()
+	e, ok := m[key]
+	if !ok {
+		e = new(V)
+		m[key] = e
+	}
+	return e
 }

@@ -64,7 +64,7 @@ type Snapshot struct {
 	// virtualHostOf finds a shared virtual host's entry from the host, to
 	// reuse its encoding.
 	virtualHostOf map[*routev3.VirtualHost]*sharedVirtualHost
-	fixed         fixedClusters
+	fixed         sharedClusters
 
 	ambientCfg ambientConfig // what node proxies get, made on first use
 }
