@@ -28,33 +28,56 @@ type DestinationRules func(host string) *networking.DestinationRule
 // OutboundClusters returns one cluster per service port, one per subset of the
 // service's DestinationRule, and Istio's BlackHole and Passthrough clusters.
 func OutboundClusters(services []*model.Service, rules DestinationRules) ([]*clusterv3.Cluster, error) {
-	passthrough, err := passthroughCluster(PassthroughCluster)
+	out, err := FixedOutboundClusters()
 	if err != nil {
 		return nil, err
-	}
-	out := []*clusterv3.Cluster{
-		{Name: BlackHoleCluster, ClusterDiscoveryType: discovery(clusterv3.Cluster_STATIC), ConnectTimeout: durationpb.New(defaultConnectTimeout)},
-		passthrough,
 	}
 	for _, svc := range services {
 		var dr *networking.DestinationRule
 		if rules != nil {
 			dr = rules(svc.Hostname)
 		}
-		for _, port := range svc.Ports {
-			policy := portPolicy(dr.GetTrafficPolicy(), port.Number)
-			c, err := outboundCluster(svc, port, "", policy)
-			if err != nil {
+		cs, err := ServiceClusters(svc, dr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+// FixedOutboundClusters are the clusters every sidecar gets whatever it
+// imports: Istio's BlackHole and Passthrough, in that order.
+func FixedOutboundClusters() ([]*clusterv3.Cluster, error) {
+	passthrough, err := passthroughCluster(PassthroughCluster)
+	if err != nil {
+		return nil, err
+	}
+	return []*clusterv3.Cluster{
+		{Name: BlackHoleCluster, ClusterDiscoveryType: discovery(clusterv3.Cluster_STATIC), ConnectTimeout: durationpb.New(defaultConnectTimeout)},
+		passthrough,
+	}, nil
+}
+
+// ServiceClusters are one service's outbound clusters under its merged
+// DestinationRule dr (nil for none): one per port, then one per subset of
+// it. They depend on nothing else, so the same service under the same rule
+// makes the same clusters for every proxy.
+func ServiceClusters(svc *model.Service, dr *networking.DestinationRule) ([]*clusterv3.Cluster, error) {
+	var out []*clusterv3.Cluster
+	for _, port := range svc.Ports {
+		policy := portPolicy(dr.GetTrafficPolicy(), port.Number)
+		c, err := outboundCluster(svc, port, "", policy)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+		for _, subset := range dr.GetSubsets() {
+			sp := mergePolicy(policy, portPolicy(subset.GetTrafficPolicy(), port.Number))
+			if c, err = outboundCluster(svc, port, subset.GetName(), sp); err != nil {
 				return nil, err
 			}
 			out = append(out, c)
-			for _, subset := range dr.GetSubsets() {
-				sp := mergePolicy(policy, portPolicy(subset.GetTrafficPolicy(), port.Number))
-				if c, err = outboundCluster(svc, port, subset.GetName(), sp); err != nil {
-					return nil, err
-				}
-				out = append(out, c)
-			}
 		}
 	}
 	return out, nil

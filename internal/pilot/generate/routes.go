@@ -45,6 +45,23 @@ type RouteInput struct {
 	ProxyNamespace  string // short names ("reviews") resolve for proxies in the same namespace
 	DomainSuffix    string // "cluster.local"
 	RegistryOnly    bool   // outboundTrafficPolicy REGISTRY_ONLY: unknown hosts get 502
+	// VirtualHosts, when set, caches the virtual hosts: it returns the one
+	// cached under key, calling build on first use. A virtual host depends
+	// on nothing but its key (and DomainSuffix, which the cache's owner
+	// keeps fixed), so proxies of different namespaces share most of them;
+	// the host returned is shared and never modified.
+	VirtualHosts func(key VirtualHostKey, build func() (*routev3.VirtualHost, error)) (*routev3.VirtualHost, error)
+}
+
+// VirtualHostKey is what one service's outbound virtual host is made of.
+type VirtualHostKey struct {
+	Service *model.Service
+	Port    uint32
+	// Local says the proxy is in the service's namespace, where its short
+	// name resolves too.
+	Local bool
+	// VirtualService is the one routing the host, as given (nil: none).
+	VirtualService *networking.VirtualService
 }
 
 // OutboundRouteConfig is the RouteConfiguration named after the port, as Istio
@@ -54,24 +71,42 @@ func OutboundRouteConfig(in RouteInput) (*routev3.RouteConfiguration, error) {
 	rc := &routev3.RouteConfiguration{Name: strconv.FormatUint(uint64(in.Port), 10), ValidateClusters: wrapperspb.Bool(false)}
 	byHost := virtualServicesByHost(in.VirtualServices, in.DomainSuffix)
 	for _, svc := range in.Services {
-		vh := &routev3.VirtualHost{
-			Name:    svc.Hostname + ":" + rc.Name,
-			Domains: domains(svc, in.Port, in.ProxyNamespace, in.DomainSuffix),
+		bvs, routed := byHost[svc.Hostname]
+		build := func() (*routev3.VirtualHost, error) { return virtualHost(in, rc.Name, svc, bvs, routed) }
+		var vh *routev3.VirtualHost
+		var err error
+		if in.VirtualHosts != nil {
+			vh, err = in.VirtualHosts(VirtualHostKey{Service: svc, Port: in.Port, Local: svc.Namespace == in.ProxyNamespace, VirtualService: bvs.Spec}, build)
+		} else {
+			vh, err = build()
 		}
-		if bvs, ok := byHost[svc.Hostname]; ok && len(bvs.Spec.GetHttp()) > 0 {
-			routes, err := httpRoutes(forMesh(bvs), svc, in)
-			if err != nil {
-				return nil, fmt.Errorf("VirtualService for %s: %w", svc.Hostname, err)
-			}
-			vh.Routes = routes
-		}
-		if len(vh.Routes) == 0 { // no VirtualService, or none of its routes is for sidecars
-			vh.Routes = []*routev3.Route{defaultRoute(ClusterName(outbound, in.Port, "", svc.Hostname))}
+		if err != nil {
+			return nil, err
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, vh)
 	}
 	rc.VirtualHosts = append(rc.VirtualHosts, catchAll(in.RegistryOnly))
 	return rc, nil
+}
+
+// virtualHost is one service's virtual host on the route configuration
+// named routeName, routed by bvs if routed.
+func virtualHost(in RouteInput, routeName string, svc *model.Service, bvs BoundVirtualService, routed bool) (*routev3.VirtualHost, error) {
+	vh := &routev3.VirtualHost{
+		Name:    svc.Hostname + ":" + routeName,
+		Domains: domains(svc, in.Port, in.ProxyNamespace, in.DomainSuffix),
+	}
+	if routed && len(bvs.Spec.GetHttp()) > 0 {
+		routes, err := httpRoutes(forMesh(bvs), svc, in)
+		if err != nil {
+			return nil, fmt.Errorf("VirtualService for %s: %w", svc.Hostname, err)
+		}
+		vh.Routes = routes
+	}
+	if len(vh.Routes) == 0 { // no VirtualService, or none of its routes is for sidecars
+		vh.Routes = []*routev3.Route{defaultRoute(ClusterName(outbound, in.Port, "", svc.Hostname))}
+	}
+	return vh, nil
 }
 
 // forMesh narrows a VirtualService's http routes to sidecars (the "mesh"

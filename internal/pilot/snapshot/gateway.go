@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -55,22 +56,13 @@ func (s *Snapshot) gatewayFor(sc *scope.SidecarScope) (*outboundConfig, error) {
 
 func (s *Snapshot) buildGateway(sc *scope.SidecarScope, out *outboundConfig) error {
 	out.services = s.importedServices(sc)
-	clusters, err := generate.OutboundClusters(out.services, s.destinationRules(sc))
+	clusters, err := s.outboundClusters(sc, out.services)
 	if err != nil {
 		return err
 	}
-	for _, c := range clusters {
-		// Istio gives gateways no passthrough cluster: nothing reaches them
-		// through an original-destination listener.
-		if c.Name == generate.PassthroughCluster {
-			continue
-		}
-		r, err := encode(c.Name, c)
-		if err != nil {
-			return err
-		}
-		out.clusters = append(out.clusters, r)
-	}
+	// Istio gives gateways no passthrough cluster: nothing reaches them
+	// through an original-destination listener.
+	out.clusters = slices.DeleteFunc(clusters, func(r Resource) bool { return r.Name == generate.PassthroughCluster })
 	in := generate.GatewayInput{Services: out.services, DomainSuffix: s.DomainSuffix}
 	for _, r := range sc.Gateways {
 		if gw, ok := r.Spec.(*networking.Gateway); ok {

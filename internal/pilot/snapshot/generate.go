@@ -104,13 +104,7 @@ func (s *Snapshot) outboundFor(sc *scope.SidecarScope) (*outboundConfig, error) 
 // cachedConfig returns the config cached under key, building it on first
 // use; every proxy that shares it gets the same encoded bytes.
 func (s *Snapshot) cachedConfig(key string, build func(*outboundConfig) error) (*outboundConfig, error) {
-	s.mu.Lock()
-	out, ok := s.outbound[key]
-	if !ok {
-		out = &outboundConfig{}
-		s.outbound[key] = out
-	}
-	s.mu.Unlock()
+	out := entryOf(&s.mu, s.outbound, key)
 	out.once.Do(func() { out.err = build(out) })
 	return out, out.err
 }
@@ -178,16 +172,9 @@ func encodeNamed[M interface {
 func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) error {
 	out.services = s.importedServices(sc)
 	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
-	clusters, err := generate.OutboundClusters(out.services, s.destinationRules(sc))
-	if err != nil {
+	var err error
+	if out.clusters, err = s.outboundClusters(sc, out.services); err != nil {
 		return err
-	}
-	for _, c := range clusters {
-		r, err := encode(c.Name, c)
-		if err != nil {
-			return err
-		}
-		out.clusters = append(out.clusters, r)
 	}
 	listeners, err := generate.OutboundListeners(out.services, registryOnly)
 	if err != nil {
@@ -205,12 +192,12 @@ func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) er
 	for port, services := range httpServicesByPort(out.services) {
 		rc, err := generate.OutboundRouteConfig(generate.RouteInput{
 			Port: port, Services: services, VirtualServices: vss, ProxyNamespace: sc.Namespace,
-			DomainSuffix: s.DomainSuffix, RegistryOnly: registryOnly,
+			DomainSuffix: s.DomainSuffix, RegistryOnly: registryOnly, VirtualHosts: s.virtualHost,
 		})
 		if err != nil {
 			return err
 		}
-		r, err := encode(rc.Name, rc)
+		r, err := s.encodeRoutes(rc)
 		if err != nil {
 			return err
 		}

@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/generate"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
 	"github.com/meshperf/meshperf/internal/pilot/scope"
 )
@@ -54,9 +56,15 @@ type Snapshot struct {
 	authorizationPolicies []*config.Resource
 	waypoints             map[waypointKey]*waypoint // the waypoint Gateways
 
-	mu        sync.Mutex
-	outbound  map[string]*outboundConfig // by scope ID
-	endpoints map[string]Resource        // by cluster name
+	mu           sync.Mutex
+	outbound     map[string]*outboundConfig // by scope ID
+	endpoints    map[string]Resource        // by cluster name
+	clusters     map[clusterKey]*sharedClusters
+	virtualHosts map[generate.VirtualHostKey]*sharedVirtualHost
+	// virtualHostOf finds a shared virtual host's entry from the host, to
+	// reuse its encoding.
+	virtualHostOf map[*routev3.VirtualHost]*sharedVirtualHost
+	fixed         sharedClusters
 
 	ambientCfg ambientConfig // what node proxies get, made on first use
 }
@@ -77,15 +85,18 @@ func Build(in Input) *Snapshot {
 		in.DomainSuffix = scope.DefaultDomainSuffix
 	}
 	s := &Snapshot{
-		Version:      in.Version,
-		Built:        time.Now(),
-		Mesh:         in.Mesh,
-		DomainSuffix: in.DomainSuffix,
-		Registry:     in.Registry,
-		Scopes:       scope.NewIndex(scope.Input{Resources: in.Resources, Mesh: in.Mesh, DomainSuffix: in.DomainSuffix}),
-		CA:           in.CA,
-		outbound:     map[string]*outboundConfig{},
-		endpoints:    map[string]Resource{},
+		Version:       in.Version,
+		Built:         time.Now(),
+		Mesh:          in.Mesh,
+		DomainSuffix:  in.DomainSuffix,
+		Registry:      in.Registry,
+		Scopes:        scope.NewIndex(scope.Input{Resources: in.Resources, Mesh: in.Mesh, DomainSuffix: in.DomainSuffix}),
+		CA:            in.CA,
+		outbound:      map[string]*outboundConfig{},
+		endpoints:     map[string]Resource{},
+		clusters:      map[clusterKey]*sharedClusters{},
+		virtualHosts:  map[generate.VirtualHostKey]*sharedVirtualHost{},
+		virtualHostOf: map[*routev3.VirtualHost]*sharedVirtualHost{},
 	}
 	var gateways []*config.Resource
 	for _, r := range in.Resources {

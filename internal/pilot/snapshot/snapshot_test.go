@@ -7,6 +7,7 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
@@ -206,5 +207,133 @@ spec:
 	var cla endpointv3.ClusterLoadAssignment
 	if err := eps[0].Body.UnmarshalTo(&cla); err != nil || len(cla.Endpoints) != 1 {
 		t.Errorf("subset v1 should keep the first rule's labels (version: v1) and select the proxy: %v %v", cla.Endpoints, err)
+	}
+}
+
+// Regression test for every namespace's scope generating and encoding its
+// own copy of every cluster on each push (100 namespaces: 10,100 clusters
+// per push where 101 differ), which made the push stage ten times
+// istiod's: a cluster depends only on its service and the rules applied to
+// it, so scopes that import a service under the same rules share its bytes,
+// and a scope whose own namespace has a rule for the host gets its own.
+func TestClustersSharedAcrossScopesOfOneSnapshot(t *testing.T) {
+	const financeRule = `
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cart-from-finance, namespace: finance}
+spec:
+  host: cart.shop.svc.cluster.local
+  subsets: [{name: canary, labels: {track: canary}}]
+`
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	other := proxy("payroll", "payroll-1", map[string]string{"app": "payroll"})
+	s := build(t, financeRule+"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: payroll}\n", shop, finance, other)
+	if s.Scopes.For(shop) == s.Scopes.For(other) {
+		t.Fatal("the test needs the proxies in different scopes")
+	}
+	bodies := func(p *model.Proxy) map[string]Resource {
+		rs, err := s.Generate(p, ClusterType, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Resource{}
+		for _, r := range rs {
+			out[r.Name] = r
+		}
+		return out
+	}
+	inShop, inFinance, inPayroll := bodies(shop), bodies(finance), bodies(other)
+	for _, name := range []string{"BlackHoleCluster", "PassthroughCluster", "outbound|80||ledger.finance.svc.cluster.local",
+		"outbound|80||cart.shop.svc.cluster.local", "outbound|80|v1|cart.shop.svc.cluster.local", "outbound|9000||payments.shop.svc.cluster.local"} {
+		if inShop[name].Body == nil || inShop[name].Body != inPayroll[name].Body {
+			t.Errorf("%s: shop's and payroll's scopes import it under the same rules but do not share its encoding", name)
+		}
+	}
+	// finance's own rule for cart wins over shop's there: its cart
+	// clusters are its own, with its own subset and without shop's.
+	if inFinance["outbound|80||cart.shop.svc.cluster.local"].Body == inShop["outbound|80||cart.shop.svc.cluster.local"].Body {
+		t.Error("cart under finance's rule shares the encoding of cart under shop's rule")
+	}
+	if inFinance["outbound|80|canary|cart.shop.svc.cluster.local"].Body == nil || inFinance["outbound|80|v1|cart.shop.svc.cluster.local"].Body != nil {
+		t.Errorf("finance's cart clusters are not those of finance's rule: %v", names(mapValues(inFinance)))
+	}
+	if inFinance["outbound|80||ledger.finance.svc.cluster.local"].Body != inShop["outbound|80||ledger.finance.svc.cluster.local"].Body {
+		t.Error("ledger, under no rule anywhere, is not shared between finance's and shop's scopes")
+	}
+}
+
+func mapValues(m map[string]Resource) []Resource {
+	out := make([]Resource, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Virtual hosts are shared between namespaces' route configurations too;
+// what tells them apart must stay apart: a service's short name resolves
+// only in its own namespace.
+func TestSharedVirtualHostsKeepShortNamesLocal(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	s := build(t, "", shop, finance)
+	domains := func(p *model.Proxy) map[string]bool {
+		rs, err := s.Generate(p, RouteType, []string{"80"})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("routes of %s: %v %v", p.Namespace, rs, err)
+		}
+		var rc routev3.RouteConfiguration
+		if err := rs[0].Body.UnmarshalTo(&rc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, vh := range rc.VirtualHosts {
+			for _, d := range vh.Domains {
+				out[d] = true
+			}
+		}
+		return out
+	}
+	inShop, inFinance := domains(shop), domains(finance)
+	if !inShop["cart"] || inFinance["cart"] {
+		t.Errorf("short name cart: in shop's routes %v (want true), in finance's %v (want false)", inShop["cart"], inFinance["cart"])
+	}
+	if !inFinance["ledger"] || inShop["ledger"] {
+		t.Errorf("short name ledger: in finance's routes %v (want true), in shop's %v (want false)", inFinance["ledger"], inShop["ledger"])
+	}
+	if !inShop["ledger.finance"] || !inFinance["cart.shop"] {
+		t.Error("a namespace-qualified name is missing")
+	}
+}
+
+// A route configuration spliced from shared virtual hosts' bytes is what
+// encoding it whole makes, byte for byte (delta versions are checksums of
+// them).
+func TestSplicedRoutesEncodeAsAWhole(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	finance := proxy("finance", "ledger-1", map[string]string{"app": "ledger"})
+	s := build(t, "", shop, finance)
+	for _, p := range []*model.Proxy{shop, finance} {
+		rs, err := s.Generate(p, RouteType, nil)
+		if err != nil || len(rs) == 0 {
+			t.Fatalf("routes of %s: %v %v", p.Namespace, rs, err)
+		}
+		for _, r := range rs {
+			var rc routev3.RouteConfiguration
+			if err := r.Body.UnmarshalTo(&rc); err != nil {
+				t.Fatal(err)
+			}
+			whole, err := encode(rc.Name, &rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole.Body.TypeUrl != r.Body.TypeUrl || !bytes.Equal(whole.Body.Value, r.Body.Value) {
+				t.Errorf("%s's route %s: spliced %d bytes differ from encoding it whole (%d bytes)", p.Namespace, rc.Name, len(r.Body.Value), len(whole.Body.Value))
+			}
+			if len(rc.VirtualHosts) < 2 { // a service's and the catch-all
+				t.Errorf("%s's route %s has %d virtual hosts", p.Namespace, rc.Name, len(rc.VirtualHosts))
+			}
+		}
 	}
 }
