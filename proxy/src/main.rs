@@ -17,12 +17,15 @@ use meshperf_proxy::config::{Cli, Config};
 use meshperf_proxy::logging;
 use meshperf_proxy::proxy::{Proxy, Workers, drain};
 use meshperf_proxy::state::State;
-use meshperf_proxy::telemetry::{AccessLogOptions, AccessLogSink, Observer, Peer, Telemetry, XdsCollector};
+use meshperf_proxy::telemetry::{
+    AccessLogOptions, AccessLogSink, AllocationCollector, CountingAllocator, Observer, Peer, Telemetry, XdsCollector,
+};
 use meshperf_proxy::xds::{XdsClient, XdsConfig};
 use tokio::sync::watch;
 
+// jemalloc, each allocation counted for meshperf_proxy_allocations_total.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: CountingAllocator<tikv_jemallocator::Jemalloc> = CountingAllocator(tikv_jemallocator::Jemalloc);
 
 fn main() -> ExitCode {
     let parsed = match Cli::try_parse() {
@@ -88,6 +91,8 @@ fn run(config: Config) -> anyhow::Result<()> {
     let mut telemetry =
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;
     telemetry.register_collector(Box::new(XdsCollector(client.metrics())));
+    // ALLOCATOR above counts every allocation of the process.
+    telemetry.register_collector(Box::new(AllocationCollector));
     let telemetry = Arc::new(telemetry);
     let observer = Observer::new(telemetry.clone(), Peer::local(&config));
     let proxy = Proxy::new(config.clone(), state.clone(), Some(Arc::new(observer)));

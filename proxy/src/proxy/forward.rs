@@ -65,7 +65,7 @@ pub(crate) async fn forward(
     let cluster_name = pick_cluster(&fwd.target).to_string();
     let Some(cluster) = conn.shared.state.snapshot().clusters.get(&cluster_name).cloned() else {
         // Envoy: a route to a cluster it does not know is 503 NC.
-        return with_cluster(Handled::local(StatusCode::SERVICE_UNAVAILABLE, "no cluster", "NC"), &cluster_name);
+        return with_cluster(Handled::local(StatusCode::SERVICE_UNAVAILABLE, "no cluster", "NC"), cluster_name);
     };
     let downstream_h2 = req.version() == Version::HTTP_2;
     let h2 = match cluster.protocol {
@@ -201,7 +201,7 @@ pub(crate) async fn forward(
         },
         None => attempts.await,
     };
-    with_cluster(handled, &cluster_name)
+    with_cluster(handled, cluster_name)
 }
 
 /// Envoy's answer to a circuit-breaker overflow.
@@ -235,8 +235,8 @@ fn failed(t: &Try) -> bool {
     }
 }
 
-fn with_cluster(mut h: Handled, cluster: &str) -> Handled {
-    h.cluster = Some(cluster.to_string());
+fn with_cluster(mut h: Handled, cluster: String) -> Handled {
+    h.cluster = Some(cluster);
     h
 }
 

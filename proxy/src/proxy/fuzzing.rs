@@ -59,7 +59,7 @@ impl HttpHarness {
         let conn = HttpConn {
             shared: self.proxy.shared.clone(),
             reporter: Reporter::Source,
-            listener: "0.0.0.0_80".into(),
+            listener: Arc::from("0.0.0.0_80"),
             routes: Routes::Rds(ROUTE_CONFIG.into()),
             fault_filter: true,
             peer: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7)), 40000),

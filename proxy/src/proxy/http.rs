@@ -43,7 +43,7 @@ pub(crate) enum Routes {
 pub(crate) struct HttpConn {
     pub shared: Arc<Shared>,
     pub reporter: Reporter,
-    pub listener: String,
+    pub listener: Arc<str>,
     pub routes: Routes,
     pub fault_filter: bool,
     pub peer: SocketAddr,
@@ -142,7 +142,7 @@ impl HttpConn {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ProxyBody> {
         let start = Instant::now();
         let protocol = request_protocol(&req);
-        let method = req.method().as_str().to_string();
+        let method = req.method().clone();
         let authority = authority(&req).to_string();
         let request_bytes = Arc::new(AtomicU64::new(0));
         let handled = self.route(req, &request_bytes).await;
@@ -158,7 +158,6 @@ impl HttpConn {
         let info = RequestInfo {
             reporter: self.reporter,
             listener: self.listener.clone(),
-            destination_service: handled.cluster.as_deref().and_then(super::destination_service),
             cluster: handled.cluster,
             upstream: handled.upstream,
             downstream_peer: self.peer,

@@ -267,7 +267,7 @@ pub(super) async fn serve_conn<IO>(
             let conn = HttpConn {
                 shared,
                 reporter,
-                listener,
+                listener: listener.into(),
                 routes,
                 fault_filter,
                 peer,

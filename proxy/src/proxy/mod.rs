@@ -149,17 +149,17 @@ pub enum RequestProtocol {
 #[derive(Debug, Clone)]
 pub struct RequestInfo {
     pub reporter: Reporter,
-    pub listener: String,
+    /// Shared with the connection: a request's report copies no name.
+    pub listener: Arc<str>,
     /// The cluster the request was sent to; None when it was not routed.
+    /// Its destination service host, when it is an Istio cluster name, is
+    /// [`destination_service`]'s, taken by the observer when it needs it.
     pub cluster: Option<String>,
-    /// The destination service host, from an Istio cluster name
-    /// (`outbound|PORT|SUBSET|HOST`), when there is one.
-    pub destination_service: Option<String>,
     pub upstream: Option<SocketAddr>,
     pub downstream_peer: SocketAddr,
     pub original_dst: SocketAddr,
     pub protocol: RequestProtocol,
-    pub method: String,
+    pub method: hyper::Method,
     pub authority: String,
     pub response_code: u16,
     /// Envoy's short flags (`UF`, `UH`, `UT`, `NR`, `FI`, `DI`, `UC`, `UPE`), comma
@@ -318,13 +318,13 @@ impl Proxy {
 }
 
 /// The service host of an Istio cluster name, `outbound|9080|v1|reviews.ns.svc.cluster.local`.
-pub(crate) fn destination_service(cluster: &str) -> Option<String> {
+pub fn destination_service(cluster: &str) -> Option<&str> {
     // By bytes: this runs for every request, and splitting by char cost more
     // than the rest of the label work.
     let mut bars = cluster.bytes().enumerate().filter(|(_, c)| *c == b'|').map(|(i, _)| i);
     let (_, _, third) = (bars.next()?, bars.next()?, bars.next()?);
     let host = &cluster[third + 1..bars.next().unwrap_or(cluster.len())];
-    (!host.is_empty()).then(|| host.to_string())
+    (!host.is_empty()).then_some(host)
 }
 
 #[cfg(test)]
@@ -340,7 +340,7 @@ mod tests {
             ("PassthroughCluster", None),
         ];
         for (cluster, want) in cases {
-            assert_eq!(super::destination_service(cluster).as_deref(), want, "{cluster}");
+            assert_eq!(super::destination_service(cluster), want, "{cluster}");
         }
     }
 }

@@ -40,7 +40,7 @@ where
     let mut info = TcpInfo {
         reporter: conn.reporter,
         listener: conn.listener,
-        destination_service: super::destination_service(&cluster_name),
+        destination_service: super::destination_service(&cluster_name).map(str::to_string),
         cluster: cluster_name,
         upstream: None,
         downstream_peer: conn.peer,

@@ -16,6 +16,7 @@
 mod access_log;
 #[cfg(test)]
 mod access_log_tests;
+mod allocations;
 mod labels;
 mod metrics;
 mod observer;
@@ -37,6 +38,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 pub use access_log::{AccessLog, AccessLogEntry, AccessLogOptions, AccessLogSink, format_rfc3339_millis};
+pub use allocations::{AllocationCollector, CountingAllocator, allocations};
 pub use labels::spiffe_id;
 pub use labels::{
     ConnectionFlag, DEFAULT_TRUST_DOMAIN, Peer, Protocol, Reporter, ResponseFlags, SecurityPolicy, ServiceName,

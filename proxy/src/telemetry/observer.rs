@@ -128,7 +128,8 @@ impl RequestObserver for Observer {
             reporter,
             source,
             destination,
-            destination_service: self.service(info.cluster.as_deref(), info.destination_service.as_deref()),
+            destination_service: self
+                .service(info.cluster.as_deref(), info.cluster.as_deref().and_then(proxy::destination_service)),
             protocol: match info.protocol {
                 RequestProtocol::Grpc => Protocol::Grpc,
                 _ => Protocol::Http,

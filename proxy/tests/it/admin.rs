@@ -1,6 +1,7 @@
 //! The admin endpoint in-process: readiness follows the xDS client and the
 //! drain, the dump is the converted state by Envoy's type names, stats carry
-//! the client's counters, and POST /quitquitquit asks for the drain.
+//! the client's counters, and POST /quitquitquit asks for the drain. Then
+//! the real binary, whose allocator's counts its stats carry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +10,13 @@ use clap::Parser;
 use meshperf_proxy::admin::{Admin, AdminServer};
 use meshperf_proxy::config::Cli;
 use meshperf_proxy::proxy::{ClusterStat, drain};
+use meshperf_proxy::xds::ResourceType;
 use tokio::sync::watch;
 
-use crate::support::ads::{AdsServer, sync, web_mesh};
-use crate::support::{RunningClient, WAIT, http};
+use crate::support::ads::{self, AdsServer, sync, web_mesh};
+use crate::support::envoy::{self, any, static_cluster};
+use crate::support::process::{TestDir, free_loopback_port, start_proxy, wait_ready};
+use crate::support::{RunningClient, WAIT, get_on, h1_connect, http, upstream};
 
 #[tokio::test]
 async fn ready_dump_stats_and_quit() {
@@ -94,4 +98,47 @@ async fn ready_dump_stats_and_quit() {
     stop.send_replace(true);
     tokio::time::timeout(WAIT, admin_task).await.expect("admin stops").unwrap();
     client.stop().await;
+}
+
+/// The value of `meshperf_proxy_allocations_total` on the admin endpoint.
+async fn allocations(admin: std::net::SocketAddr) -> f64 {
+    let (_, stats) = http(admin, "GET", "/stats/prometheus").await;
+    let line = stats.lines().find(|l| l.starts_with("meshperf_proxy_allocations_total "));
+    line.and_then(|l| l.rsplit(' ').next()?.parse().ok()).unwrap_or_else(|| panic!("no allocations counter in {stats}"))
+}
+
+/// The binary (jemalloc is its allocator) counts its heap allocations: a
+/// thousand proxied requests must add at least one each (a request's
+/// header map and its upstream request are allocated, whatever else is).
+#[tokio::test]
+async fn the_binary_counts_its_allocations_under_traffic() {
+    let (app, _) = upstream("app").await;
+    let server = AdsServer::start().await;
+    let (listen_at, admin) = (free_loopback_port(), free_loopback_port());
+    let dir = TestDir::new("allocations");
+    let listen = format!("{listen_at}=0.0.0.0_80:80");
+    let _process = start_proxy(
+        server.addr,
+        admin,
+        "web-1",
+        &["--capture-mode", "none", "--listen", &listen],
+        &dir.join("proxy.log"),
+    );
+    let resources = ads::Resources::from([
+        (ResourceType::Cluster, vec![("app".to_string(), any(&static_cluster("app", &[app])))]),
+        (ResourceType::Listener, vec![("0.0.0.0_80".to_string(), envoy::listener())]),
+        (ResourceType::Route, vec![("80".to_string(), envoy::route_config(vec![envoy::route("/", "app", None)]))]),
+    ]);
+    let _control_plane = ads::serve(server, resources).await;
+    wait_ready(admin, "the proxy binary", WAIT).await;
+
+    let (mut sender, _conn) = h1_connect(listen_at).await;
+    assert_eq!(get_on(&mut sender, "web.shop.svc.cluster.local", "/").await.status, 200);
+    let before = allocations(admin).await;
+    const REQUESTS: u32 = 1000;
+    for _ in 0..REQUESTS {
+        assert_eq!(get_on(&mut sender, "web.shop.svc.cluster.local", "/").await.status, 200);
+    }
+    let after = allocations(admin).await;
+    assert!(after - before >= f64::from(REQUESTS), "{REQUESTS} requests: allocations went from {before} to {after}");
 }

@@ -150,7 +150,7 @@ async fn http1_routes_by_header_and_sets_envoy_headers() {
     let info = m.proxy.recorder.request_with(|i| i.cluster.as_deref() == Some("outbound|80||b")).await;
     assert_eq!(info.reporter, Reporter::Source);
     assert_eq!(info.response_code, 200);
-    assert_eq!(info.destination_service.as_deref(), Some("b"));
+    assert_eq!(info.cluster.as_deref().and_then(meshperf_proxy::proxy::destination_service), Some("b"));
     assert_eq!(info.protocol, RequestProtocol::Http);
     assert_eq!(info.response_bytes, 3); // "b:0"
 }

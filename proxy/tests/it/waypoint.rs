@@ -344,7 +344,7 @@ async fn hbone_in_l7_routing_and_hbone_out_through_the_waypoint() {
 
     let report = proxy.recorder.request_with(|r| r.cluster.as_deref() == Some(&REVIEWS.cluster("v2"))).await;
     assert_eq!(report.reporter, Reporter::Waypoint);
-    assert_eq!(report.listener, "main_internal");
+    assert_eq!(&*report.listener, "main_internal");
     assert_eq!(report.original_dst, vip);
     assert_eq!(report.downstream_peer, dst("10.1.0.3:40000"), "the client, from forwarded: for=");
     assert_eq!(report.peer_principal.as_deref(), Some("spiffe://cluster.local/ns/shop/sa/cart"));
