@@ -24,6 +24,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/meshperf/meshperf/internal/capacity"
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 // Peer is another project's program that a benchmark measures meshperf
@@ -147,6 +148,18 @@ func NewRatio(key string, ours, peer Samples, higherIsBetter bool, target float6
 		r.Value = math.NaN()
 	}
 	return r
+}
+
+// MarshalJSON writes the ratio with whether it met its goal and is noisy,
+// as the table says them, and an unknown figure (a CV from one repeat, a
+// ratio without both medians) as null.
+func (r Ratio) MarshalJSON() ([]byte, error) {
+	type plain Ratio
+	return results.MarshalNaN(struct {
+		plain
+		Met   bool `json:"met"`
+		Noisy bool `json:"noisy"`
+	}{plain(r), r.Met(), r.Noisy()})
 }
 
 // Noisy says either side's repeats disagree beyond NoisyCV, so the ratio

@@ -117,10 +117,11 @@ type PilotResult struct {
 	Ratios    []Ratio        `json:"ratios"` // ours / istiod; none without istiod
 }
 
-// MarshalJSON adds the settings as they were given.
+// MarshalJSON adds the settings as they were given; an unknown figure is
+// null.
 func (r PilotResult) MarshalJSON() ([]byte, error) {
 	type plain PilotResult
-	return json.Marshal(struct {
+	return results.MarshalNaN(struct {
 		Clients       int    `json:"clients"`
 		Changes       int    `json:"changes"`
 		Spacing       string `json:"spacing"`
@@ -129,22 +130,7 @@ func (r PilotResult) MarshalJSON() ([]byte, error) {
 		DebounceMax   string `json:"debounceMax"`
 		plain
 	}{r.Config.Clients, r.Config.Changes, r.Config.Spacing.String(), r.Config.Repeats,
-		r.Config.DebounceAfter.String(), r.Config.DebounceMax.String(), plain(r.withFiniteRatios())})
-}
-
-// withFiniteRatios is r with the ratios JSON can carry (it has no NaN):
-// unknown CVs (a single repeat; Repeats says so) as 0, unknown ratios left out.
-func (r PilotResult) withFiniteRatios() PilotResult {
-	var ratios []Ratio
-	for _, ratio := range r.Ratios {
-		if math.IsNaN(ratio.Value) {
-			continue // a figure one side could not measure
-		}
-		ratio.OursCV, ratio.PeerCV = orZero(ratio.OursCV), orZero(ratio.PeerCV)
-		ratios = append(ratios, ratio)
-	}
-	r.Ratios = ratios
-	return r
+		r.Config.DebounceAfter.String(), r.Config.DebounceMax.String(), plain(r)})
 }
 
 // RunPilot runs the benchmark: every subject once per round, interleaved.
@@ -315,7 +301,7 @@ func (r PilotRun) StoreRow() (results.ControlPlaneRun, error) {
 	if err != nil {
 		return row, err
 	}
-	js, err := json.Marshal(r)
+	js, err := results.MarshalNaN(r) // an unknown figure is null
 	if err != nil {
 		return row, fmt.Errorf("%s round %d cannot be stored: %w", r.Subject, r.Round, err)
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -101,32 +100,4 @@ func fmtNum(v float64, decimals int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.*f", decimals, v)
-}
-
-// jsonNumber is v for JSON, null when it is not a number (unknown).
-func jsonNumber(v float64) any {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return v
-}
-
-// MarshalJSON writes unknown stages as null.
-func (s Stages) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any{"watchMs": jsonNumber(s.Watch), "debounceMs": jsonNumber(s.Debounce),
-		"pushMs": jsonNumber(s.Push), "sendMs": jsonNumber(s.Send), "totalMs": jsonNumber(s.Total),
-		"deliveries": s.Deliveries, "source": s.Source})
-}
-
-// MarshalJSON writes unknown figures as null.
-func (r PilotRun) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any{"subject": r.Subject, "round": r.Round, "endToEnd": r.E2E, "stages": r.Stages,
-		"missed": r.Missed, "churnCpuSeconds": jsonNumber(r.CPU), "rssMaxMB": jsonNumber(r.RSSMB), "report": r.Report})
-}
-
-// MarshalJSON writes unknown figures as null.
-func (s PilotSummary) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any{"subject": s.Subject, "p50Ms": jsonNumber(s.P50), "p90Ms": jsonNumber(s.P90),
-		"p99Ms": jsonNumber(s.P99), "maxMs": jsonNumber(s.Max), "p50Cv": jsonNumber(s.P50CV), "p99Cv": jsonNumber(s.P99CV),
-		"stages": s.Stages, "missed": s.Missed, "churnCpuSeconds": jsonNumber(s.CPU), "rssMaxMB": jsonNumber(s.RSSMB)})
 }

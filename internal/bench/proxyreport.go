@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/meshperf/meshperf/internal/atomicfile"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -228,63 +226,6 @@ func (r *ProxyReport) allocationsKnown() bool {
 		}
 	}
 	return false
-}
-
-// WriteJSON writes the report to path, whole or not at all. Figures not
-// measured are left out (JSON has no NaN); a ratio without a value is
-// null.
-func (r *ProxyReport) WriteJSON(path string) error {
-	type jsonRatio struct {
-		Ratio
-		Value  *float64 `json:"ratio"`
-		OursCV *float64 `json:"ours_cv"`
-		PeerCV *float64 `json:"peer_cv"`
-		Ours   *float64 `json:"ours"`
-		Peer   *float64 `json:"peer"`
-		Met    bool     `json:"met"`
-		Noisy  bool     `json:"noisy"`
-	}
-	type jsonCase struct {
-		ProxyCase
-		Ratios []jsonRatio `json:"ratios"`
-	}
-	out := struct {
-		*ProxyReport
-		Cases []jsonCase `json:"cases"`
-	}{ProxyReport: r}
-	for _, c := range r.Cases {
-		jc := jsonCase{ProxyCase: c}
-		for _, ra := range c.Ratios {
-			jc.Ratios = append(jc.Ratios, jsonRatio{Ratio: ra, Value: finiteOrNil(ra.Value), OursCV: finiteOrNil(ra.OursCV),
-				PeerCV: finiteOrNil(ra.PeerCV), Ours: finiteOrNil(ra.Ours), Peer: finiteOrNil(ra.Peer), Met: ra.Met(), Noisy: ra.Noisy()})
-		}
-		out.Cases = append(out.Cases, jc)
-	}
-	data, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return atomicfile.Write(path, append(data, '\n'), 0o644)
-}
-
-func finiteOrNil(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
-// BaselineRatios are the report's ratios as a baseline keeps them: a CV
-// not known (one repeat) counts as no noise.
-func (r *ProxyReport) BaselineRatios() []Ratio {
-	out := r.Ratios()
-	for i := range out {
-		out[i].OursCV, out[i].PeerCV = orZero(out[i].OursCV), orZero(out[i].PeerCV)
-		if math.IsNaN(out[i].Ours) || math.IsNaN(out[i].Peer) {
-			out[i].Value = math.NaN()
-		}
-	}
-	return out
 }
 
 var protocolNames = map[string]string{"http": "HTTP/1.1", "h2": "HTTP/2 (h2c)"}

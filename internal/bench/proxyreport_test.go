@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"math"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/results"
 )
 
 // figures is a run of a subject with the costs that matter here.
@@ -89,12 +88,8 @@ func TestProxyCaseNegativePeer(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
-	// JSON has no NaN: the report writes unknowns as null.
-	path := filepath.Join(t.TempDir(), "r.json")
-	if err := report.WriteJSON(path); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
+	// JSON has no NaN: -json writes unknowns as null.
+	data, err := results.MarshalNaN(report)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +98,8 @@ func TestProxyCaseNegativePeer(t *testing.T) {
 			Ratios []struct {
 				Key   string   `json:"key"`
 				Value *float64 `json:"ratio"`
+				Met   *bool    `json:"met"`
+				Noisy *bool    `json:"noisy"`
 			} `json:"ratios"`
 		} `json:"cases"`
 	}
@@ -112,6 +109,9 @@ func TestProxyCaseNegativePeer(t *testing.T) {
 	for _, r := range back.Cases[0].Ratios {
 		if (r.Value == nil) != strings.HasPrefix(r.Key, "mtls h2 max added-p99") {
 			t.Errorf("ratio %s: %v", r.Key, r.Value)
+		}
+		if r.Met == nil || r.Noisy == nil {
+			t.Errorf("ratio %s: no met or noisy in the JSON", r.Key)
 		}
 	}
 }

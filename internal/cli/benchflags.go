@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/atomicfile"
@@ -15,10 +14,13 @@ import (
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// benchFlags are the flags every side-by-side benchmark has.
+// benchFlags are the flags every side-by-side benchmark (bench proxy,
+// pilot, load) has, and what each does with its results once they are in:
+// the table is the benchmark's own; -json, -update and -baseline are
+// handled here, the same for all three.
 type benchFlags struct {
+	name      string // the benchmark's: "proxy", "pilot", "load"
 	repeats   int
-	duration  time.Duration
 	db        string
 	jsonPath  string
 	baseline  string
@@ -27,23 +29,23 @@ type benchFlags struct {
 	baselines bench.Baseline // -baseline's, read before anything runs
 }
 
-func (f *benchFlags) define(fs *flag.FlagSet, duration time.Duration) {
+func (f *benchFlags) define(fs *flag.FlagSet, name string) {
+	f.name = name
 	positiveVar(fs, &f.repeats, "repeats", 5, "rounds: each runs every subject once, in a rotating order")
-	durationVar(fs, &f.duration, "duration", duration, "how long each run lasts")
-	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "store every run in this results database (`PATH` or postgres:// URL); \"\" stores none")
+	fs.StringVar(&f.db, "db", defaultResultsDB, "store every run in this results database (`PATH` or postgres:// URL); \"\" stores none")
 	fs.StringVar(&f.jsonPath, "json", "", "write the cases, medians and ratios to this `file` as JSON")
 	fs.StringVar(&f.baseline, "baseline", "", "check the ratios against this baseline `file`; exit 1 on a regression")
-	fs.StringVar(&f.update, "update", "", "write the ratios to this baseline `file`")
+	fs.StringVar(&f.update, "update", "", fmt.Sprintf("write the ratios as the baseline `file` (benchmarks/bench/%s.baseline.json is the committed one)", name))
 	fs.StringVar(&f.labels, "labels", "", "labels recorded with every run (compare and history select runs by them)")
 }
 
 // check refuses bad flags and reads -baseline, before anything runs.
 func (f *benchFlags) check() error {
-	if f.duration <= 0 {
-		return usagef("-duration must be more than 0")
-	}
 	if f.baseline != "" && f.update != "" {
 		return usagef("-baseline checks a baseline and -update writes one: give one of them")
+	}
+	if f.update != "" && f.repeats < 2 {
+		return usagef("-update needs -repeats 2 or more: a baseline keeps the repeats' noise beside each ratio")
 	}
 	if err := checkStoreLocation(f.db); err != nil {
 		return err
@@ -58,31 +60,35 @@ func (f *benchFlags) check() error {
 	return nil
 }
 
-// finish does what every benchmark does with its results: store the runs,
-// print the table, write -json, then -update the baseline or check it
-// (a regression is a failure, each printed).
-func (f *benchFlags) finish(runs []results.Run, ratios []bench.Ratio, report any, name string, stdout, stderr io.Writer,
-	table func(io.Writer) error) error {
-	if f.db != "" {
-		st, err := openStore(f.db)
-		if err != nil {
-			return err
-		}
-		for _, r := range runs {
-			if err := st.Insert(r); err != nil {
-				_ = st.Close()
-				return fmt.Errorf("store the runs: %w", err)
-			}
-		}
-		if err := st.Close(); err != nil {
-			return err
-		}
+// openStore opens -db for the runs, nil when -db is "".
+func (f *benchFlags) openStore() (*results.Store, error) {
+	if f.db == "" {
+		return nil, nil
 	}
-	if err := table(stdout); err != nil {
+	return openStore(f.db)
+}
+
+// storeRuns stores the runs in -db, when there is one.
+func (f *benchFlags) storeRuns(runs []results.Run) error {
+	st, err := f.openStore()
+	if err != nil || st == nil {
 		return err
 	}
+	for _, r := range runs {
+		if err := st.Insert(r); err != nil {
+			_ = st.Close()
+			return fmt.Errorf("store the runs: %w", err)
+		}
+	}
+	return st.Close()
+}
+
+// finish does what every benchmark does once its table is printed: write
+// -json (an unknown figure as null), then -update the baseline or check
+// it (a regression is a failure, each printed).
+func (f *benchFlags) finish(ratios []bench.Ratio, report any, stdout, stderr io.Writer) error {
 	if f.jsonPath != "" {
-		data, err := results.MarshalNaN(report) // an unknown figure is null
+		data, err := results.MarshalNaN(report)
 		if err != nil {
 			return err
 		}
@@ -96,7 +102,7 @@ func (f *benchFlags) finish(runs []results.Run, ratios []bench.Ratio, report any
 		}
 	}
 	if f.update != "" {
-		if err := bench.NewBaseline(name, ratios, time.Now()).Write(f.update); err != nil {
+		if err := bench.NewBaseline(f.name, ratios, time.Now()).Write(f.update); err != nil {
 			return err
 		}
 		_, _ = fmt.Fprintf(stdout, "baseline written to %s\n", f.update)

@@ -30,6 +30,7 @@ error. Every run is stored in -db as scenario bench-load, its generator as the m
 // benchLoadFlags are meshperf bench load's flags.
 type benchLoadFlags struct {
 	benchFlags
+	duration     time.Duration
 	rates        []int
 	connections  int
 	responseSize int
@@ -42,7 +43,8 @@ func benchLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cmd := newCommand("meshperf bench load", "[flags]", benchLoadAbout)
 	var f benchLoadFlags
 	fs := cmd.flags
-	f.define(fs, 10*time.Second)
+	f.define(fs, "load")
+	durationVar(fs, &f.duration, "duration", 10*time.Second, "how long each run lasts")
 	f.rates = []int{1000, 5000, 0}
 	fs.Func("qps", "comma-separated `rates`, one case each; 0 is as fast as possible (default 1000,5000,0)", func(v string) (err error) {
 		f.rates, err = scenario.ParseIntList("-qps", v)
@@ -67,13 +69,22 @@ func benchLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	return cmd.exit(stderr, f.finish(rep.Runs(), rep.Ratios, rep, "load", stdout, stderr, rep.WriteTable))
+	if err := f.storeRuns(rep.Runs()); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return cmd.exit(stderr, err)
+	}
+	return cmd.exit(stderr, f.finish(rep.Ratios, rep, stdout, stderr))
 }
 
 // options checks the flags and finds the binaries: a peer asked for by
 // its flag that cannot run is bad input (bench.PeerError); one not asked
 // for and not found is left out, and the report says so.
 func (f *benchLoadFlags) options(stderr io.Writer) (bench.LoadOptions, error) {
+	if f.duration <= 0 {
+		return bench.LoadOptions{}, usagef("-duration must be more than 0")
+	}
 	if err := f.check(); err != nil {
 		return bench.LoadOptions{}, err
 	}

@@ -19,14 +19,13 @@ import (
 
 // benchProxyFlags are `meshperf bench proxy`'s flags.
 type benchProxyFlags struct {
-	repeats, conn, size, threads int
-	duration, warmup             time.Duration
-	qps                          []int
-	protocols                    []scenario.Protocol
-	cases                        []string
-	haproxy, proxy               string
-	db, out, json                string
-	baseline, update, labels     string
+	benchFlags
+	conn, size, threads int
+	duration, warmup    time.Duration
+	qps                 []int
+	protocols           []scenario.Protocol
+	cases               []string
+	haproxy, proxy, out string
 }
 
 func benchProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -42,7 +41,7 @@ func benchProxy(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"-baseline checks the ratios against a recorded baseline: exit 1 on a regression.")
 	var f benchProxyFlags
 	fs := cmd.flags
-	positiveVar(fs, &f.repeats, "repeats", 5, "rounds per rate: every subject runs once in each")
+	f.define(fs, "proxy")
 	durationVar(fs, &f.duration, "duration", 10*time.Second, "each measured run's load `time` (at least 1s)")
 	durationVar(fs, &f.warmup, "warmup", 2*time.Second, "load `time` before each measured run, at its rate, left out of every figure")
 	f.qps = []int{1000, 0}
@@ -65,27 +64,26 @@ func benchProxy(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	positiveVar(fs, &f.threads, "threads", 2, "worker threads of each proxy: HAProxy's nbthread, meshperf-proxy's --concurrency")
 	fs.StringVar(&f.haproxy, "haproxy", "", "HAProxy `binary` (default: haproxy on $PATH)")
 	fs.StringVar(&f.proxy, "proxy", "", "meshperf-proxy `binary` (default: beside meshperf, then proxy/target/release, then $PATH)")
-	fs.StringVar(&f.db, "db", defaultResultsDB, "results database: a `path` or a postgres:// URL")
 	fs.StringVar(&f.out, "out", "", "`dir` for logs, configurations and the load's results (default results/bench/proxy-<runid>)")
-	fs.StringVar(&f.json, "json", "", "write the report (cases, medians, ratios) as JSON to `file`")
-	fs.StringVar(&f.baseline, "baseline", "", "check the ratios against the baseline `file`; exit 1 on a regression")
-	fs.StringVar(&f.update, "update", "", "write the ratios as the baseline `file` (e.g. benchmarks/bench/proxy.baseline.json)")
-	fs.StringVar(&f.labels, "labels", "", "labels recorded with every run; compare and history select runs by them")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
-	cfg, base, err := f.config()
+	cfg, err := f.config()
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	store, err := openStore(f.db)
+	store, err := f.openStore()
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	defer store.Close()
-	cfg.Store = store.Insert
+	storedIn := "not stored (-db \"\")"
+	if store != nil {
+		defer store.Close()
+		cfg.Store = store.Insert
+		storedIn = "runs stored in " + store.String()
+	}
 	cfg.Progress = stderr
-	_, _ = fmt.Fprintf(stderr, "meshperf bench proxy: run %s, logs in %s, runs stored in %s\n", cfg.RunID, cfg.OutDir, store)
+	_, _ = fmt.Fprintf(stderr, "meshperf bench proxy: run %s, logs in %s, %s\n", cfg.RunID, cfg.OutDir, storedIn)
 	report, runErr := bench.RunProxy(ctx, cfg)
 	if report != nil && len(report.Cases) > 0 {
 		if err := report.WriteTable(stdout); err != nil {
@@ -95,41 +93,29 @@ func benchProxy(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if runErr != nil {
 		return cmd.exit(stderr, runErr)
 	}
-	return cmd.exit(stderr, f.finish(report, base, stdout))
+	return cmd.exit(stderr, f.finish(report.Ratios(), report, stdout, stderr))
 }
 
 // config checks the flags together and finds the binaries; every error
-// is bad input, before anything starts. It returns the baseline to check
-// against, when -baseline names one.
-func (f *benchProxyFlags) config() (bench.ProxyConfig, *bench.Baseline, error) {
-	switch {
-	case f.duration < time.Second:
-		return bench.ProxyConfig{}, nil, usagef("-duration %s: at least 1s (the steady window leaves out its first 300ms and last 200ms)", f.duration)
-	case f.baseline != "" && f.update != "":
-		return bench.ProxyConfig{}, nil, usagef("-baseline and -update together: check against a baseline, or record one")
+// is bad input, before anything starts.
+func (f *benchProxyFlags) config() (bench.ProxyConfig, error) {
+	if f.duration < time.Second {
+		return bench.ProxyConfig{}, usagef("-duration %s: at least 1s (the steady window leaves out its first 300ms and last 200ms)", f.duration)
 	}
-	var base *bench.Baseline
-	if f.baseline != "" {
-		b, err := bench.ReadBaseline(f.baseline)
-		if err != nil {
-			return bench.ProxyConfig{}, nil, inputError{err}
-		}
-		base = &b
-	}
-	if err := checkStoreLocation(f.db); err != nil {
-		return bench.ProxyConfig{}, nil, err
+	if err := f.check(); err != nil {
+		return bench.ProxyConfig{}, err
 	}
 	haproxy, err := bench.LookPeer(bench.HAProxyPeer, f.haproxy)
 	if err != nil {
-		return bench.ProxyConfig{}, nil, inputError{err}
+		return bench.ProxyConfig{}, inputError{err}
 	}
 	meshperfBin, err := os.Executable()
 	if err != nil {
-		return bench.ProxyConfig{}, nil, fmt.Errorf("find the meshperf binary: %w", err)
+		return bench.ProxyConfig{}, fmt.Errorf("find the meshperf binary: %w", err)
 	}
 	proxy, err := findProxy(f.proxy, meshperfBin)
 	if err != nil {
-		return bench.ProxyConfig{}, nil, inputError{err}
+		return bench.ProxyConfig{}, inputError{err}
 	}
 	cfg := bench.ProxyConfig{MeshperfBin: meshperfBin, ProxyBin: proxy, HAProxyBin: haproxy, Repeats: f.repeats,
 		Duration: f.duration, Warmup: f.warmup, QPS: f.qps, Connections: f.conn, Size: f.size, Protocols: f.protocols,
@@ -143,42 +129,9 @@ func (f *benchProxyFlags) config() (bench.ProxyConfig, *bench.Baseline, error) {
 		cfg.OutDir = filepath.Join("results", "bench", "proxy-"+cfg.RunID)
 	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return cfg, nil, inputError{fmt.Errorf("-out: %w", err)}
+		return cfg, inputError{fmt.Errorf("-out: %w", err)}
 	}
-	return cfg, base, nil
-}
-
-// finish writes the JSON report and the baseline, and checks the ratios
-// against -baseline: each regression printed, then exit 1.
-func (f *benchProxyFlags) finish(report *bench.ProxyReport, base *bench.Baseline, stdout io.Writer) error {
-	if f.json != "" {
-		if err := report.WriteJSON(f.json); err != nil {
-			return err
-		}
-	}
-	if f.update != "" {
-		if err := bench.NewBaseline("proxy", report.BaselineRatios(), time.Now()).Write(f.update); err != nil {
-			return err
-		}
-		_, _ = fmt.Fprintf(stdout, "\nbaseline written to %s\n", f.update)
-	}
-	if base == nil {
-		return nil
-	}
-	regs, err := base.Check(report.BaselineRatios())
-	if err != nil {
-		return fmt.Errorf("-baseline %s: %w", f.baseline, err)
-	}
-	if len(regs) == 0 {
-		_, _ = fmt.Fprintf(stdout, "\nno regression against %s\n", f.baseline)
-		return nil
-	}
-	var lines []string
-	for _, r := range regs {
-		lines = append(lines, "regression: "+r.String())
-	}
-	_, _ = fmt.Fprintln(stdout, "\n"+strings.Join(lines, "\n"))
-	return fmt.Errorf("%d ratios regressed against %s", len(regs), f.baseline)
+	return cfg, nil
 }
 
 // parseQPSList reads -qps: whole numbers, 0 for the maximum rate, each

@@ -52,17 +52,16 @@ func nanTree(v reflect.Value) (any, error) {
 		}
 		return v.Interface(), nil
 	case reflect.Struct:
+		fields, err := fieldsOf(v)
+		if err != nil {
+			return nil, err
+		}
 		out := map[string]any{}
-		for i := range v.NumField() {
-			name, omitEmpty, ok := jsonField(v.Type().Field(i))
-			if !ok || omitEmpty && emptyJSON(v.Field(i)) {
+		for _, f := range fields {
+			if f.omitEmpty && emptyJSON(f.value) {
 				continue
 			}
-			if _, dup := out[name]; dup {
-				return nil, fmt.Errorf("%s has two fields named %q in JSON", v.Type(), name)
-			}
-			var err error
-			if out[name], err = nanTree(v.Field(i)); err != nil {
+			if out[f.name], err = nanTree(f.value); err != nil {
 				return nil, err
 			}
 		}
@@ -142,11 +141,10 @@ func nullsToNaN(v reflect.Value, raw any) {
 		}
 	case reflect.Struct:
 		m, _ := raw.(map[string]any)
-		for i := range v.NumField() {
-			if name, _, ok := jsonField(v.Type().Field(i)); ok {
-				if r, found := m[name]; found {
-					nullsToNaN(v.Field(i), r)
-				}
+		fields, _ := fieldsOf(v) // two fields of one name: json.Unmarshal set neither
+		for _, f := range fields {
+			if r, found := m[f.name]; found {
+				nullsToNaN(f.value, r)
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -164,6 +162,84 @@ func nullsToNaN(v reflect.Value, raw any) {
 			v.SetMapIndex(it.Key(), elem)
 		}
 	}
+}
+
+// jsonValue is one field of a struct as JSON has it.
+type jsonValue struct {
+	name      string
+	omitEmpty bool
+	value     reflect.Value
+}
+
+// fieldsOf is struct v's fields as encoding/json writes them: the fields
+// of an embedded struct without a JSON name are inlined (a report type
+// that embeds another to add a few fields), and a field of v itself hides
+// an inlined one of the same name. Two fields of one name at the same
+// level are an error, where encoding/json silently drops both.
+func fieldsOf(v reflect.Value) ([]jsonValue, error) {
+	var direct, inlined []jsonValue
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if inner, embedded := embeddedStruct(f, v.Field(i)); embedded {
+			if !inner.IsValid() {
+				continue // a nil embedded pointer has no fields to write
+			}
+			fields, err := fieldsOf(inner)
+			if err != nil {
+				return nil, err
+			}
+			inlined = append(inlined, fields...)
+			continue
+		}
+		if name, omitEmpty, ok := jsonField(f); ok {
+			direct = append(direct, jsonValue{name: name, omitEmpty: omitEmpty, value: v.Field(i)})
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range direct {
+		if seen[f.name] {
+			return nil, fmt.Errorf("%s has two fields named %q in JSON", v.Type(), f.name)
+		}
+		seen[f.name] = true
+	}
+	out, hidden := direct, seen
+	seen = map[string]bool{}
+	for _, f := range inlined {
+		if hidden[f.name] {
+			continue
+		}
+		if seen[f.name] {
+			return nil, fmt.Errorf("%s has two fields named %q in JSON", v.Type(), f.name)
+		}
+		seen[f.name] = true
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// embeddedStruct says whether f is an embedded struct (or pointer to one)
+// that JSON inlines, and gives its value: invalid for a nil pointer.
+func embeddedStruct(f reflect.StructField, v reflect.Value) (reflect.Value, bool) {
+	if !f.Anonymous {
+		return reflect.Value{}, false
+	}
+	if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" {
+		return reflect.Value{}, false // named: an ordinary field
+	}
+	t := f.Type
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(jsonMarshaler) {
+		return reflect.Value{}, false
+	}
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return reflect.Value{}, true
+		}
+		v = v.Elem()
+	}
+	return v, true
 }
 
 // jsonField is the name a struct field has in JSON, whether it is

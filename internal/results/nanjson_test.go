@@ -157,3 +157,45 @@ func TestNaNJSONRefusesTwoFieldsOfOneName(t *testing.T) {
 		t.Errorf("marshalled %s, %v; want an error naming the field", data, err)
 	}
 }
+
+// An embedded struct's fields are inlined as encoding/json inlines them,
+// and a field of the outer struct hides the embedded one of its name: the
+// way a report adds figures to a type it embeds. A nil embedded pointer
+// adds nothing.
+func TestNaNJSONInlinesEmbeddedStructs(t *testing.T) {
+	type inner struct {
+		Value float64 `json:"value"`
+		Note  string  `json:"note"`
+		Shown float64 `json:"shown"`
+	}
+	type outer struct {
+		inner
+		*Machine
+		Note string `json:"note"` // hides inner.Note
+		Met  bool   `json:"met"`
+	}
+	data, err := MarshalNaN(outer{inner: inner{Value: math.NaN(), Note: "hidden", Shown: 2}, Note: "outer", Met: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"met":true,"note":"outer","shown":2,"value":null}`; string(data) != want {
+		t.Errorf("marshalled %s, want %s", data, want)
+	}
+	var back outer
+	if err := UnmarshalNaN(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(back.Value) || back.Shown != 2 || back.Note != "outer" || !back.Met {
+		t.Errorf("read back %+v", back)
+	}
+
+	type one struct{ Value float64 }
+	type other struct{ Value float64 }
+	type sameLevel struct {
+		one
+		other
+	}
+	if data, err := MarshalNaN(sameLevel{}); err == nil || !strings.Contains(err.Error(), `"Value"`) {
+		t.Errorf("two embedded structs with one field name: marshalled %s, %v; want an error naming it", data, err)
+	}
+}
