@@ -29,7 +29,7 @@ func TestBenchProxy(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db, report := filepath.Join(dir, "results.db"), filepath.Join(dir, "report.json")
-	cmd := exec.Command(meshperf, "bench", "proxy", "-repeats", "1", "-duration", "2s", "-warmup", "500ms", "-qps", "1000,0",
+	cmd := exec.Command(meshperf, "bench", "proxy", "-repeats", "2", "-duration", "1s", "-warmup", "300ms", "-qps", "1000,0",
 		"-cases", "plaintext,mtls", "-protocols", "http1", "-haproxy", haproxy, "-db", db, "-json", report,
 		"-out", filepath.Join(dir, "out"), "-update", filepath.Join(dir, "proxy.baseline.json"))
 	var stdout, stderr bytes.Buffer
@@ -39,7 +39,7 @@ func TestBenchProxy(t *testing.T) {
 	}
 	out := stdout.String()
 	for _, want := range []string{"both with 2 worker threads (--concurrency 2, nbthread 2): equal footing",
-		"plaintext one hop, HTTP/1.1, 1000 qps, 4 connections, 1 kB (1 runs, medians)",
+		"plaintext one hop, HTTP/1.1, 1000 qps, 4 connections, 1 kB (2 runs, medians)",
 		"mTLS between two proxies, HTTP/1.1, max rate", "ratio ours/haproxy: vCPU/1k rps", "(goal <= 0.90x: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -55,9 +55,9 @@ func TestBenchProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two cases, two rates, three subjects, one round.
-	if len(runs) != 12 {
-		t.Fatalf("%d runs stored, want 12", len(runs))
+	// Two cases, two rates, three subjects, two rounds (-update needs two).
+	if len(runs) != 24 {
+		t.Fatalf("%d runs stored, want 24", len(runs))
 	}
 	wantRoles := map[string][]string{
 		results.ModeNoMesh:    nil,
@@ -104,7 +104,7 @@ func TestBenchProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := history.Build(runs, history.Query{Scenario: ProxyScenario, Metric: metric, Mode: "meshperf-proxy", QPS: 1000, Connections: -1, Local: results.LocalMachine()})
-	if err != nil || len(s.Points) != 1 || !(s.Points[0].Value > 0) {
+	if err != nil || len(s.Points) != 1 || s.Points[0].Runs != 2 || !(s.Points[0].Value > 0) {
 		t.Errorf("history of meshperf-proxy's vcpu: %+v, %v", s.Points, err)
 	}
 	sum := results.Summarize(runs)
