@@ -125,16 +125,15 @@ func (s *Snapshot) virtualHost(key generate.VirtualHostKey, build func() (*route
 // configurations was 0.5 s of a churn run's 0.7 s of outbound generation).
 // The result is the bytes proto.Marshal makes (deterministic): the
 // configuration's fields in number order, its name (1) before its virtual
-// hosts (2) before the rest.
+// hosts (2) before the rest. rc is the caller's own: it is changed while
+// encoding and put back.
 func (s *Snapshot) encodeRoutes(rc *routev3.RouteConfiguration) (Resource, error) {
 	opts := proto.MarshalOptions{Deterministic: true}
 	head, err := opts.Marshal(&routev3.RouteConfiguration{Name: rc.Name})
 	if err != nil {
 		return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
 	}
-	rest := proto.Clone(rc).(*routev3.RouteConfiguration)
-	rest.Name, rest.VirtualHosts = "", nil
-	tail, err := opts.Marshal(rest)
+	tail, err := opts.Marshal(routeConfigTail(rc))
 	if err != nil {
 		return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
 	}
@@ -149,6 +148,20 @@ func (s *Snapshot) encodeRoutes(rc *routev3.RouteConfiguration) (Resource, error
 	}
 	value = append(value, tail...)
 	return Resource{Name: rc.Name, Body: &anypb.Any{TypeUrl: RouteType, Value: value}}, nil
+}
+
+// routeConfigTail is rc without its name and virtual hosts: the fields
+// encodeRoutes appends after the spliced hosts. Cloned without the hosts,
+// which are most of rc and already encoded: cloning rc whole and dropping
+// them after deep-copied every host of every scope on each push (17% of the
+// control plane's CPU in bench pilot at 100 namespaces).
+func routeConfigTail(rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
+	hosts := rc.VirtualHosts
+	rc.VirtualHosts = nil
+	rest := proto.Clone(rc).(*routev3.RouteConfiguration)
+	rc.VirtualHosts = hosts
+	rest.Name = ""
+	return rest
 }
 
 // routeVirtualHostsField is RouteConfiguration.virtual_hosts' number.
