@@ -137,12 +137,19 @@ func (s *Snapshot) encodeRoutes(rc *routev3.RouteConfiguration) (Resource, error
 	if err != nil {
 		return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
 	}
-	value := head
-	for _, vh := range rc.VirtualHosts {
-		b, err := s.virtualHostBytes(vh)
-		if err != nil {
+	// The hosts' bytes first, to size the value once: growing it by
+	// appending copied each scope's routes over and over (half of a push's
+	// allocated bytes at 100 namespaces).
+	hosts := make([][]byte, len(rc.VirtualHosts))
+	size := len(head) + len(tail)
+	for i, vh := range rc.VirtualHosts {
+		if hosts[i], err = s.virtualHostBytes(vh); err != nil {
 			return Resource{}, fmt.Errorf("encoding %s: %w", rc.Name, err)
 		}
+		size += protowire.SizeTag(routeVirtualHostsField) + protowire.SizeBytes(len(hosts[i]))
+	}
+	value := append(make([]byte, 0, size), head...)
+	for _, b := range hosts {
 		value = protowire.AppendTag(value, routeVirtualHostsField, protowire.BytesType)
 		value = protowire.AppendBytes(value, b)
 	}
