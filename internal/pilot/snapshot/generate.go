@@ -109,9 +109,18 @@ func (s *Snapshot) cachedConfig(key string, build func(*outboundConfig) error) (
 	return out, out.err
 }
 
+// endpointsKey identifies a load assignment: the cluster, the namespace of
+// the service it was resolved to (a host may have one in several), and for
+// waypoints, which send other endpoints, the waypoint and its scope. A
+// struct, not a string built per name: a push looks up every name of every
+// proxy's EDS request.
+type endpointsKey struct {
+	cluster, namespace, waypoint string
+}
+
 // cachedEndpoints returns the load assignment cached under key, generating
 // it on first use.
-func (s *Snapshot) cachedEndpoints(key string, generate func() (Resource, error)) (Resource, error) {
+func (s *Snapshot) cachedEndpoints(key endpointsKey, generate func() (Resource, error)) (Resource, error) {
 	s.mu.Lock()
 	r, cached := s.endpoints[key]
 	s.mu.Unlock()
@@ -282,7 +291,7 @@ func (s *Snapshot) loadAssignments(sc *scope.SidecarScope, names []string) ([]Re
 		if imported == nil {
 			continue
 		}
-		r, err := s.cachedEndpoints(name+"@"+imported.Namespace, func() (Resource, error) {
+		r, err := s.cachedEndpoints(endpointsKey{cluster: name, namespace: imported.Namespace}, func() (Resource, error) {
 			var eps []*model.Endpoint
 			for _, svc := range s.Registry.ServicesByHostname(host) {
 				if svc.Namespace == imported.Namespace {
@@ -323,19 +332,14 @@ func (s *Snapshot) inboundPorts(p *model.Proxy) []generate.InboundPort {
 }
 
 func (s *Snapshot) inboundClusters(p *model.Proxy) ([]Resource, error) {
-	clusters, err := generate.InboundClusters(s.inboundPorts(p))
-	if err != nil {
-		return nil, err
-	}
-	var out []Resource
-	for _, c := range clusters {
-		r, err := encode(c.Name, c)
+	ports := s.inboundPorts(p)
+	return s.sharedInbound(inboundKey(inboundClustersKind, ports), func() ([]Resource, error) {
+		clusters, err := generate.InboundClusters(ports)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
-	}
-	return out, nil
+		return encodeNamed(clusters)
+	})
 }
 
 func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
@@ -344,11 +348,18 @@ func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
 	for i := range ports {
 		ports[i].MTLS = policies.mode(ports[i].Port)
 	}
-	l, err := generate.InboundListener(ports)
+	rs, err := s.sharedInbound(inboundKey(inboundListenerKind, ports), func() ([]Resource, error) {
+		l, err := generate.InboundListener(ports)
+		if err != nil {
+			return nil, err
+		}
+		r, err := encode(l.Name, l)
+		return []Resource{r}, err
+	})
 	if err != nil {
 		return Resource{}, err
 	}
-	return encode(l.Name, l)
+	return rs[0], nil
 }
 
 // peerAuthentications are the policies that apply to one workload, from the

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -35,7 +36,8 @@ type clusterKey struct {
 }
 
 // sharedClusters is one service's encoded clusters (or the clusters every
-// sidecar gets: BlackHole, Passthrough), made on first use.
+// sidecar gets: BlackHole, Passthrough; or the inbound config of one set of
+// ports), made on first use.
 type sharedClusters struct {
 	once      sync.Once
 	err       error
@@ -87,6 +89,40 @@ func (s *Snapshot) fixedOutboundClusters() ([]Resource, error) {
 		s.fixed.err = err
 	})
 	return s.fixed.resources, s.fixed.err
+}
+
+// A sidecar's inbound clusters and listener depend only on its workload's
+// ports, their protocols and mTLS modes, so the proxies of a snapshot with
+// the same ports share one encoding of them, as they share outbound
+// clusters: replicas of a service, and in bench pilot's mesh every proxy
+// (measured there: 11% of the generation's CPU when each proxy had its own).
+
+// The kinds of inbound config, the first byte of an inboundKey.
+const (
+	inboundClustersKind = 'c'
+	inboundListenerKind = 'l'
+)
+
+// inboundKey identifies the inbound config of one kind made from ports.
+func inboundKey(kind byte, ports []generate.InboundPort) string {
+	b := []byte{kind}
+	for _, p := range ports {
+		b = strconv.AppendUint(b, uint64(p.Port), 10)
+		b = append(b, '/')
+		b = append(b, p.Protocol...)
+		b = append(b, '/')
+		b = strconv.AppendInt(b, int64(p.MTLS), 10)
+		b = append(b, ',')
+	}
+	return string(b)
+}
+
+// sharedInbound returns the inbound config cached under key, generating it
+// on first use.
+func (s *Snapshot) sharedInbound(key string, generate func() ([]Resource, error)) ([]Resource, error) {
+	shared := entryOf(&s.mu, s.inbound, key)
+	shared.once.Do(func() { shared.resources, shared.err = generate() })
+	return shared.resources, shared.err
 }
 
 // sharedVirtualHost is one service's outbound virtual host, made on first

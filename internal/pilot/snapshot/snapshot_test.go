@@ -377,3 +377,53 @@ func TestSplicedRoutesDoNotCopySharedHosts(t *testing.T) {
 		t.Errorf("encoding a route configuration with 200 shared hosts takes %.0f allocations, with 2 %.0f: the hosts are copied or the value regrown", many, few)
 	}
 }
+
+// Proxies whose workloads serve the same ports under the same mTLS modes
+// share one encoding of their inbound clusters and listener; a mode or a
+// port that differs keeps its own.
+func TestInboundConfigSharedByPortsAndModes(t *testing.T) {
+	const payrollCart = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: payroll}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cart, namespace: payroll}
+spec:
+  selector: {app: cart}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+`
+	cart1 := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	cart2 := proxy("shop", "cart-2", map[string]string{"app": "cart", "version": "v2"})
+	permissive := proxy("payroll", "cart-1", map[string]string{"app": "cart"}) // same port, no STRICT policy
+	ledger := proxy("finance", "ledger-1", map[string]string{"app": "ledger"}) // port 80
+	s := build(t, payrollCart, cart1, cart2, permissive, ledger)
+	inbound := func(p *model.Proxy, typeURL, name string) Resource {
+		rs, err := s.Generate(p, typeURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Name == name {
+				return r
+			}
+		}
+		t.Fatalf("%s in %s: no %s among %v", p.PodName, p.Namespace, name, names(rs))
+		return Resource{}
+	}
+	listener := func(p *model.Proxy) Resource { return inbound(p, ListenerType, "virtualInbound") }
+	cluster := func(p *model.Proxy) Resource { return inbound(p, ClusterType, "inbound|8080||") }
+	if listener(cart1).Body != listener(cart2).Body || cluster(cart1).Body != cluster(cart2).Body {
+		t.Error("two replicas of cart do not share their inbound config's encoding")
+	}
+	if listener(cart1).Body == listener(permissive).Body || bytes.Equal(listener(cart1).Body.Value, listener(permissive).Body.Value) {
+		t.Error("a STRICT and a PERMISSIVE workload share an inbound listener")
+	}
+	if cluster(cart1).Body != cluster(permissive).Body {
+		t.Error("the inbound clusters of the same port, which mTLS does not change, are not shared")
+	}
+	if listener(ledger).Body == listener(cart1).Body || listener(ledger).Body == listener(permissive).Body {
+		t.Error("workloads serving different ports share an inbound listener")
+	}
+}
