@@ -24,6 +24,15 @@ type outboundConfig struct {
 	clusters  []Resource
 	listeners []Resource
 	routes    map[string]Resource // by route config name (the port)
+
+	// A Sidecar scope's listeners and routes are made on the first LDS or
+	// RDS, not with its clusters: a push sends each proxy CDS first, and a
+	// proxy whose scope is its own (a namespace's default scope) would
+	// otherwise wait for its listeners and routes, two thirds of building
+	// the scope's config, before its clusters went out. Gateways' and
+	// waypoints' configs are made whole by once.
+	listenersOnce sync.Once
+	listenersErr  error
 }
 
 // Generate returns p's resources of typeURL: all of them, or those in names for
@@ -54,7 +63,7 @@ func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]R
 		}
 		return append(slices.Clip(out.clusters), inbound...), nil
 	case ListenerType:
-		out, err := s.outboundFor(sc)
+		out, err := s.outboundListenersFor(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -64,7 +73,7 @@ func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]R
 		}
 		return append(slices.Clip(out.listeners), in), nil
 	case RouteType:
-		out, err := s.outboundFor(sc)
+		out, err := s.outboundListenersFor(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -95,10 +104,21 @@ func pick(all map[string]Resource, names []string) []Resource {
 	return out
 }
 
-// outboundFor generates (once per snapshot) a scope's outbound clusters,
-// listeners and routes.
+// outboundFor generates (once per snapshot) a scope's imported services and
+// outbound clusters.
 func (s *Snapshot) outboundFor(sc *scope.SidecarScope) (*outboundConfig, error) {
 	return s.cachedConfig(sc.ID(), func(out *outboundConfig) error { return s.buildOutbound(sc, out) })
+}
+
+// outboundListenersFor is outboundFor with the scope's outbound listeners
+// and routes generated too (once per snapshot).
+func (s *Snapshot) outboundListenersFor(sc *scope.SidecarScope) (*outboundConfig, error) {
+	out, err := s.outboundFor(sc)
+	if err != nil {
+		return nil, err
+	}
+	out.listenersOnce.Do(func() { out.listenersErr = s.buildOutboundListeners(sc, out) })
+	return out, out.listenersErr
 }
 
 // cachedConfig returns the config cached under key, building it on first
@@ -178,13 +198,18 @@ func encodeNamed[M interface {
 	return out, nil
 }
 
+// buildOutbound finds a scope's imported services and makes its clusters.
 func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) error {
 	out.services = s.importedServices(sc)
-	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 	var err error
-	if out.clusters, err = s.outboundClusters(sc, out.services); err != nil {
-		return err
-	}
+	out.clusters, err = s.outboundClusters(sc, out.services)
+	return err
+}
+
+// buildOutboundListeners makes the listeners and routes of a scope whose
+// services buildOutbound has found.
+func (s *Snapshot) buildOutboundListeners(sc *scope.SidecarScope, out *outboundConfig) error {
+	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 	listeners, err := generate.OutboundListeners(out.services, registryOnly)
 	if err != nil {
 		return err

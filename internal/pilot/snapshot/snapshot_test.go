@@ -427,3 +427,32 @@ spec:
 		t.Error("workloads serving different ports share an inbound listener")
 	}
 }
+
+// A proxy's clusters go out first in a push, so making them must not wait
+// for its scope's listeners and routes: those are made on the first LDS or
+// RDS, once for the scope.
+func TestScopeClustersMadeWithoutListenersAndRoutes(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	s := build(t, "", shop)
+	if _, err := s.Generate(shop, ClusterType, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := s.outbound[s.Scopes.For(shop).ID()]
+	if out == nil || len(out.clusters) == 0 {
+		t.Fatal("no clusters cached for the scope")
+	}
+	if out.listeners != nil || out.routes != nil {
+		t.Fatalf("generating clusters also made %d listeners and %d routes", len(out.listeners), len(out.routes))
+	}
+	ls, err := s.Generate(shop, ListenerType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Generate(shop, RouteType, nil)
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("routes %v %v", rs, err)
+	}
+	if len(out.listeners) == 0 || len(ls) != len(out.listeners)+1 { // and the inbound listener
+		t.Errorf("%d listeners sent, %d outbound cached", len(ls), len(out.listeners))
+	}
+}
