@@ -210,16 +210,9 @@ func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) er
 // services buildOutbound has found.
 func (s *Snapshot) buildOutboundListeners(sc *scope.SidecarScope, out *outboundConfig) error {
 	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
-	listeners, err := generate.OutboundListeners(out.services, registryOnly)
-	if err != nil {
+	var err error
+	if out.listeners, err = s.outboundListeners(out.services, registryOnly); err != nil {
 		return err
-	}
-	for _, l := range listeners {
-		r, err := encode(l.Name, l)
-		if err != nil {
-			return err
-		}
-		out.listeners = append(out.listeners, r)
 	}
 	vss := boundVirtualServices(sc)
 	out.routes = map[string]Resource{}

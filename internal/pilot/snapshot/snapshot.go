@@ -61,6 +61,7 @@ type Snapshot struct {
 	endpoints    map[endpointsKey]Resource
 	clusters     map[clusterKey]*sharedClusters
 	inbound      map[string]*sharedClusters // by inboundKey
+	listeners    map[generate.OutboundListenerKey]*sharedListener
 	virtualHosts map[generate.VirtualHostKey]*sharedVirtualHost
 	// virtualHostOf finds a shared virtual host's entry from the host, to
 	// reuse its encoding.
@@ -97,6 +98,7 @@ func Build(in Input) *Snapshot {
 		endpoints:     map[endpointsKey]Resource{},
 		clusters:      map[clusterKey]*sharedClusters{},
 		inbound:       map[string]*sharedClusters{},
+		listeners:     map[generate.OutboundListenerKey]*sharedListener{},
 		virtualHosts:  map[generate.VirtualHostKey]*sharedVirtualHost{},
 		virtualHostOf: map[*routev3.VirtualHost]*sharedVirtualHost{},
 	}

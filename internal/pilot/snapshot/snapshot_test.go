@@ -456,3 +456,32 @@ func TestScopeClustersMadeWithoutListenersAndRoutes(t *testing.T) {
 		t.Errorf("%d listeners sent, %d outbound cached", len(ls), len(out.listeners))
 	}
 }
+
+// Outbound listeners, like clusters, are made once for every scope that
+// has them: two namespaces' scopes importing the same services send the
+// same encoded listeners.
+func TestOutboundListenersSharedAcrossScopes(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	other := proxy("payroll", "payroll-1", map[string]string{"app": "payroll"})
+	s := build(t, "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: payroll}\n", shop, other)
+	if s.Scopes.For(shop) == s.Scopes.For(other) {
+		t.Fatal("the test needs the proxies in different scopes")
+	}
+	listeners := func(p *model.Proxy) map[string]Resource {
+		rs, err := s.Generate(p, ListenerType, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]Resource{}
+		for _, r := range rs {
+			out[r.Name] = r
+		}
+		return out
+	}
+	inShop, inPayroll := listeners(shop), listeners(other)
+	for _, name := range []string{"virtualOutbound", "0.0.0.0_80", "0.0.0.0_9000"} {
+		if inShop[name].Body == nil || inShop[name].Body != inPayroll[name].Body {
+			t.Errorf("%s: shop's and payroll's scopes both have it but do not share its encoding", name)
+		}
+	}
+}
