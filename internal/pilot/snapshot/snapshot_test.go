@@ -235,17 +235,7 @@ spec:
 	if s.Scopes.For(shop) == s.Scopes.For(other) {
 		t.Fatal("the test needs the proxies in different scopes")
 	}
-	bodies := func(p *model.Proxy) map[string]Resource {
-		rs, err := s.Generate(p, ClusterType, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]Resource{}
-		for _, r := range rs {
-			out[r.Name] = r
-		}
-		return out
-	}
+	bodies := func(p *model.Proxy) map[string]Resource { return generatedByName(t, s, p, ClusterType) }
 	inShop, inFinance, inPayroll := bodies(shop), bodies(finance), bodies(other)
 	for _, name := range []string{"BlackHoleCluster", "PassthroughCluster", "outbound|80||ledger.finance.svc.cluster.local",
 		"outbound|80||cart.shop.svc.cluster.local", "outbound|80|v1|cart.shop.svc.cluster.local", "outbound|9000||payments.shop.svc.cluster.local"} {
@@ -264,6 +254,21 @@ spec:
 	if inFinance["outbound|80||ledger.finance.svc.cluster.local"].Body != inShop["outbound|80||ledger.finance.svc.cluster.local"].Body {
 		t.Error("ledger, under no rule anywhere, is not shared between finance's and shop's scopes")
 	}
+}
+
+// generatedByName is p's generated resources of typeURL (all of them), by
+// name.
+func generatedByName(t *testing.T, s *Snapshot, p *model.Proxy, typeURL string) map[string]Resource {
+	t.Helper()
+	rs, err := s.Generate(p, typeURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Resource{}
+	for _, r := range rs {
+		out[r.Name] = r
+	}
+	return out
 }
 
 func mapValues(m map[string]Resource) []Resource {
@@ -400,17 +405,11 @@ spec:
 	ledger := proxy("finance", "ledger-1", map[string]string{"app": "ledger"}) // port 80
 	s := build(t, payrollCart, cart1, cart2, permissive, ledger)
 	inbound := func(p *model.Proxy, typeURL, name string) Resource {
-		rs, err := s.Generate(p, typeURL, nil)
-		if err != nil {
-			t.Fatal(err)
+		r, ok := generatedByName(t, s, p, typeURL)[name]
+		if !ok {
+			t.Fatalf("%s in %s: no %s", p.PodName, p.Namespace, name)
 		}
-		for _, r := range rs {
-			if r.Name == name {
-				return r
-			}
-		}
-		t.Fatalf("%s in %s: no %s among %v", p.PodName, p.Namespace, name, names(rs))
-		return Resource{}
+		return r
 	}
 	listener := func(p *model.Proxy) Resource { return inbound(p, ListenerType, "virtualInbound") }
 	cluster := func(p *model.Proxy) Resource { return inbound(p, ClusterType, "inbound|8080||") }
@@ -467,18 +466,7 @@ func TestOutboundListenersSharedAcrossScopes(t *testing.T) {
 	if s.Scopes.For(shop) == s.Scopes.For(other) {
 		t.Fatal("the test needs the proxies in different scopes")
 	}
-	listeners := func(p *model.Proxy) map[string]Resource {
-		rs, err := s.Generate(p, ListenerType, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]Resource{}
-		for _, r := range rs {
-			out[r.Name] = r
-		}
-		return out
-	}
-	inShop, inPayroll := listeners(shop), listeners(other)
+	inShop, inPayroll := generatedByName(t, s, shop, ListenerType), generatedByName(t, s, other, ListenerType)
 	for _, name := range []string{"virtualOutbound", "0.0.0.0_80", "0.0.0.0_9000"} {
 		if inShop[name].Body == nil || inShop[name].Body != inPayroll[name].Body {
 			t.Errorf("%s: shop's and payroll's scopes both have it but do not share its encoding", name)
