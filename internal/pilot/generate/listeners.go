@@ -56,31 +56,49 @@ func isHTTP(p model.Protocol) bool {
 // per HTTP port (routes named PORT); and a TCP proxy listener per TCP service
 // port, on the service's address when it has one.
 func OutboundListeners(services []*model.Service, registryOnly bool) ([]*listenerv3.Listener, error) {
-	fallback := PassthroughCluster
-	if registryOnly {
-		fallback = BlackHoleCluster
+	keys := OutboundListenerKeys(services, registryOnly)
+	out := make([]*listenerv3.Listener, 0, len(keys))
+	for _, k := range keys {
+		l, err := k.Listener()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
 	}
-	catchAll, err := tcpProxyChain("virtualOutbound-catchall-tcp", fallback)
-	if err != nil {
-		return nil, err
-	}
-	out := []*listenerv3.Listener{{
-		Name:             VirtualOutboundListener,
-		Address:          socketAddress("0.0.0.0", VirtualOutboundPort),
-		UseOriginalDst:   wrapperspb.Bool(true),
-		FilterChains:     []*listenerv3.FilterChain{catchAll},
-		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
-	}}
+	return out, nil
+}
+
+// OutboundListenerKey is what one of OutboundListeners' listeners is made
+// from, and all it is made from: scopes that import the same services make
+// many of the same listeners, which a caller can build (and encode) once per
+// key, as it does clusters.
+type OutboundListenerKey struct {
+	kind outboundListenerKind
+	// Port is the listener's port (virtualOutbound's for the capture one).
+	Port uint32
+	// registryOnly picks the capture listener's fallback cluster.
+	registryOnly bool
+	// ip and hostname are a TCP listener's address and service.
+	ip, hostname string
+}
+
+type outboundListenerKind uint8
+
+const (
+	captureListener outboundListenerKind = iota
+	httpListener
+	tcpListener
+)
+
+// OutboundListenerKeys lists OutboundListeners' listeners, in its order.
+func OutboundListenerKeys(services []*model.Service, registryOnly bool) []OutboundListenerKey {
+	out := []OutboundListenerKey{{kind: captureListener, Port: VirtualOutboundPort, registryOnly: registryOnly}}
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
 		for _, p := range svc.Ports {
 			if isHTTP(p.Protocol) && !httpPorts[p.Number] {
 				httpPorts[p.Number] = true
-				l, err := outboundHTTPListener(p.Number)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, l)
+				out = append(out, OutboundListenerKey{kind: httpListener, Port: p.Number})
 			}
 		}
 	}
@@ -95,21 +113,46 @@ func OutboundListeners(services []*model.Service, registryOnly bool) ([]*listene
 			} else if httpPorts[p.Number] {
 				continue // an HTTP listener owns 0.0.0.0 on this port
 			}
-			cluster := ClusterName(outbound, p.Number, "", svc.Hostname)
-			chain, err := tcpProxyChain(cluster, cluster)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, &listenerv3.Listener{
-				Name:             ip + "_" + strconv.FormatUint(uint64(p.Number), 10),
-				Address:          socketAddress(ip, p.Number),
-				BindToPort:       wrapperspb.Bool(false),
-				FilterChains:     []*listenerv3.FilterChain{chain},
-				TrafficDirection: corev3.TrafficDirection_OUTBOUND,
-			})
+			out = append(out, OutboundListenerKey{kind: tcpListener, Port: p.Number, ip: ip, hostname: svc.Hostname})
 		}
 	}
-	return out, nil
+	return out
+}
+
+// Listener builds the listener k stands for.
+func (k OutboundListenerKey) Listener() (*listenerv3.Listener, error) {
+	switch k.kind {
+	case httpListener:
+		return outboundHTTPListener(k.Port)
+	case tcpListener:
+		cluster := ClusterName(outbound, k.Port, "", k.hostname)
+		chain, err := tcpProxyChain(cluster, cluster)
+		if err != nil {
+			return nil, err
+		}
+		return &listenerv3.Listener{
+			Name:             k.ip + "_" + strconv.FormatUint(uint64(k.Port), 10),
+			Address:          socketAddress(k.ip, k.Port),
+			BindToPort:       wrapperspb.Bool(false),
+			FilterChains:     []*listenerv3.FilterChain{chain},
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		}, nil
+	}
+	fallback := PassthroughCluster
+	if k.registryOnly {
+		fallback = BlackHoleCluster
+	}
+	catchAll, err := tcpProxyChain("virtualOutbound-catchall-tcp", fallback)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name:             VirtualOutboundListener,
+		Address:          socketAddress("0.0.0.0", VirtualOutboundPort),
+		UseOriginalDst:   wrapperspb.Bool(true),
+		FilterChains:     []*listenerv3.FilterChain{catchAll},
+		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+	}, nil
 }
 
 func outboundHTTPListener(port uint32) (*listenerv3.Listener, error) {

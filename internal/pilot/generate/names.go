@@ -37,15 +37,20 @@ func ClusterName(direction string, port uint32, subset, host string) string {
 
 // ParseClusterName splits an Istio cluster name; ok is false for other names.
 func ParseClusterName(name string) (direction string, port uint32, subset, host string, ok bool) {
-	parts := strings.SplitN(name, "|", 4)
-	if len(parts) != 4 {
+	// Cut rather than Split: every proxy's EDS request names every cluster
+	// it has, and a push parses them all, so the parts' slice was an
+	// allocation per name per proxy.
+	direction, rest, ok1 := strings.Cut(name, "|")
+	portText, rest, ok2 := strings.Cut(rest, "|")
+	subset, host, ok3 := strings.Cut(rest, "|")
+	if !ok1 || !ok2 || !ok3 {
 		return "", 0, "", "", false
 	}
-	p, err := strconv.ParseUint(parts[1], 10, 32)
+	p, err := strconv.ParseUint(portText, 10, 32)
 	if err != nil {
 		return "", 0, "", "", false
 	}
-	return parts[0], uint32(p), parts[2], parts[3], true
+	return direction, uint32(p), subset, host, true
 }
 
 // outboundSNI is the SNI Istio sets on mTLS connections to a cluster, which the

@@ -49,12 +49,19 @@ type Index struct {
 	meshPolicy    networking.OutboundTrafficPolicy_Mode
 	filterGateway bool
 
-	services        []*Service // oldest first
-	servicesByHost  map[string][]*Service
-	virtualServices []*vsEntry
-	destRules       map[string][]*drEntry // by namespace, oldest first
-	gateways        []*config.Resource
-	workloadLabels  map[config.Key]map[string]string // WorkloadEntries
+	services       []*Service // oldest first
+	servicesByHost map[string][]*Service
+	// hostShared says whether any hostname has several services (in
+	// several namespaces, or a Service and a ServiceEntry): only then does
+	// a scope have to choose one per hostname.
+	hostShared bool
+	// serviceNamespaces is how many namespaces have services: the most a
+	// scope's per-namespace maps can hold, to size them once.
+	serviceNamespaces int
+	virtualServices   []*vsEntry
+	destRules         map[string][]*drEntry // by namespace, oldest first
+	gateways          []*config.Resource
+	workloadLabels    map[config.Key]map[string]string // WorkloadEntries
 
 	// sidecars holds each namespace's Sidecars in the order they are tried:
 	// those with a selector, then those without, each oldest first.
@@ -108,10 +115,14 @@ func NewIndex(in Input) *Index {
 	drDefault := ParseExportTo(in.Mesh.GetDefaultDestinationRuleExportTo())
 
 	ix.services = ServicesFrom(in.Resources, ix.domainSuffix)
+	namespaces := map[string]struct{}{}
 	for _, s := range ix.services {
 		s.ExportTo = s.ExportTo.orDefault(svcDefault)
 		ix.servicesByHost[s.Hostname] = append(ix.servicesByHost[s.Hostname], s)
+		ix.hostShared = ix.hostShared || len(ix.servicesByHost[s.Hostname]) > 1
+		namespaces[s.Namespace] = struct{}{}
 	}
+	ix.serviceNamespaces = len(namespaces)
 
 	rs := slices.Clone(in.Resources)
 	slices.SortStableFunc(rs, compareResources)

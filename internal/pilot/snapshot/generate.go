@@ -24,6 +24,15 @@ type outboundConfig struct {
 	clusters  []Resource
 	listeners []Resource
 	routes    map[string]Resource // by route config name (the port)
+
+	// A Sidecar scope's listeners and routes are made on the first LDS or
+	// RDS, not with its clusters: a push sends each proxy CDS first, and a
+	// proxy whose scope is its own (a namespace's default scope) would
+	// otherwise wait for its listeners and routes, two thirds of building
+	// the scope's config, before its clusters went out. Gateways' and
+	// waypoints' configs are made whole by once.
+	listenersOnce sync.Once
+	listenersErr  error
 }
 
 // Generate returns p's resources of typeURL: all of them, or those in names for
@@ -54,7 +63,7 @@ func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]R
 		}
 		return append(slices.Clip(out.clusters), inbound...), nil
 	case ListenerType:
-		out, err := s.outboundFor(sc)
+		out, err := s.outboundListenersFor(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -64,7 +73,7 @@ func (s *Snapshot) Generate(p *model.Proxy, typeURL string, names []string) ([]R
 		}
 		return append(slices.Clip(out.listeners), in), nil
 	case RouteType:
-		out, err := s.outboundFor(sc)
+		out, err := s.outboundListenersFor(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -95,10 +104,21 @@ func pick(all map[string]Resource, names []string) []Resource {
 	return out
 }
 
-// outboundFor generates (once per snapshot) a scope's outbound clusters,
-// listeners and routes.
+// outboundFor generates (once per snapshot) a scope's imported services and
+// outbound clusters.
 func (s *Snapshot) outboundFor(sc *scope.SidecarScope) (*outboundConfig, error) {
 	return s.cachedConfig(sc.ID(), func(out *outboundConfig) error { return s.buildOutbound(sc, out) })
+}
+
+// outboundListenersFor is outboundFor with the scope's outbound listeners
+// and routes generated too (once per snapshot).
+func (s *Snapshot) outboundListenersFor(sc *scope.SidecarScope) (*outboundConfig, error) {
+	out, err := s.outboundFor(sc)
+	if err != nil {
+		return nil, err
+	}
+	out.listenersOnce.Do(func() { out.listenersErr = s.buildOutboundListeners(sc, out) })
+	return out, out.listenersErr
 }
 
 // cachedConfig returns the config cached under key, building it on first
@@ -109,9 +129,18 @@ func (s *Snapshot) cachedConfig(key string, build func(*outboundConfig) error) (
 	return out, out.err
 }
 
+// endpointsKey identifies a load assignment: the cluster, the namespace of
+// the service it was resolved to (a host may have one in several), and for
+// waypoints, which send other endpoints, the waypoint and its scope. A
+// struct, not a string built per name: a push looks up every name of every
+// proxy's EDS request.
+type endpointsKey struct {
+	cluster, namespace, waypoint string
+}
+
 // cachedEndpoints returns the load assignment cached under key, generating
 // it on first use.
-func (s *Snapshot) cachedEndpoints(key string, generate func() (Resource, error)) (Resource, error) {
+func (s *Snapshot) cachedEndpoints(key endpointsKey, generate func() (Resource, error)) (Resource, error) {
 	s.mu.Lock()
 	r, cached := s.endpoints[key]
 	s.mu.Unlock()
@@ -169,23 +198,21 @@ func encodeNamed[M interface {
 	return out, nil
 }
 
+// buildOutbound finds a scope's imported services and makes its clusters.
 func (s *Snapshot) buildOutbound(sc *scope.SidecarScope, out *outboundConfig) error {
 	out.services = s.importedServices(sc)
+	var err error
+	out.clusters, err = s.outboundClusters(sc, out.services)
+	return err
+}
+
+// buildOutboundListeners makes the listeners and routes of a scope whose
+// services buildOutbound has found.
+func (s *Snapshot) buildOutboundListeners(sc *scope.SidecarScope, out *outboundConfig) error {
 	registryOnly := sc.OutboundTrafficPolicy == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 	var err error
-	if out.clusters, err = s.outboundClusters(sc, out.services); err != nil {
+	if out.listeners, err = s.outboundListeners(out.services, registryOnly); err != nil {
 		return err
-	}
-	listeners, err := generate.OutboundListeners(out.services, registryOnly)
-	if err != nil {
-		return err
-	}
-	for _, l := range listeners {
-		r, err := encode(l.Name, l)
-		if err != nil {
-			return err
-		}
-		out.listeners = append(out.listeners, r)
 	}
 	vss := boundVirtualServices(sc)
 	out.routes = map[string]Resource{}
@@ -282,7 +309,7 @@ func (s *Snapshot) loadAssignments(sc *scope.SidecarScope, names []string) ([]Re
 		if imported == nil {
 			continue
 		}
-		r, err := s.cachedEndpoints(name+"@"+imported.Namespace, func() (Resource, error) {
+		r, err := s.cachedEndpoints(endpointsKey{cluster: name, namespace: imported.Namespace}, func() (Resource, error) {
 			var eps []*model.Endpoint
 			for _, svc := range s.Registry.ServicesByHostname(host) {
 				if svc.Namespace == imported.Namespace {
@@ -323,19 +350,14 @@ func (s *Snapshot) inboundPorts(p *model.Proxy) []generate.InboundPort {
 }
 
 func (s *Snapshot) inboundClusters(p *model.Proxy) ([]Resource, error) {
-	clusters, err := generate.InboundClusters(s.inboundPorts(p))
-	if err != nil {
-		return nil, err
-	}
-	var out []Resource
-	for _, c := range clusters {
-		r, err := encode(c.Name, c)
+	ports := s.inboundPorts(p)
+	return s.sharedInbound(inboundKey(inboundClustersKind, ports), func() ([]Resource, error) {
+		clusters, err := generate.InboundClusters(ports)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
-	}
-	return out, nil
+		return encodeNamed(clusters)
+	})
 }
 
 func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
@@ -344,11 +366,18 @@ func (s *Snapshot) inboundListener(p *model.Proxy) (Resource, error) {
 	for i := range ports {
 		ports[i].MTLS = policies.mode(ports[i].Port)
 	}
-	l, err := generate.InboundListener(ports)
+	rs, err := s.sharedInbound(inboundKey(inboundListenerKind, ports), func() ([]Resource, error) {
+		l, err := generate.InboundListener(ports)
+		if err != nil {
+			return nil, err
+		}
+		r, err := encode(l.Name, l)
+		return []Resource{r}, err
+	})
 	if err != nil {
 		return Resource{}, err
 	}
-	return encode(l.Name, l)
+	return rs[0], nil
 }
 
 // peerAuthentications are the policies that apply to one workload, from the

@@ -58,8 +58,10 @@ type Snapshot struct {
 
 	mu           sync.Mutex
 	outbound     map[string]*outboundConfig // by scope ID
-	endpoints    map[string]Resource        // by cluster name
+	endpoints    map[endpointsKey]Resource
 	clusters     map[clusterKey]*sharedClusters
+	inbound      map[string]*sharedClusters // by inboundKey
+	listeners    map[generate.OutboundListenerKey]*sharedListener
 	virtualHosts map[generate.VirtualHostKey]*sharedVirtualHost
 	// virtualHostOf finds a shared virtual host's entry from the host, to
 	// reuse its encoding.
@@ -93,8 +95,10 @@ func Build(in Input) *Snapshot {
 		Scopes:        scope.NewIndex(scope.Input{Resources: in.Resources, Mesh: in.Mesh, DomainSuffix: in.DomainSuffix}),
 		CA:            in.CA,
 		outbound:      map[string]*outboundConfig{},
-		endpoints:     map[string]Resource{},
+		endpoints:     map[endpointsKey]Resource{},
 		clusters:      map[clusterKey]*sharedClusters{},
+		inbound:       map[string]*sharedClusters{},
+		listeners:     map[generate.OutboundListenerKey]*sharedListener{},
 		virtualHosts:  map[generate.VirtualHostKey]*sharedVirtualHost{},
 		virtualHostOf: map[*routev3.VirtualHost]*sharedVirtualHost{},
 	}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"testing"
 
@@ -9,9 +10,11 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/generate"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
 )
@@ -232,17 +235,7 @@ spec:
 	if s.Scopes.For(shop) == s.Scopes.For(other) {
 		t.Fatal("the test needs the proxies in different scopes")
 	}
-	bodies := func(p *model.Proxy) map[string]Resource {
-		rs, err := s.Generate(p, ClusterType, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]Resource{}
-		for _, r := range rs {
-			out[r.Name] = r
-		}
-		return out
-	}
+	bodies := func(p *model.Proxy) map[string]Resource { return generatedByName(t, s, p, ClusterType) }
 	inShop, inFinance, inPayroll := bodies(shop), bodies(finance), bodies(other)
 	for _, name := range []string{"BlackHoleCluster", "PassthroughCluster", "outbound|80||ledger.finance.svc.cluster.local",
 		"outbound|80||cart.shop.svc.cluster.local", "outbound|80|v1|cart.shop.svc.cluster.local", "outbound|9000||payments.shop.svc.cluster.local"} {
@@ -261,6 +254,21 @@ spec:
 	if inFinance["outbound|80||ledger.finance.svc.cluster.local"].Body != inShop["outbound|80||ledger.finance.svc.cluster.local"].Body {
 		t.Error("ledger, under no rule anywhere, is not shared between finance's and shop's scopes")
 	}
+}
+
+// generatedByName is p's generated resources of typeURL (all of them), by
+// name.
+func generatedByName(t *testing.T, s *Snapshot, p *model.Proxy, typeURL string) map[string]Resource {
+	t.Helper()
+	rs, err := s.Generate(p, typeURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]Resource{}
+	for _, r := range rs {
+		out[r.Name] = r
+	}
+	return out
 }
 
 func mapValues(m map[string]Resource) []Resource {
@@ -334,6 +342,134 @@ func TestSplicedRoutesEncodeAsAWhole(t *testing.T) {
 			if len(rc.VirtualHosts) < 2 { // a service's and the catch-all
 				t.Errorf("%s's route %s has %d virtual hosts", p.Namespace, rc.Name, len(rc.VirtualHosts))
 			}
+		}
+	}
+}
+
+// Encoding a scope's route configuration costs the scope its own few
+// fields, not a copy of the shared virtual hosts it splices in: their
+// number must not change its allocations. Before, the configuration was
+// cloned whole, hosts and all, to encode the fields after them, and the
+// value grew host by host, copied at each growth.
+func TestSplicedRoutesDoNotCopySharedHosts(t *testing.T) {
+	s := build(t, "")
+	allocs := func(hosts int) float64 {
+		rc := &routev3.RouteConfiguration{Name: "80", ValidateClusters: wrapperspb.Bool(false)}
+		for i := range hosts {
+			host := fmt.Sprintf("svc-%d.ns-%d.svc.cluster.local", i, i)
+			key := generate.VirtualHostKey{Service: &model.Service{Hostname: host}, Port: 80}
+			vh, err := s.virtualHost(key, func() (*routev3.VirtualHost, error) {
+				return &routev3.VirtualHost{Name: host + ":80", Domains: []string{host, host + ":80"},
+					Routes: []*routev3.Route{{Name: "default", Match: &routev3.RouteMatch{
+						PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}}}}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc.VirtualHosts = append(rc.VirtualHosts, vh)
+		}
+		if _, err := s.encodeRoutes(rc); err != nil { // the hosts' bytes, once
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(20, func() {
+			if _, err := s.encodeRoutes(rc); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	few, many := allocs(2), allocs(200)
+	if many != few {
+		t.Errorf("encoding a route configuration with 200 shared hosts takes %.0f allocations, with 2 %.0f: the hosts are copied or the value regrown", many, few)
+	}
+}
+
+// Proxies whose workloads serve the same ports under the same mTLS modes
+// share one encoding of their inbound clusters and listener; a mode or a
+// port that differs keeps its own.
+func TestInboundConfigSharedByPortsAndModes(t *testing.T) {
+	const payrollCart = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: payroll}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: cart, namespace: payroll}
+spec:
+  selector: {app: cart}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+`
+	cart1 := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	cart2 := proxy("shop", "cart-2", map[string]string{"app": "cart", "version": "v2"})
+	permissive := proxy("payroll", "cart-1", map[string]string{"app": "cart"}) // same port, no STRICT policy
+	ledger := proxy("finance", "ledger-1", map[string]string{"app": "ledger"}) // port 80
+	s := build(t, payrollCart, cart1, cart2, permissive, ledger)
+	inbound := func(p *model.Proxy, typeURL, name string) Resource {
+		r, ok := generatedByName(t, s, p, typeURL)[name]
+		if !ok {
+			t.Fatalf("%s in %s: no %s", p.PodName, p.Namespace, name)
+		}
+		return r
+	}
+	listener := func(p *model.Proxy) Resource { return inbound(p, ListenerType, "virtualInbound") }
+	cluster := func(p *model.Proxy) Resource { return inbound(p, ClusterType, "inbound|8080||") }
+	if listener(cart1).Body != listener(cart2).Body || cluster(cart1).Body != cluster(cart2).Body {
+		t.Error("two replicas of cart do not share their inbound config's encoding")
+	}
+	if listener(cart1).Body == listener(permissive).Body || bytes.Equal(listener(cart1).Body.Value, listener(permissive).Body.Value) {
+		t.Error("a STRICT and a PERMISSIVE workload share an inbound listener")
+	}
+	if cluster(cart1).Body != cluster(permissive).Body {
+		t.Error("the inbound clusters of the same port, which mTLS does not change, are not shared")
+	}
+	if listener(ledger).Body == listener(cart1).Body || listener(ledger).Body == listener(permissive).Body {
+		t.Error("workloads serving different ports share an inbound listener")
+	}
+}
+
+// A proxy's clusters go out first in a push, so making them must not wait
+// for its scope's listeners and routes: those are made on the first LDS or
+// RDS, once for the scope.
+func TestScopeClustersMadeWithoutListenersAndRoutes(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	s := build(t, "", shop)
+	if _, err := s.Generate(shop, ClusterType, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := s.outbound[s.Scopes.For(shop).ID()]
+	if out == nil || len(out.clusters) == 0 {
+		t.Fatal("no clusters cached for the scope")
+	}
+	if out.listeners != nil || out.routes != nil {
+		t.Fatalf("generating clusters also made %d listeners and %d routes", len(out.listeners), len(out.routes))
+	}
+	ls, err := s.Generate(shop, ListenerType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Generate(shop, RouteType, nil)
+	if err != nil || len(rs) == 0 {
+		t.Fatalf("routes %v %v", rs, err)
+	}
+	if len(out.listeners) == 0 || len(ls) != len(out.listeners)+1 { // and the inbound listener
+		t.Errorf("%d listeners sent, %d outbound cached", len(ls), len(out.listeners))
+	}
+}
+
+// Outbound listeners, like clusters, are made once for every scope that
+// has them: two namespaces' scopes importing the same services send the
+// same encoded listeners.
+func TestOutboundListenersSharedAcrossScopes(t *testing.T) {
+	shop := proxy("shop", "cart-1", map[string]string{"app": "cart", "version": "v1"})
+	other := proxy("payroll", "payroll-1", map[string]string{"app": "payroll"})
+	s := build(t, "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: payroll}\n", shop, other)
+	if s.Scopes.For(shop) == s.Scopes.For(other) {
+		t.Fatal("the test needs the proxies in different scopes")
+	}
+	inShop, inPayroll := generatedByName(t, s, shop, ListenerType), generatedByName(t, s, other, ListenerType)
+	for _, name := range []string{"virtualOutbound", "0.0.0.0_80", "0.0.0.0_9000"} {
+		if inShop[name].Body == nil || inShop[name].Body != inPayroll[name].Body {
+			t.Errorf("%s: shop's and payroll's scopes both have it but do not share its encoding", name)
 		}
 	}
 }

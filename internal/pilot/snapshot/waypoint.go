@@ -133,7 +133,7 @@ func (s *Snapshot) waypointLoadAssignments(wp *waypoint, out *outboundConfig, sc
 			if svc.Hostname != host {
 				continue
 			}
-			key := waypointKeyPrefix + wp.namespace + "/" + wp.name + "|" + sc.ID() + "|" + name + "@" + svc.Namespace
+			key := endpointsKey{cluster: name, namespace: svc.Namespace, waypoint: waypointKeyPrefix + wp.namespace + "/" + wp.name + "|" + sc.ID()}
 			r, err := s.cachedEndpoints(key, func() (Resource, error) {
 				eps := s.Registry.Endpoints(svc, port)
 				return encode(name, generate.WaypointLoadAssignment(name, eps, subsetLabels(drs(host), subset)))
