@@ -33,10 +33,17 @@ type PushTrace struct {
 // run of changes, each its own push, with room for the connects' pushes.
 const pushTraceDepth = 256
 
+// maxTracedSends bounds the proxies' timestamps kept over all the traces:
+// at a mesh's scale (tens of thousands of proxies, every one in every
+// push) 256 whole pushes would hold millions of them, so older traces go
+// first, and the newest is kept whole however large.
+const maxTracedSends = 1 << 16
+
 // pushTraces is the ring of recent pushes' traces.
 type pushTraces struct {
 	mu     sync.Mutex
 	traces []*PushTrace // in the order they began
+	sends  int          // entries in all the traces' Sent
 }
 
 // begin opens the trace of a push started at began.
@@ -45,9 +52,16 @@ func (p *pushTraces) begin(n int64, req *model.PushRequest, began time.Time) {
 	defer p.mu.Unlock()
 	t := &PushTrace{Push: n, Start: req.Start, Began: began, Sent: map[string]time.Time{}}
 	if len(p.traces) == pushTraceDepth {
-		p.traces = p.traces[1:]
+		p.dropOldest()
 	}
 	p.traces = append(p.traces, t)
+}
+
+// dropOldest forgets the oldest trace.
+func (p *pushTraces) dropOldest() {
+	p.sends -= len(p.traces[0].Sent)
+	p.traces[0] = nil
+	p.traces = p.traces[1:]
 }
 
 // sent records a proxy's push of req. The queue hands each proxy a copy
@@ -59,7 +73,13 @@ func (p *pushTraces) sent(req *model.PushRequest, proxyID string, at time.Time) 
 	defer p.mu.Unlock()
 	for i := len(p.traces) - 1; i >= 0; i-- {
 		if t := p.traces[i]; !t.Began.After(req.Start) {
+			if _, again := t.Sent[proxyID]; !again {
+				p.sends++
+			}
 			t.Sent[proxyID] = at
+			for p.sends > maxTracedSends && len(p.traces) > 1 && p.traces[0] != t {
+				p.dropOldest()
+			}
 			return
 		}
 	}

@@ -86,7 +86,6 @@ func openDir(dir string, log *slog.Logger, o options, events fileEvents) (*Dir, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	fsw := events
 	d := &Dir{
 		state:    newState(o.watchBuffer),
 		dir:      dir,
@@ -100,11 +99,11 @@ func openDir(dir string, log *slog.Logger, o options, events fileEvents) (*Dir, 
 	}
 	// Watch before the first read, so a change made during it is not missed.
 	if err := d.watchTree(dir); err != nil {
-		_ = fsw.Close()
+		_ = events.Close()
 		return nil, fmt.Errorf("watch config directory %s: %w", dir, err)
 	}
 	if err := d.reload(); err != nil {
-		_ = fsw.Close()
+		_ = events.Close()
 		return nil, err
 	}
 	go d.loop()
