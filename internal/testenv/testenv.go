@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/syscmd"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
@@ -119,4 +120,15 @@ func MeshperfWithProxy(t testing.TB, repoRoot string) string {
 		t.Fatal(err)
 	}
 	return meshperf
+}
+
+// NeedKubernetes skips t unless the pinned Kubernetes binaries are built
+// (internal/kube/dist; `meshperf cluster build`), and returns them.
+func NeedKubernetes(t testing.TB) dist.Bins {
+	t.Helper()
+	b, err := dist.Find()
+	if err != nil {
+		Missing(t, "Kubernetes "+dist.KubernetesVersion, err.Error())
+	}
+	return b
 }

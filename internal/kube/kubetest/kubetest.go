@@ -1,0 +1,387 @@
+// Package kubetest gives tests a real Kubernetes API server of their own:
+// Debian's etcd and the pinned kube-apiserver (internal/kube/dist) on free
+// loopback ports, with RBAC on, an admin token in system:masters and a
+// service-account signing key, so that informers, admission webhooks,
+// TokenReview and TokenRequest all behave as on a cluster. There is no
+// kubelet, scheduler or controller manager: pods are objects that never run,
+// which is what a control plane's tests need. Starting takes seconds, so a
+// test binary starts one server on first use and stops it when its tests end
+// (Main, from TestMain); each test gets a namespace of its own.
+//
+// Without etcd (Debian's etcd-server) or the built binaries (`meshperf
+// cluster build`) the test is skipped through internal/testenv.
+package kubetest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/meshperf/meshperf/internal/kube/dist"
+	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/testenv"
+	"github.com/meshperf/meshperf/internal/testutil"
+)
+
+// ServiceCIDR is the test server's Service range: inside the RFC 2544
+// benchmarking range the project keeps every cluster address in.
+const ServiceCIDR = "198.18.128.0/20"
+
+// Server is a running etcd and API server.
+type Server struct {
+	dir       string // temporary: certificates, keys, etcd data, logs
+	etcd      *proc.Process
+	apiserver *proc.Process
+	host      string // https://127.0.0.1:PORT
+	caPEM     []byte // signs the serving certificate
+	token     string // the admin's bearer token
+	next      atomic.Int64
+}
+
+var (
+	mu       sync.Mutex
+	shared   *Server
+	startErr error
+	inMain   bool
+)
+
+// Main runs a package's tests and then stops the server they shared. A
+// package that uses kubetest calls it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func Main(m *testing.M) int {
+	mu.Lock()
+	inMain = true
+	mu.Unlock()
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	if shared != nil {
+		shared.stop()
+		shared = nil
+	}
+	return code
+}
+
+// Start returns the test binary's API server, starting it on first use; a
+// start that failed fails every test that asks again, without retrying.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	etcd := testenv.NeedCommand(t, "etcd", "etcd-server")
+	bins := testenv.NeedKubernetes(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if !inMain {
+		t.Fatal("kubetest: the package's TestMain must call kubetest.Main, which stops the server after the tests")
+	}
+	if shared == nil && startErr == nil {
+		shared, startErr = start(etcd, bins.Path(dist.APIServer))
+	}
+	if startErr != nil {
+		t.Fatalf("kubetest: %v", startErr)
+	}
+	return shared
+}
+
+// Host is the API server's URL.
+func (s *Server) Host() string { return s.host }
+
+// CAPEM is the certificate that signed the API server's serving certificate.
+func (s *Server) CAPEM() []byte { return s.caPEM }
+
+// RESTConfig is a client configuration for the cluster's administrator
+// (system:masters: RBAC lets it do anything).
+func (s *Server) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host: s.host, BearerToken: s.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.caPEM},
+		// Tests create objects in bursts; the default 5 QPS would make
+		// them wait on the client, not on what they test.
+		QPS: 200, Burst: 400,
+	}
+}
+
+// Client is a typed clientset for the administrator.
+func (s *Server) Client(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	return c
+}
+
+// Kubeconfig writes a kubeconfig file for the administrator into t's
+// temporary directory and returns its path, for code under test that takes
+// --kubeconfig.
+func (s *Server) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: s.host, CertificateAuthorityData: s.caPEM}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.token}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin"}
+	cfg.CurrentContext = "kubetest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	return path
+}
+
+// NewNamespace creates a namespace with a name unique to this test binary
+// (derived from t's name), with the given labels, and deletes it when t
+// ends. Namespaces are how tests sharing the server stay apart.
+func (s *Server) NewNamespace(t testing.TB, labels map[string]string) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d-%s", s.next.Add(1), dnsLabel(t.Name()))
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-")
+	}
+	c := s.Client(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := c.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("kubetest: create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// Without a controller manager a namespace stays Terminating with
+		// its objects in it; that is harmless for the next tests, which
+		// use namespaces of their own.
+		if err := c.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("kubetest: delete namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func dnsLabel(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, s)
+	return strings.Trim(s, "-")
+}
+
+// start writes the keys and certificates, then starts etcd and the API
+// server and waits until the server is ready.
+func start(etcdPath, apiserverPath string) (*Server, error) {
+	// etcd fsyncs every write and 3.4 cannot be told not to: on tmpfs that
+	// costs nothing, on a disk it would make tests wait on it.
+	base := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "meshperf-kubetest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	fail := func(err error) (*Server, error) {
+		s.stop()
+		return nil, err
+	}
+	if err := s.writeCredentials(); err != nil {
+		return fail(err)
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return fail(err)
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	s.etcd, err = proc.Start(proc.Spec{
+		Name: "etcd", Path: etcdPath, LogPath: filepath.Join(dir, "etcd.log"),
+		Args: []string{"--name", "kubetest", "--data-dir", filepath.Join(dir, "etcd"),
+			"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", "kubetest=" + peerURL, "--log-level", "warn"},
+		ParentDeathSignal: syscall.SIGKILL,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s.host = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	s.apiserver, err = proc.Start(proc.Spec{
+		Name: "kube-apiserver", Path: apiserverPath, LogPath: filepath.Join(dir, "kube-apiserver.log"),
+		Args: []string{
+			"--etcd-servers", clientURL,
+			"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+			"--secure-port", strconv.Itoa(ports[2]),
+			"--tls-cert-file", filepath.Join(dir, "serving.crt"), "--tls-private-key-file", filepath.Join(dir, "serving.key"),
+			"--token-auth-file", filepath.Join(dir, "tokens.csv"),
+			"--authorization-mode", "RBAC",
+			"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file", filepath.Join(dir, "sa.pub"),
+			"--service-account-signing-key-file", filepath.Join(dir, "sa.key"),
+			"--service-cluster-ip-range", ServiceCIDR,
+			"--allow-privileged=true",
+			// No controller manager creates the default service accounts,
+			// so the ServiceAccount admission plugin would refuse every
+			// pod; tests that need a service account create it.
+			"--disable-admission-plugins", "ServiceAccount",
+		},
+		ParentDeathSignal: syscall.SIGKILL,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if err := s.waitReady(90 * time.Second); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// waitReady polls /readyz until the API server answers ok, or either
+// process exits.
+func (s *Server) waitReady(timeout time.Duration) error {
+	c, err := kubernetes.NewForConfig(s.RESTConfig())
+	if err != nil {
+		return err
+	}
+	var last error
+	err = testutil.Poll(timeout, func() error {
+		for _, p := range []*proc.Process{s.etcd, s.apiserver} {
+			if p.Exited() {
+				return nil
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, last = c.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return last
+	})
+	for _, p := range []*proc.Process{s.etcd, s.apiserver} {
+		if p.Exited() {
+			return fmt.Errorf("%s %s", p.Name(), p.ExitReason())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kube-apiserver at %s not ready after %s: %v (log: %s)", s.host, timeout, last, s.apiserver.LogPath())
+	}
+	return nil
+}
+
+// writeCredentials writes a CA and the serving certificate it signs, the
+// admin's token, and the service-account signing key pair.
+func (s *Server) writeCredentials() error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubetest CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	servingDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:    []string{"localhost", "kubernetes.default.svc"},
+	}, caCert, &servingKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
+	if err != nil {
+		return err
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return err
+	}
+	token := make([]byte, 16)
+	if _, err := rand.Read(token); err != nil {
+		return err
+	}
+	s.token = fmt.Sprintf("%x", token)
+	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	files := map[string][]byte{
+		"serving.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
+		"serving.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
+		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
+		"sa.pub":      pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
+		"tokens.csv":  []byte(s.token + ",admin,admin,system:masters\n"),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(s.dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freePorts returns n loopback ports free at the time of asking; all are
+// held open together so that they differ.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// stop stops the API server, then etcd, and removes the directory.
+func (s *Server) stop() {
+	for _, p := range []*proc.Process{s.apiserver, s.etcd} {
+		if p != nil {
+			_ = p.Stop()
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "kubetest: remove %s: %v\n", s.dir, err)
+	}
+}
