@@ -33,7 +33,8 @@ type CaptureOptions struct {
 	ExcludeOutboundPorts []uint16
 }
 
-func (o CaptureOptions) withDefaults() CaptureOptions {
+// WithDefaults fills every zero field with Istio's default.
+func (o CaptureOptions) WithDefaults() CaptureOptions {
 	if o.ProxyUID == 0 {
 		o.ProxyUID = DefaultProxyUID
 	}
@@ -72,7 +73,7 @@ func (o CaptureOptions) withDefaults() CaptureOptions {
 // The output replaces the whole nat table when applied, so applying it twice
 // leaves one copy.
 func CaptureRules(opts CaptureOptions) string {
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("*nat")
