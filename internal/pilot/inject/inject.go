@@ -188,7 +188,6 @@ func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 		Name:            InitContainerName,
 		Image:           Image(o.ImageRepo, "meshperf", o.Tag),
 		ImagePullPolicy: o.PullPolicy,
-		Command:         []string{"/meshperf"},
 		Args:            append([]string{"capture"}, CaptureArgs(capture)...),
 		Resources:       resources("10m", "10Mi"),
 		SecurityContext: &corev1.SecurityContext{
