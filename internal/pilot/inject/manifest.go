@@ -147,8 +147,8 @@ func pilotDeployment(ns string, labels map[string]string, o Options) *appsv1.Dep
 						ImagePullPolicy: o.PullPolicy,
 						Args:            PilotArgs(o),
 						// Where the pilot keeps the CA's root Secret.
-						Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}},
-						Ports:           ports,
+						Env:   []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}},
+						Ports: ports,
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(PortAPI)}},
 							PeriodSeconds: 2, FailureThreshold: 30, TimeoutSeconds: 3,
