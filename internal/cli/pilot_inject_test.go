@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -25,17 +24,10 @@ import (
 // flags name, and counts it in istiod's metric.
 func TestPilotServesInjectionWebhook(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "") // off Kubernetes: no caBundle patcher
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")
-	var stdout, stderr syncBuffer
-	done := make(chan int)
-	go func() {
-		done <- runPilot(ctx, []string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
-			"--monitoringAddr", "127.0.0.1:0", "--webhookAddr", "127.0.0.1:0", "--ready-file", readyFile,
-			"--image-repo", "registry.test/mesh", "--tag", "v7", "--pull-policy", "Never", "--log_output_level", "warn"}, &stdout, &stderr)
-	}()
-	r := waitReadyFile(t, readyFile)
+	dataDir := t.TempDir()
+	r, stop := startPilot(t, "--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+		"--monitoringAddr", "127.0.0.1:0", "--webhookAddr", "127.0.0.1:0", "--ready-file", filepath.Join(t.TempDir(), "pilot.ready"),
+		"--image-repo", "registry.test/mesh", "--tag", "v7", "--pull-policy", "Never", "--log_output_level", "warn")
 	root, err := os.ReadFile(filepath.Join(dataDir, "ca", "root-cert.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +67,5 @@ func TestPilotServesInjectionWebhook(t *testing.T) {
 	if !strings.Contains(string(m), "sidecar_injection_success_total 1") {
 		t.Error("sidecar_injection_success_total is not 1 on /metrics")
 	}
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())
-	}
+	stop()
 }
