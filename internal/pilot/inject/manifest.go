@@ -192,33 +192,47 @@ func pilotService(ns string, labels map[string]string) *corev1.Service {
 // WebhookConfiguration is the injector's MutatingWebhookConfiguration
 // calling client (the pilot's Service, or a URL in tests), trusting
 // caBundle (nil: the pilot's CABundlePatcher sets it). It selects as
-// Istio's: namespaces labelled istio-injection=enabled, pods not labelled
-// sidecar.istio.io/inject=false, on CREATE only. failurePolicy is Fail, as
-// Istio's: a pilot that cannot be reached must not let pods start without
-// the sidecar their namespace asked for (the handler itself admits the
-// pods it cannot inject).
+// Istio's two webhooks without revisions do: pods not labelled
+// sidecar.istio.io/inject=false in namespaces labelled
+// istio-injection=enabled, and pods labelled sidecar.istio.io/inject=true
+// in namespaces with no istio-injection label (a per-pod opt-in), on
+// CREATE only. failurePolicy is Fail, as Istio's: a pilot that cannot be
+// reached must not let pods start without the sidecar they asked for (the
+// handler itself admits the pods it cannot inject).
 func WebhookConfiguration(client admissionregv1.WebhookClientConfig, caBundle []byte) *admissionregv1.MutatingWebhookConfiguration {
 	client.CABundle = caBundle
-	return &admissionregv1.MutatingWebhookConfiguration{
-		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
-		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName, Labels: map[string]string{"app": PilotName}},
-		Webhooks: []admissionregv1.MutatingWebhook{{
-			Name:         WebhookName,
+	webhook := func(name string, namespaces, objects []metav1.LabelSelectorRequirement) admissionregv1.MutatingWebhook {
+		return admissionregv1.MutatingWebhook{
+			Name:         name,
 			ClientConfig: client,
 			Rules: []admissionregv1.RuleWithOperations{{
 				Operations: []admissionregv1.OperationType{admissionregv1.Create},
 				Rule:       admissionregv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 			}},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"istio-injection": "enabled"}},
-			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "sidecar.istio.io/inject", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"},
-			}}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchExpressions: namespaces},
+			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: objects},
 			FailurePolicy:           ptr(admissionregv1.Fail),
 			SideEffects:             ptr(admissionregv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      ptr(admissionregv1.NeverReinvocationPolicy),
 			TimeoutSeconds:          ptr(int32(10)),
-		}},
+		}
+	}
+	req := func(key string, op metav1.LabelSelectorOperator, values ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: values}
+	}
+	const nsLabel, podLabel = "istio-injection", "sidecar.istio.io/inject"
+	return &admissionregv1.MutatingWebhookConfiguration{
+		TypeMeta:   typeMeta("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName, Labels: map[string]string{"app": PilotName}},
+		Webhooks: []admissionregv1.MutatingWebhook{
+			webhook("namespace."+WebhookName,
+				[]metav1.LabelSelectorRequirement{req(nsLabel, metav1.LabelSelectorOpIn, "enabled")},
+				[]metav1.LabelSelectorRequirement{req(podLabel, metav1.LabelSelectorOpNotIn, "false")}),
+			webhook("object."+WebhookName,
+				[]metav1.LabelSelectorRequirement{req(nsLabel, metav1.LabelSelectorOpDoesNotExist)},
+				[]metav1.LabelSelectorRequirement{req(podLabel, metav1.LabelSelectorOpIn, "true")}),
+		},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
@@ -37,6 +39,7 @@ type injector struct {
 	webhook *Webhook
 	ca      *ca.CA
 	url     string
+	base    map[prometheus.Counter]float64 // the metrics when register returned
 }
 
 func startInjector(t *testing.T) *injector {
@@ -76,9 +79,13 @@ func (in *injector) register(t *testing.T, namespaces ...string) {
 	t.Helper()
 	cfg := WebhookConfiguration(admissionregv1.WebhookClientConfig{URL: &in.url}, in.ca.RootPEM())
 	cfg.Name = "t-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	cfg.Webhooks[0].NamespaceSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{
-		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: namespaces,
-	}}
+	probe := kubetest.Start(t).NewNamespace(t, map[string]string{"istio-injection": "enabled"})
+	for i := range cfg.Webhooks {
+		sel := cfg.Webhooks[i].NamespaceSelector
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: append(namespaces, probe),
+		})
+	}
 	ctx := context.Background()
 	if _, err := in.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -86,7 +93,27 @@ func (in *injector) register(t *testing.T, namespaces ...string) {
 	t.Cleanup(func() {
 		_ = in.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, cfg.Name, metav1.DeleteOptions{})
 	})
+	// The API server picks up a new configuration a moment later, from its
+	// own watch: wait until a dry-run pod in the probe namespace is
+	// injected, then count the handler's metrics from there.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		got, err := in.client.CoreV1().Pods(probe).Create(ctx, appPod("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if len(got.Spec.Containers) != 2 {
+			return errors.New("the webhook configuration is not in effect yet")
+		}
+		return nil
+	})
+	in.base = map[prometheus.Counter]float64{}
+	for _, c := range []prometheus.Counter{in.webhook.metrics.success, in.webhook.metrics.skip, in.webhook.metrics.failure} {
+		in.base[c] = promtest.ToFloat64(c)
+	}
 }
+
+// count is c's increase since register.
+func (in *injector) count(c prometheus.Counter) float64 { return promtest.ToFloat64(c) - in.base[c] }
 
 func appPod(name string) *corev1.Pod {
 	return &corev1.Pod{
@@ -210,7 +237,7 @@ func TestWebhookInjectsPodInLabelledNamespace(t *testing.T) {
 	if got.Annotations["traffic.sidecar.istio.io/excludeInboundPorts"] != "9090" {
 		t.Error("the pod's own annotations were lost")
 	}
-	if n := testutil.ToFloat64(in.webhook.metrics.success); n != 1 {
+	if n := in.count(in.webhook.metrics.success); n != 1 {
 		t.Errorf("sidecar_injection_success_total %v, want 1", n)
 	}
 }
@@ -245,8 +272,29 @@ func TestWebhookLeavesPodsAlone(t *testing.T) {
 	// The label is matched by the configuration's objectSelector and the
 	// namespace by its namespaceSelector: the API server does not even ask.
 	// The annotation and host network are the handler's own policy.
-	if n := testutil.ToFloat64(in.webhook.metrics.skip); n != 2 {
+	if n := in.count(in.webhook.metrics.skip); n != 2 {
 		t.Errorf("sidecar_injection_skip_total %v, want 2 (the annotation, host network)", n)
+	}
+}
+
+// A pod labelled sidecar.istio.io/inject=true is injected in a namespace
+// without the injection label (Istio's object selector); a namespace that
+// turned injection off (istio-injection=disabled) wins over the pod.
+func TestWebhookInjectsPodThatOptsIn(t *testing.T) {
+	in := startInjector(t)
+	s := kubetest.Start(t)
+	plain := s.NewNamespace(t, nil)
+	disabled := s.NewNamespace(t, map[string]string{"istio-injection": "disabled"})
+	in.register(t, plain, disabled)
+	for _, c := range []struct {
+		ns   string
+		want int
+	}{{plain, 2}, {disabled, 1}} {
+		pod := appPod("opt-in")
+		pod.Labels["sidecar.istio.io/inject"] = "true"
+		if got := create(t, in.client, c.ns, pod); len(got.Spec.Containers) != c.want {
+			t.Errorf("namespace %s: containers %v, want %d", c.ns, containerNames(got.Spec.Containers), c.want)
+		}
 	}
 }
 
@@ -264,7 +312,7 @@ func TestWebhookAdmitsPodItCannotInject(t *testing.T) {
 	if len(got.Spec.InitContainers) != 0 || len(got.Spec.Containers) != 1 {
 		t.Errorf("the pod got a sidecar: %v", containerNames(got.Spec.Containers))
 	}
-	if n := testutil.ToFloat64(in.webhook.metrics.failure); n != 1 {
+	if n := in.count(in.webhook.metrics.failure); n != 1 {
 		t.Errorf("sidecar_injection_failure_total %v, want 1", n)
 	}
 }
