@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -87,11 +89,16 @@ func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*
 	if f.listeners.get(listenerWebhook) == nil {
 		return nil, nil
 	}
-	tlsConfig, err := srv.ServingTLS(inject.WebhookServiceName, inject.WebhookServiceName+"."+f.domain)
+	// The names of the pilot's Service in its own namespace: the one the
+	// manifest was rendered for.
+	host := inject.ServiceHost(pilotNamespace())
+	tlsConfig, err := srv.ServingTLS(host, host+"."+f.domain)
 	if err != nil {
 		return nil, fmt.Errorf("injection webhook: %w", err)
 	}
-	wh, err := inject.NewWebhook(f.injection, log, srv.Metrics())
+	opts := f.injection
+	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
+	wh, err := inject.NewWebhook(opts, log, srv.Metrics())
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
-	"github.com/meshperf/meshperf/internal/pilot/inject"
 	"github.com/meshperf/meshperf/internal/proc"
 )
 
@@ -62,7 +61,7 @@ func pilotListeners() listenerSet {
 		{name: listenerHTTP, flag: "httpAddr", def: api.DefaultAddress, required: true, usage: "config API and debug endpoints `address`"},
 		{name: listenerMonitoring, flag: "monitoringAddr", def: "127.0.0.1:15014", required: true, usage: "/metrics `address`"},
 		{name: listenerSecureGRPC, flag: "secureGRPCAddr", usage: "TLS xDS and certificate API `address` (istiod's 15012 role: ADS, and CreateCertificate for node proxies), with a serving certificate from the built-in CA for istiod's names; off when empty"},
-		{name: listenerWebhook, flag: "webhookAddr", usage: "sidecar injection webhook `address` (HTTPS, /inject; istiod's 15017), with a serving certificate from the built-in CA for " + inject.WebhookServiceName + "; off when empty"},
+		{name: listenerWebhook, flag: "webhookAddr", usage: "sidecar injection webhook `address` (HTTPS, /inject; istiod's 15017), with a serving certificate from the built-in CA for the pilot's Service, meshperf-pilot.NAMESPACE.svc (POD_NAMESPACE, default meshperf-system); off when empty"},
 	}
 }
 

@@ -50,9 +50,14 @@ const (
 	WebhookPath         = "/inject"
 	DefaultImageRepo    = "meshperf.local"
 	DefaultPilotAddress = PilotName + "." + PilotNamespace + ".svc:15010"
-	// WebhookServiceName is the name the webhook's serving certificate is for.
+	// WebhookServiceName is the name the webhook's serving certificate is
+	// for, in the default namespace (ServiceHost in another).
 	WebhookServiceName = PilotName + "." + PilotNamespace + ".svc"
 )
+
+// ServiceHost is the pilot's Service's name in namespace: what the API
+// server calls the webhook at and the sidecars' xDS host.
+func ServiceHost(namespace string) string { return PilotName + "." + namespace + ".svc" }
 
 // Sidecar ports, as Istio's.
 const (
@@ -196,7 +201,9 @@ func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 			RunAsNonRoot:             ptr(false),
 			Privileged:               ptr(false),
 			AllowPrivilegeEscalation: ptr(false),
-			ReadOnlyRootFilesystem:   ptr(true),
+			// Writable, as Istio's istio-init: iptables-legacy takes its
+			// lock in /run/xtables.lock.
+			ReadOnlyRootFilesystem: ptr(false),
 			Capabilities: &corev1.Capabilities{
 				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
 				Drop: []corev1.Capability{"ALL"},
