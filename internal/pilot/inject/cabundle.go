@@ -106,7 +106,7 @@ func (p *CABundlePatcher) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if _, err := p.Patch(ctx); apierrors.IsNotFound(err) {
+	if _, err := p.patchBounded(ctx); apierrors.IsNotFound(err) {
 		p.log.Warn("the webhook configuration does not exist yet: its caBundle is set when it is created", "name", p.name)
 	} else if err != nil {
 		p.log.Warn("caBundle not patched", "error", err)
@@ -117,7 +117,7 @@ func (p *CABundlePatcher) Run(ctx context.Context) error {
 			return nil
 		case <-changed:
 		}
-		wrote, err := p.Patch(ctx)
+		wrote, err := p.patchBounded(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err):
 			p.log.Warn("caBundle not patched", "error", err)
@@ -125,4 +125,14 @@ func (p *CABundlePatcher) Run(ctx context.Context) error {
 			p.log.Info("caBundle set to the pilot's root", "mutatingwebhookconfiguration", p.name)
 		}
 	}
+}
+
+// patchTimeout bounds one patch, so that an API server that stopped
+// answering delays the next change's patch instead of blocking for ever.
+const patchTimeout = 30 * time.Second
+
+func (p *CABundlePatcher) patchBounded(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
+	defer cancel()
+	return p.Patch(ctx)
 }
