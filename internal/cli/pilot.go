@@ -143,7 +143,10 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	}
 	caDir := filepath.Join(f.dataDir, "ca")
 	var err error
-	if f.kube, err = injectionKubeClient(); err == nil {
+	if f.kube == nil { // a test may have given one
+		f.kube, err = injectionKubeClient()
+	}
+	if err == nil {
 		err = restoreCARoot(ctx, f.kube, caDir)
 	}
 	if err != nil {

@@ -2,13 +2,7 @@ package ca
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,26 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
-
-func csrFor(t *testing.T, spiffeID string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(spiffeID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
-}
 
 // tokenFor is a TokenRequest token of namespace/sa for audience.
 func tokenFor(t *testing.T, c kubernetes.Interface, namespace, sa, audience string) string {
@@ -131,7 +109,7 @@ func TestCertificateServiceTokenAuthentication(t *testing.T) {
 			if c.token != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 			}
-			resp, err := certs.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: csrFor(t, c.csrID), ValidityDuration: 3600, Metadata: c.meta})
+			resp, err := certs.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: testutil.SPIFFECSR(t, c.csrID), ValidityDuration: 3600, Metadata: c.meta})
 			if got := status.Code(err); got != c.want {
 				t.Fatalf("code %v (%v), want %v", got, err, c.want)
 			}
@@ -154,7 +132,7 @@ func TestCertificateServiceWithoutAuthenticatorSignsAnyIdentity(t *testing.T) {
 	id := Identity{"anywhere", "anyone"}.SPIFFEID(testTD)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := certs.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: csrFor(t, id)}); err != nil {
+	if _, err := certs.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: testutil.SPIFFECSR(t, id)}); err != nil {
 		t.Fatalf("off Kubernetes the service authenticates no one, as before: %v", err)
 	}
 }

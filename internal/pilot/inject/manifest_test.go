@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,12 +12,9 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
-	"github.com/meshperf/meshperf/internal/testenv"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -32,20 +28,6 @@ func TestManifestGolden(t *testing.T) {
 	testutil.Golden(t, filepath.Join("testdata", "manifest.yaml"), got)
 }
 
-// kubectl runs the pinned kubectl against s with stdin.
-func kubectl(t *testing.T, s *kubetest.Server, stdin []byte, args ...string) (string, error) {
-	t.Helper()
-	bins := testenv.NeedKubernetes(t)
-	cmd := exec.Command(bins.Path(dist.Kubectl), append([]string{"--kubeconfig", s.Kubeconfig(t)}, args...)...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var out, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
-		return out.String(), errors.New(strings.TrimSpace(stderr.String()))
-	}
-	return out.String(), nil
-}
-
 // TestManifestValidatesOnAPIServer has the API server validate every object
 // (schemas, RBAC rules, the webhook's selectors) without keeping any. The
 // namespace is one that exists: a dry-run namespace is not there for the
@@ -57,7 +39,7 @@ func TestManifestValidatesOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := kubectl(t, s, doc, "apply", "--dry-run=server", "-f", "-")
+	out, err := s.Kubectl(t, doc, "apply", "--dry-run=server", "-f", "-")
 	if err != nil {
 		t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
 	}
@@ -67,19 +49,6 @@ func TestManifestValidatesOnAPIServer(t *testing.T) {
 			t.Errorf("kubectl did not report %s:\n%s", want, out)
 		}
 	}
-}
-
-// pilotClient is a client acting as the pilot's service account in ns.
-func pilotClient(t *testing.T, s *kubetest.Server, ns string) kubernetes.Interface {
-	t.Helper()
-	cfg := s.RESTConfig()
-	cfg.Impersonate.UserName = "system:serviceaccount:" + ns + ":" + PilotName
-	cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // TestManifestRBACLetsThePilotDoItsJob applies the manifest for real and
@@ -94,15 +63,15 @@ func TestManifestRBACLetsThePilotDoItsJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, s, doc, "apply", "-f", "-"); err != nil {
+	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
 		// Cluster-wide: it would send the other tests' pods to a pilot
 		// that is not running.
-		_, _ = kubectl(t, s, nil, "delete", "mutatingwebhookconfiguration/"+WebhookConfigName, "clusterrole/"+PilotName, "clusterrolebinding/"+PilotName)
+		_, _ = s.Kubectl(t, nil, "delete", "mutatingwebhookconfiguration/"+WebhookConfigName, "clusterrole/"+PilotName, "clusterrolebinding/"+PilotName)
 	})
-	pilot := pilotClient(t, s, ns)
+	pilot := s.ClientAs(t, ns, PilotName)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -126,7 +95,7 @@ func TestManifestRBACLetsThePilotDoItsJob(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, caBundle)
 
 	// Someone re-applies the manifest (no caBundle): the patcher puts it back.
-	if out, err := kubectl(t, s, doc, "apply", "-f", "-"); err != nil {
+	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply again: %v\n%s", err, out)
 	}
 	cfg, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, WebhookConfigName, metav1.GetOptions{})
