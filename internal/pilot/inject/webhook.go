@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 )
 
 // maxReviewBytes bounds an AdmissionReview's body: the API server sends a
@@ -116,8 +117,10 @@ func (w *Webhook) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		w.metrics.skip.Inc()
 		return allowed
 	}
+	// Case-sensitive, as the API server decodes: a patch is written for
+	// the members the pod has, by their exact names.
 	var p corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &p); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &p); err != nil {
 		return w.failed(allowed, req, fmt.Errorf("%w: decode the pod: %v", ErrCannotInject, err))
 	}
 	if p.Namespace == "" { // a pod of a Deployment has neither name nor namespace yet
@@ -128,11 +131,14 @@ func (w *Webhook) Review(req *admissionv1.AdmissionRequest) *admissionv1.Admissi
 		w.metrics.skip.Inc()
 		return allowed
 	}
+	if len(p.Spec.Containers) == 0 { // invalid, and a patch appending to them would not apply
+		return w.failed(allowed, req, fmt.Errorf("%w: the pod has no containers", ErrCannotInject))
+	}
 	inj, err := w.opts.Sidecar(&p)
 	if err != nil {
 		return w.failed(allowed, req, err)
 	}
-	patch, err := json.Marshal(inj.patch(&p))
+	patch, err := json.Marshal(inj.patch(&p, hasMember(req.Object.Raw, "metadata")))
 	if err != nil {
 		return w.failed(allowed, req, err)
 	}
@@ -167,7 +173,7 @@ type patchOp struct {
 // containers (before any of the pod's own, whose traffic it must already
 // see), the proxy after the pod's containers, the token volume and the
 // status annotation.
-func (inj *Injection) patch(p *corev1.Pod) []patchOp {
+func (inj *Injection) patch(p *corev1.Pod, hasMetadata bool) []patchOp {
 	var ops []patchOp
 	if len(p.Spec.InitContainers) == 0 {
 		ops = append(ops, patchOp{"add", "/spec/initContainers", []corev1.Container{inj.Init}})
@@ -180,12 +186,26 @@ func (inj *Injection) patch(p *corev1.Pod) []patchOp {
 	} else {
 		ops = append(ops, patchOp{"add", "/spec/volumes/-", inj.Volume})
 	}
-	if len(p.Annotations) == 0 {
-		ops = append(ops, patchOp{"add", "/metadata/annotations", map[string]string{annotation.SidecarStatus.Name: inj.Status}})
-	} else {
+	annotations := map[string]string{annotation.SidecarStatus.Name: inj.Status}
+	switch {
+	case !hasMetadata:
+		ops = append(ops, patchOp{"add", "/metadata", map[string]any{"annotations": annotations}})
+	case len(p.Annotations) == 0:
+		ops = append(ops, patchOp{"add", "/metadata/annotations", annotations})
+	default:
 		ops = append(ops, patchOp{"add", "/metadata/annotations/" + escapePointer(annotation.SidecarStatus.Name), inj.Status})
 	}
 	return ops
+}
+
+// hasMember says whether the JSON object raw has the member name, not null.
+func hasMember(raw []byte, name string) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	v, ok := members[name]
+	return ok && string(v) != "null"
 }
 
 // escapePointer escapes a JSON Pointer token (RFC 6901).
