@@ -38,6 +38,7 @@ require (
 	github.com/opencontainers/runtime-spec v1.3.0
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	gonum.org/v1/gonum v0.17.0
+	gopkg.in/evanphx/json-patch.v4 v4.13.0
 	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
 	k8s.io/client-go v0.37.2
 )
@@ -74,12 +75,12 @@ require (
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20260824195058-e88cd73687aa // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 )
 
 require (

@@ -26,6 +26,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},
 			{name: "service", about: "play one service of an isotope service graph (the lab's graph pods; isotope's service)", run: with(Service)},
 			{name: "pilot", about: "run the control plane (Istio config in, Envoy xDS out)", run: with(Pilot)},
+			{name: "capture", about: "install Istio's sidecar capture (iptables) in this network namespace: the injected istio-init container's command", run: with(Capture)},
 			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},

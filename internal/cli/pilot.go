@@ -11,9 +11,11 @@ import (
 	"time"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/inject"
 	"github.com/meshperf/meshperf/internal/pilot/push"
 	"github.com/meshperf/meshperf/internal/pilot/xds"
 )
@@ -30,10 +32,15 @@ type pilotFlags struct {
 	readyFile   string
 	push        push.Options
 	sendTimeout time.Duration
+	images      imageFlags // the injected sidecars'
 
 	// Read from the flags above by parsePilotArgs.
-	levels logLevels
-	mesh   *meshconfig.MeshConfig
+	levels    logLevels
+	mesh      *meshconfig.MeshConfig
+	injection inject.Options
+	// kube is the API server the pilot runs in (nil off Kubernetes), set
+	// by runBoundPilot.
+	kube kubernetes.Interface
 }
 
 func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout time.Duration) {
@@ -45,7 +52,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	fs.StringVar(&f.dataDir, "dataDir", defaultDataDir(), "`directory` of the embedded store and the CA's root")
 	fs.StringVar(&f.domain, "domain", "cluster.local", "DNS domain suffix")
 	fs.StringVar(&f.logLevel, "log_output_level", "info", logLevelsUsage())
-	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound and the first config snapshot built, write the listeners' addresses to this `file` as JSON (pid and listeners by name: grpc, http, monitoring, secureGRPC), for a parent that passed port 0")
+	fs.StringVar(&f.readyFile, "ready-file", "", "once every listener is bound and the first config snapshot built, write the listeners' addresses to this `file` as JSON (pid and listeners by name: grpc, http, monitoring, secureGRPC, webhook), for a parent that passed port 0")
 	// The knobs' defaults come from istiod's environment variables, so the
 	// variables work as in istiod and a flag given explicitly wins.
 	durationVar(fs, &f.push.DebounceAfter, "debounceAfter", env.DebounceAfter, "quiet period that closes a debounce window ("+push.EnvDebounceAfter+")")
@@ -55,6 +62,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	rateVar(fs, &f.push.MaxRequestsPerSecond, "maxRequestsPerSecond", env.MaxRequestsPerSecond, "new xDS streams per second; 0 = automatic ("+push.EnvMaxRequestsPerSecond+")")
 	durationVar(fs, &f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
+	f.images.define(fs)
 }
 
 func defaultDataDir() string {
@@ -64,13 +72,19 @@ func defaultDataDir() string {
 	return ".meshperf-pilot"
 }
 
-// Pilot is `meshperf pilot`: the control plane.
+// Pilot is `meshperf pilot`: the control plane; `meshperf pilot manifest`
+// renders its deployment on Kubernetes.
 func Pilot(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "manifest" {
+		return PilotManifest(args[1:], stdout, stderr)
+	}
 	return untilSignalled(runPilot, args, stdout, stderr)
 }
 
 func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd := newCommand("meshperf pilot", "[flags]", "The control plane: Istio config in, Envoy xDS out, through istiod's debounce/queue/throttle pipeline.")
+	cmd := newCommand("meshperf pilot", "[flags]", "The control plane: Istio config in, Envoy xDS out, through istiod's debounce/queue/throttle pipeline; "+
+		"with --webhookAddr also the sidecar injector (the --image-repo, --tag and --pull-policy images). "+
+		"`meshperf pilot manifest` prints its deployment on Kubernetes.")
 	f, err := parsePilotArgs(cmd, args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)
@@ -113,6 +127,9 @@ func parsePilotArgs(cmd *command, args []string, stdout io.Writer) (*pilotFlags,
 	if f.mesh, err = config.LoadMeshConfig(f.meshConfig); err != nil {
 		return nil, inputError{err}
 	}
+	if f.injection, err = f.images.options(); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -124,9 +141,21 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	for _, scope := range f.levels.unknown {
 		log.Warn("--log_output_level names a scope meshperf pilot does not have; ignored", "scope", scope, "scopes", strings.Join(pilotLogScopes, ","))
 	}
+	caDir := filepath.Join(f.dataDir, "ca")
+	var err error
+	if f.kube == nil { // a test may have given one
+		f.kube, err = injectionKubeClient()
+	}
+	if err == nil {
+		err = restoreCARoot(ctx, f.kube, caDir)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
+		return exitFailed
+	}
 	srv, err := discovery.New(discovery.Options{
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
-		CADir: filepath.Join(f.dataDir, "ca"), Mesh: f.mesh, DomainSuffix: f.domain,
+		CADir: caDir, CertificateAuth: certificateAuth(f.kube), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
 	})
 	if err != nil {
@@ -134,6 +163,10 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		return exitFailed
 	}
 	defer srv.Close()
+	if err := saveCARoot(ctx, f.kube, caDir); err != nil {
+		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
+		return exitFailed
+	}
 	if err := servePilot(ctx, srv, f, scopeLog, stdout); err != nil {
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed

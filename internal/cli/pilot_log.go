@@ -27,9 +27,12 @@ const defaultScope = "default"
 // apiScope is the config API's lines.
 const apiScope = "api"
 
+// injectScope is the sidecar injector's lines (istiod's scope name).
+const injectScope = "inject"
+
 // pilotLogScopes are the scopes meshperf pilot has, in the order -h lists
 // them.
-var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, apiScope}
+var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, apiScope, injectScope}
 
 // levelOff silences a scope (istiod's "none").
 const levelOff = slog.LevelError + 100

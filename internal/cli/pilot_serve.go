@@ -49,6 +49,7 @@ const (
 	listenerHTTP       = "http"
 	listenerMonitoring = "monitoring"
 	listenerSecureGRPC = "secureGRPC"
+	listenerWebhook    = "webhook"
 )
 
 // pilotListeners are meshperf pilot's listeners with istiod's flag names.
@@ -60,6 +61,7 @@ func pilotListeners() listenerSet {
 		{name: listenerHTTP, flag: "httpAddr", def: api.DefaultAddress, required: true, usage: "config API and debug endpoints `address`"},
 		{name: listenerMonitoring, flag: "monitoringAddr", def: "127.0.0.1:15014", required: true, usage: "/metrics `address`"},
 		{name: listenerSecureGRPC, flag: "secureGRPCAddr", usage: "TLS xDS and certificate API `address` (istiod's 15012 role: ADS, and CreateCertificate for node proxies), with a serving certificate from the built-in CA for istiod's names; off when empty"},
+		{name: listenerWebhook, flag: "webhookAddr", usage: "sidecar injection webhook `address` (HTTPS, /inject; istiod's 15017), with a serving certificate from the built-in CA for the pilot's Service, meshperf-pilot.NAMESPACE.svc (POD_NAMESPACE, default meshperf-system); off when empty"},
 	}
 }
 
@@ -154,6 +156,10 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		secureServer = grpc.NewServer(append(srv.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
 		srv.RegisterSecureGRPC(secureServer)
 	}
+	webhookServer, err := injectionWebhook(srv, f, scopeLog(injectScope))
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -174,6 +180,10 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	if secureServer != nil {
 		serve("TLS xDS", listenerSecureGRPC, secureServer.Serve)
 	}
+	if webhookServer != nil {
+		serve("the injection webhook", listenerWebhook, func(ln net.Listener) error { return webhookServer.ServeTLS(ln, "", "") })
+		runCABundlePatcher(gctx, g, srv, f, scopeLog(injectScope))
+	}
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -183,6 +193,9 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		}
 		_ = apiServer.Close()
 		_ = monServer.Close()
+		if webhookServer != nil {
+			_ = webhookServer.Close()
+		}
 		return nil
 	})
 

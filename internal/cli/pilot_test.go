@@ -67,17 +67,10 @@ func TestPilotEmptyRequiredAddressIsRefused(t *testing.T) {
 // Port 0 everywhere: the ready file says where each listener ended up, and
 // each answers there (ADS in plain text and over TLS, the API, metrics).
 func TestPilotReadyFileNamesListenersThatAnswer(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")
-	var stdout, stderr syncBuffer
-	done := make(chan int)
-	go func() {
-		done <- runPilot(ctx, []string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
-			"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--ready-file", readyFile,
-			"--log_output_level", "warn"}, &stdout, &stderr)
-	}()
-	r := waitReadyFile(t, readyFile)
+	r, stop := startPilot(t, "--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+		"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--ready-file", readyFile,
+		"--log_output_level", "warn")
 	if r.PID != os.Getpid() || len(r.Listeners) != 4 {
 		t.Errorf("ready file %+v: want this process's pid and 4 listeners", r)
 	}
@@ -96,12 +89,33 @@ func TestPilotReadyFileNamesListenersThatAnswer(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(root)
 	requestClusters(t, r.Listeners["secureGRPC"], credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"}))
-	cancel()
-	if code := <-done; code != exitOK {
-		t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())
-	}
+	stop()
 	if _, err := os.Stat(readyFile); !os.IsNotExist(err) {
 		t.Errorf("the ready file outlived the control plane: %v", err)
+	}
+}
+
+// startPilot runs meshperf pilot in this process with args (which must
+// name a ready file) until stop, which checks that it exited 0.
+func startPilot(t *testing.T, args ...string) (r proc.Ready, stop func()) {
+	t.Helper()
+	readyFile := ""
+	for i, a := range args {
+		if a == "--ready-file" && i+1 < len(args) {
+			readyFile = args[i+1]
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() { done <- runPilot(ctx, args, &stdout, &stderr) }()
+	t.Cleanup(cancel)
+	return waitReadyFile(t, readyFile), func() {
+		t.Helper()
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())
+		}
 	}
 }
 

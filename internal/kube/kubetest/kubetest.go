@@ -74,7 +74,10 @@ var (
 // package that uses kubetest calls it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
-func Main(m *testing.M) int {
+//
+// m may also be another package-wide runner wrapping the tests (pgtest's
+// Main, say), so that a package can share both servers.
+func Main(m Runner) int {
 	mu.Lock()
 	inMain = true
 	mu.Unlock()
@@ -87,6 +90,18 @@ func Main(m *testing.M) int {
 	}
 	return code
 }
+
+// Runner runs a package's tests: a *testing.M, or RunnerFunc.
+type Runner interface{ Run() int }
+
+// RunnerFunc is a Runner that calls a function: to nest Main with another
+// TestMain helper,
+//
+//	kubetest.Main(kubetest.RunnerFunc(func() int { return pgtest.Main(m) }))
+type RunnerFunc func() int
+
+// Run calls f.
+func (f RunnerFunc) Run() int { return f() }
 
 // Start returns the test binary's API server, starting it on first use; a
 // start that failed fails every test that asks again, without retrying.

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -33,7 +34,8 @@ type CaptureOptions struct {
 	ExcludeOutboundPorts []uint16
 }
 
-func (o CaptureOptions) withDefaults() CaptureOptions {
+// WithDefaults fills every zero field with Istio's default.
+func (o CaptureOptions) WithDefaults() CaptureOptions {
 	if o.ProxyUID == 0 {
 		o.ProxyUID = DefaultProxyUID
 	}
@@ -72,7 +74,7 @@ func (o CaptureOptions) withDefaults() CaptureOptions {
 // The output replaces the whole nat table when applied, so applying it twice
 // leaves one copy.
 func CaptureRules(opts CaptureOptions) string {
-	o := opts.withDefaults()
+	o := opts.WithDefaults()
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	w("*nat")
@@ -119,17 +121,36 @@ func sortedPorts(lists ...[]uint16) []uint16 {
 // applyCapture loads rules into the pod's namespace with one
 // iptables-restore, which commits the table in a single transaction.
 func applyCapture(p *Pod, rules string) error {
+	if err := restoreNAT(rules, p.startIn); err != nil {
+		return fmt.Errorf("pod %s: capture: %w", p.name, err)
+	}
+	return nil
+}
+
+// ApplyCapture installs CaptureRules(opts) in the calling process's own
+// network namespace, atomically: what `meshperf capture` does as a
+// Kubernetes pod's init container, the same rules the lab's pods get.
+func ApplyCapture(opts CaptureOptions) error {
+	if err := restoreNAT(CaptureRules(opts), nil); err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	return nil
+}
+
+// restoreNAT runs iptables-restore with rules, started by launch (nil: in
+// this process's namespace).
+func restoreNAT(rules string, launch func(*exec.Cmd) error) error {
 	bin, err := syscmd.Find("iptables-restore", "iptables")
 	if err != nil {
-		return fmt.Errorf("pod %s: capture: %w", p.name, err)
+		return err
 	}
-	// Not registered with the pod: it has ended before this returns.
-	c, err := proc.Start(proc.Spec{Name: bin, Path: bin, Args: []string{"--wait"}, Stdin: strings.NewReader(rules), Launch: p.startIn})
+	// Not registered with a pod: it has ended before this returns.
+	c, err := proc.Start(proc.Spec{Name: bin, Path: bin, Args: []string{"--wait"}, Stdin: strings.NewReader(rules), Launch: launch})
 	if err != nil {
-		return fmt.Errorf("pod %s: capture: %w", p.name, err)
+		return err
 	}
 	if err := c.Wait(); err != nil {
-		return fmt.Errorf("pod %s: capture: %s: %w: %s", p.name, bin, err, strings.TrimSpace(c.Tail()))
+		return fmt.Errorf("%s: %w: %s", bin, err, strings.TrimSpace(c.Tail()))
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net"
 	"net/url"
 	"sync"
 	"time"
@@ -214,8 +215,8 @@ func (ca *CA) Issue(namespace, serviceAccount string) (*Workload, error) {
 
 // IssueServing issues a certificate for the control plane itself: the SPIFFE
 // identity of namespace/serviceAccount (istiod's is istio-system/istiod) plus
-// DNS names, so that xDS clients can verify it by either, as they verify
-// istiod on its TLS port.
+// DNS names (or IP addresses), so that xDS clients can verify it by either,
+// as they verify istiod on its TLS port.
 func (ca *CA) IssueServing(namespace, serviceAccount string, dnsNames ...string) (*Workload, error) {
 	id, err := NewIdentity(namespace, serviceAccount)
 	if err != nil {
@@ -288,7 +289,15 @@ func (ca *CA) sign(id Identity, pub crypto.PublicKey, ttl time.Duration, dnsName
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		URIs:                  []*url.URL{uri},
-		DNSNames:              dnsNames,
+	}
+	// A name that is an address goes where TLS clients verify addresses: a
+	// webhook the API server calls at https://127.0.0.1:PORT, say.
+	for _, n := range dnsNames {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.root, pub, ca.rootKey)
 	if err != nil {

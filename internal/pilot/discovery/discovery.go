@@ -49,12 +49,15 @@ type Options struct {
 	StorePath string
 	ConfigDir string
 	// CADir holds the root certificate and key of the built-in CA.
-	CADir        string
-	Mesh         *meshconfig.MeshConfig // nil: config.DefaultMeshConfig()
-	DomainSuffix string                 // "cluster.local" if empty
-	Push         push.Options
-	XDS          xds.Options
-	GracePeriod  time.Duration // for disconnected proxies' workloads; registry default if 0
+	CADir string
+	// CertificateAuth, when set (on Kubernetes), authenticates the callers
+	// of the certificate API (ca.TokenReviewAuthenticator).
+	CertificateAuth ca.Authenticator
+	Mesh            *meshconfig.MeshConfig // nil: config.DefaultMeshConfig()
+	DomainSuffix    string                 // "cluster.local" if empty
+	Push            push.Options
+	XDS             xds.Options
+	GracePeriod     time.Duration // for disconnected proxies' workloads; registry default if 0
 	// ProxiesPath, when set, is where the registered proxies are saved as
 	// they change and restored from at start, so that a restarted control
 	// plane keeps serving their endpoints until they reconnect (see
@@ -222,11 +225,16 @@ func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
 
 // RegisterSecureGRPC serves what istiod serves on its TLS port (15012): ADS
 // and the certificate API (istio.v1.auth.IstioCertificateService), which
-// node proxies call for their workloads' certificates. The certificate API
-// authenticates no caller, so it is served on the TLS port only.
+// node proxies call for their workloads' certificates. Without
+// Options.CertificateAuth the certificate API authenticates no caller, so
+// it is served on the TLS port only.
 func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
 	s.xds.Register(g)
-	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA)).Register(g)
+	var opts []ca.ServiceOption
+	if s.opts.CertificateAuth != nil {
+		opts = append(opts, ca.WithAuthenticator(s.opts.CertificateAuth))
+	}
+	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA), opts...).Register(g)
 }
 
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.

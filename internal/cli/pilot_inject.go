@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/meshperf/meshperf/internal/pilot/ca"
+	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/inject"
+)
+
+// The pilot's parts that exist only on Kubernetes: the CA's root kept in a
+// Secret, the certificate API authenticated by service-account tokens, and
+// the injection webhook's caBundle kept current. Off Kubernetes the pilot
+// behaves as it always has.
+
+// injectionKubeClient is the API server the pilot runs in, when it runs in
+// a pod (KUBERNETES_SERVICE_HOST set, as istiod decides); nil otherwise.
+//
+// TODO(merge): when `meshperf pilot --kubeconfig` lands, use its client.
+func injectionKubeClient() (kubernetes.Interface, error) {
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return nil, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// pilotNamespace is where the pilot's own objects live: its pod's
+// namespace (POD_NAMESPACE, as istiod reads it), else meshperf-system.
+func pilotNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return inject.PilotNamespace
+}
+
+// kubeTimeout bounds the pilot's start-up calls to the API server.
+const kubeTimeout = 10 * time.Second
+
+// restoreCARoot puts the root kept in the cluster into caDir before the CA
+// opens it (no-op off Kubernetes).
+func restoreCARoot(ctx context.Context, kube kubernetes.Interface, caDir string) error {
+	if kube == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, kubeTimeout)
+	defer cancel()
+	_, err := ca.RestoreRoot(ctx, kube, pilotNamespace(), ca.KubeRootSecretName, caDir)
+	return err
+}
+
+// saveCARoot keeps a root the CA just created in the cluster.
+func saveCARoot(ctx context.Context, kube kubernetes.Interface, caDir string) error {
+	if kube == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, kubeTimeout)
+	defer cancel()
+	return ca.SaveRoot(ctx, kube, pilotNamespace(), ca.KubeRootSecretName, caDir)
+}
+
+// certificateAuth authenticates the certificate API's callers on Kubernetes.
+func certificateAuth(kube kubernetes.Interface) ca.Authenticator {
+	if kube == nil {
+		return nil
+	}
+	return ca.NewTokenReviewAuthenticator(kube)
+}
+
+// injectionWebhook is the HTTPS server of /inject when --webhookAddr is
+// bound (nil otherwise), with a certificate from the pilot's CA for the
+// pilot's Service, re-issued at half its life as the TLS xDS port's.
+func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*http.Server, error) {
+	if f.listeners.get(listenerWebhook) == nil {
+		return nil, nil
+	}
+	// The names of the pilot's Service in its own namespace: the one the
+	// manifest was rendered for.
+	host := inject.ServiceHost(pilotNamespace())
+	tlsConfig, err := srv.ServingTLS(host, host+"."+f.domain)
+	if err != nil {
+		return nil, fmt.Errorf("injection webhook: %w", err)
+	}
+	opts := f.injection
+	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
+	wh, err := inject.NewWebhook(opts, log, srv.Metrics())
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(inject.WebhookPath, wh)
+	return &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}, nil
+}
+
+// runCABundlePatcher keeps the webhook configuration trusting the pilot's
+// root, on Kubernetes.
+func runCABundlePatcher(ctx context.Context, g *errgroup.Group, srv *discovery.Server, f *pilotFlags, log *slog.Logger) {
+	if f.kube == nil {
+		log.Info("not on Kubernetes: the webhook configuration's caBundle is not managed")
+		return
+	}
+	p := inject.NewCABundlePatcher(f.kube, inject.WebhookConfigName, srv.RootPEM(), log)
+	g.Go(func() error {
+		if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("caBundle patcher: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,296 @@
+// Package inject is the control plane's sidecar injector, the counterpart of
+// istiod's: a mutating admission webhook (/inject) that adds to a pod the
+// capture init container (istio-init, running `meshperf capture`, the rules
+// the lab's pods get) and the sidecar (istio-proxy, meshperf-proxy) with the
+// pod's identity, and writes Istio's sidecar.istio.io/status annotation. Which
+// namespaces are injected is the MutatingWebhookConfiguration's
+// namespaceSelector (istio-injection=enabled), as with Istio; the handler
+// applies the per-pod policy (label or annotation sidecar.istio.io/inject,
+// host networking, system namespaces). The webhook's configuration is kept
+// trusting the pilot's root by CABundlePatcher.
+package inject
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"istio.io/api/annotation"
+	"istio.io/api/label"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meshperf/meshperf/internal/lab/pod"
+)
+
+// Names shared with Istio's injection, which tools and dashboards look for.
+const (
+	InitContainerName  = "istio-init"
+	ProxyContainerName = "istio-proxy"
+	// TokenVolumeName is the projected service-account token the proxy
+	// presents to the CA, at TokenPath, for the audience TokenAudience.
+	TokenVolumeName = "istio-token"
+	TokenMountDir   = "/var/run/secrets/tokens"
+	TokenPath       = TokenMountDir + "/istio-token"
+	TokenAudience   = "istio-ca"
+	// tokenLifetime is Istio's: istio-agent's token is re-read as the kubelet rotates it.
+	tokenLifetime = 43200
+)
+
+// The control plane's names on Kubernetes (the contract of issue 20).
+const (
+	PilotNamespace      = "meshperf-system"
+	PilotName           = "meshperf-pilot" // Deployment, Service and ServiceAccount
+	WebhookConfigName   = "meshperf-sidecar-injector"
+	WebhookName         = "sidecar-injector.meshperf.io"
+	WebhookPath         = "/inject"
+	DefaultImageRepo    = "meshperf.local"
+	DefaultPilotAddress = PilotName + "." + PilotNamespace + ".svc:15010"
+	// WebhookServiceName is the name the webhook's serving certificate is
+	// for, in the default namespace (ServiceHost in another).
+	WebhookServiceName = PilotName + "." + PilotNamespace + ".svc"
+)
+
+// ServiceHost is the pilot's Service's name in namespace: what the API
+// server calls the webhook at and the sidecars' xDS host.
+func ServiceHost(namespace string) string { return PilotName + "." + namespace + ".svc" }
+
+// Sidecar ports, as Istio's.
+const (
+	// ProxyAdminPort is meshperf-proxy's admin API, where its /ready is
+	// served; capture leaves it alone (pod.StandardInboundExcludes).
+	ProxyAdminPort = 15000
+)
+
+// ignoredNamespaces are never injected, whatever their labels: Istio's list.
+var ignoredNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
+
+// Options are what every injected pod shares.
+type Options struct {
+	// ImageRepo and Tag name the images: REPO/meshperf:TAG for the init
+	// container, REPO/meshperf-proxy:TAG for the sidecar.
+	ImageRepo, Tag string
+	// PullPolicy of both containers: IfNotPresent when empty; Never for a
+	// local cluster whose images were imported into the node.
+	PullPolicy corev1.PullPolicy
+	// PilotAddress is the plaintext xDS address the sidecar connects to.
+	PilotAddress string
+}
+
+func (o Options) withDefaults() Options {
+	if o.ImageRepo == "" {
+		o.ImageRepo = DefaultImageRepo
+	}
+	if o.PullPolicy == "" {
+		o.PullPolicy = corev1.PullIfNotPresent
+	}
+	if o.PilotAddress == "" {
+		o.PilotAddress = DefaultPilotAddress
+	}
+	return o
+}
+
+// Image is the reference of the project's image name in repo at tag.
+func Image(repo, name, tag string) string { return repo + "/" + name + ":" + tag }
+
+// ErrCannotInject marks a pod the injector cannot give a sidecar that would
+// honour everything the pod asks of it (an annotation meshperf's capture
+// does not support, a malformed port list, a pod already carrying
+// Istio's containers): the webhook admits it without a sidecar.
+var ErrCannotInject = errors.New("cannot inject")
+
+func cannot(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCannotInject, fmt.Sprintf(format, args...))
+}
+
+// Required applies Istio's per-pod policy for a pod whose namespace the
+// webhook selected: no host-network pods (capture would rewrite the node's
+// rules), no system namespaces, no pod already injected, and the label
+// sidecar.istio.io/inject (or, without it, the annotation) "false" opts out.
+// It returns why a pod is skipped.
+func Required(p *corev1.Pod) (bool, string) {
+	switch {
+	case p.Spec.HostNetwork:
+		return false, "host network"
+	case slices.Contains(ignoredNamespaces, p.Namespace):
+		return false, "system namespace " + p.Namespace
+	case p.Annotations[annotation.SidecarStatus.Name] != "":
+		return false, "already injected"
+	}
+	choice := p.Annotations[annotation.SidecarInject.Name]
+	if v, ok := p.Labels[label.SidecarInject.Name]; ok { // the label wins, as in Istio
+		choice = v
+	}
+	if choice == "false" {
+		return false, label.SidecarInject.Name + "=false"
+	}
+	return true, ""
+}
+
+// status is the sidecar.istio.io/status annotation, as Istio writes it:
+// what was added, so that tools (istioctl, uninjection) can find it.
+type status struct {
+	InitContainers   []string `json:"initContainers"`
+	Containers       []string `json:"containers"`
+	Volumes          []string `json:"volumes"`
+	ImagePullSecrets []string `json:"imagePullSecrets"`
+	Revision         string   `json:"revision"`
+}
+
+// Sidecar returns the containers, volume and annotation injection adds to
+// p, or an error wrapping ErrCannotInject.
+func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
+	o = o.withDefaults()
+	if o.Tag == "" {
+		return nil, errors.New("inject: no image tag")
+	}
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		if c.Name == InitContainerName || c.Name == ProxyContainerName {
+			return nil, cannot("the pod already has a container named %s", c.Name)
+		}
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Name == TokenVolumeName {
+			return nil, cannot("the pod already has a volume named %s", v.Name)
+		}
+	}
+	capture, err := CaptureOptionsOf(p.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	st, err := json.Marshal(status{
+		InitContainers: []string{InitContainerName},
+		Containers:     []string{ProxyContainerName},
+		Volumes:        []string{TokenVolumeName},
+		Revision:       "default",
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Injection{
+		Init:   o.initContainer(capture),
+		Proxy:  o.proxyContainer(p),
+		Volume: tokenVolume(),
+		Status: string(st),
+	}, nil
+}
+
+// Injection is what Sidecar adds to a pod.
+type Injection struct {
+	Init, Proxy corev1.Container
+	Volume      corev1.Volume
+	Status      string // the sidecar.istio.io/status annotation
+}
+
+// initContainer runs meshperf's own capture as root with the two
+// capabilities iptables needs, and nothing else, as Istio's istio-init.
+func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
+	return corev1.Container{
+		Name:            InitContainerName,
+		Image:           Image(o.ImageRepo, "meshperf", o.Tag),
+		ImagePullPolicy: o.PullPolicy,
+		Args:            append([]string{"capture"}, CaptureArgs(capture)...),
+		Resources:       resources("10m", "10Mi"),
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr(int64(0)),
+			RunAsGroup:               ptr(int64(0)),
+			RunAsNonRoot:             ptr(false),
+			Privileged:               ptr(false),
+			AllowPrivilegeEscalation: ptr(false),
+			// Writable, as Istio's istio-init: iptables-legacy takes its
+			// lock in /run/xtables.lock.
+			ReadOnlyRootFilesystem: ptr(false),
+			Capabilities: &corev1.Capabilities{
+				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
+				Drop: []corev1.Capability{"ALL"},
+			},
+		},
+	}
+}
+
+// proxyContainer is meshperf-proxy with the flags the lab gives a sidecar,
+// its identity from the downward API (the proxy reads Istio's variable
+// names), the labels the pod has at admission, and readiness on its admin
+// port's /ready (bound to the pod's IP, as in the lab, so the kubelet
+// reaches it).
+func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
+	field := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
+	}
+	return corev1.Container{
+		Name:            ProxyContainerName,
+		Image:           Image(o.ImageRepo, "meshperf-proxy", o.Tag),
+		ImagePullPolicy: o.PullPolicy,
+		Args: []string{
+			"--xds-address", o.PilotAddress,
+			"--admin-address", "$(INSTANCE_IP):" + strconv.Itoa(ProxyAdminPort),
+			"--capture-mode", "iptables",
+		},
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: field("metadata.name")},
+			{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
+			{Name: "INSTANCE_IP", ValueFrom: field("status.podIP")},
+			{Name: "SERVICE_ACCOUNT", ValueFrom: field("spec.serviceAccountName")},
+			{Name: "NODE_NAME", ValueFrom: field("spec.nodeName")},
+			{Name: "LABELS", Value: labelList(p.Labels)},
+			{Name: "ISTIO_META_CONCURRENCY", Value: "2"},
+		},
+		Ports:     []corev1.ContainerPort{{Name: "http-admin", ContainerPort: ProxyAdminPort, Protocol: corev1.ProtocolTCP}},
+		Resources: resources("100m", "128Mi"),
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(ProxyAdminPort)}},
+			PeriodSeconds:    2,
+			FailureThreshold: 30,
+			TimeoutSeconds:   3,
+		},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                ptr(int64(pod.DefaultProxyUID)),
+			RunAsGroup:               ptr(int64(pod.DefaultProxyGID)),
+			RunAsNonRoot:             ptr(true),
+			Privileged:               ptr(false),
+			AllowPrivilegeEscalation: ptr(false),
+			ReadOnlyRootFilesystem:   ptr(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{{Name: TokenVolumeName, MountPath: TokenMountDir, ReadOnly: true}},
+	}
+}
+
+// tokenVolume is Istio's istio-token: a service-account token for the
+// audience istio-ca, which the certificate API accepts and nothing else does.
+func tokenVolume() corev1.Volume {
+	return corev1.Volume{Name: TokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: TokenAudience, ExpirationSeconds: ptr(int64(tokenLifetime)), Path: "istio-token",
+		}}},
+	}}}
+}
+
+func resources(cpu, memory string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
+	}}
+}
+
+// labelList is the proxy's --labels form, k=v,k=v, sorted.
+func labelList(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + labels[k])
+	}
+	return b.String()
+}
+
+func ptr[T any](v T) *T { return &v }
