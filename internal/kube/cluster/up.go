@@ -1,0 +1,368 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshperf/meshperf/internal/proc"
+)
+
+// Options says where and how to bring the cluster up.
+type Options struct {
+	StateDir string
+	// Wait bounds the whole bring-up, until the node is Ready and CoreDNS
+	// answers.
+	Wait time.Duration
+	// PauseImage is the OCI archive of the pods' sandbox image (REPO/pause:TAG),
+	// imported into the node's containerd.
+	PauseImage string
+	// Progress gets one line per step with its duration.
+	Progress io.Writer
+}
+
+// UpResult says what Up found or did.
+type UpResult struct {
+	Kubeconfig string // the administrator's (system:masters)
+	AlreadyUp  bool
+}
+
+// Up brings the cluster up, or finds it up. What the machine lacks is a
+// *MissingError; a failure or ctx's end tears down what Up started, and the
+// error then also says what teardown could not restore.
+func Up(ctx context.Context, o Options) (res UpResult, err error) {
+	t, err := checkMachine()
+	if err != nil {
+		return res, err
+	}
+	pauseRef, err := pauseImageName(o.PauseImage)
+	if err != nil {
+		return res, err
+	}
+	l := layout{o.StateDir}
+	res.Kubeconfig = l.kubeconfig("admin")
+	if s, err := loadState(o.StateDir); err == nil {
+		if dead := s.dead(); len(dead) == 0 && s.Complete {
+			res.AlreadyUp = true
+			return res, nil
+		} else if len(dead) > 0 {
+			return res, fmt.Errorf("the cluster in %s is not whole (%s not running): run `meshperf cluster down` first", o.StateDir, strings.Join(dead, ", "))
+		}
+		return res, fmt.Errorf("a cluster in %s is still coming up, or its `up` was killed: run `meshperf cluster down` first", o.StateDir)
+	} else if !IsNoCluster(err) {
+		return res, err
+	}
+	before, err := Snapshot()
+	if err != nil {
+		return res, err
+	}
+	if used := rangeInUse(before); len(used) > 0 {
+		return res, fmt.Errorf("%s is already in use on this host (%s); the cluster needs the range to itself", Range, strings.Join(used, "; "))
+	}
+	created, err := makeStateDir(o.StateDir)
+	s := &state{StateDir: o.StateDir, Created: created, Host: before, Started: time.Now()}
+	if err == nil {
+		err = s.save()
+	}
+	if err != nil {
+		for i := len(created) - 1; i >= 0; i-- {
+			_ = os.Remove(created[i])
+		}
+		return res, err
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// A fresh context: the caller's may be what ended (Ctrl-C).
+		down, derr := teardown(context.Background(), s, io.Discard)
+		if derr != nil {
+			err = fmt.Errorf("%w; tearing down: %v", err, derr)
+		} else if len(down.Differences) > 0 {
+			err = fmt.Errorf("%w; after tearing down, the host is not as it was: %s", err, strings.Join(down.Differences, "; "))
+		}
+	}()
+	if o.Wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
+	}
+	u := &upper{ctx: ctx, l: l, s: s, t: t, pauseRef: pauseRef, pauseArchive: o.PauseImage}
+	return res, runSteps(o.Progress, u.steps())
+}
+
+// step is one stage of a bring-up or teardown.
+type step struct {
+	what string
+	do   func() error
+}
+
+// runSteps runs steps in order and prints each with its duration.
+func runSteps(progress io.Writer, steps []step) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	for _, s := range steps {
+		start := time.Now()
+		if err := s.do(); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+		fmt.Fprintf(progress, "%-44s %s\n", s.what, time.Since(start).Round(10*time.Millisecond))
+	}
+	return nil
+}
+
+// upper holds a bring-up's state between its steps.
+type upper struct {
+	ctx          context.Context
+	l            layout
+	s            *state
+	t            tools
+	pauseRef     string
+	pauseArchive string
+	client       kubernetes.Interface
+	caPool       *x509.CertPool
+}
+
+func (u *upper) steps() []step {
+	bin := u.t.bins.Path
+	pki := u.l.pki
+	kc := u.l.kubeconfig
+	return []step{
+		{"certificates and configuration", u.writeFiles},
+		{"network (" + NodeIP + " on lo, " + Bridge + ")", u.network},
+		{"etcd", func() error {
+			p, err := u.start("etcd", u.t.etcd, "--name", "meshperf", "--data-dir", u.l.etcdData(),
+				"--listen-client-urls", etcdURL(etcdClientPort), "--advertise-client-urls", etcdURL(etcdClientPort),
+				"--listen-peer-urls", etcdURL(etcdPeerPort), "--initial-advertise-peer-urls", etcdURL(etcdPeerPort),
+				"--initial-cluster", "meshperf="+etcdURL(etcdPeerPort), "--log-level", "warn")
+			if err != nil {
+				return err
+			}
+			return u.waitHTTP(p, etcdURL(etcdClientPort)+"/health", nil)
+		}},
+		{"kube-apiserver", func() error {
+			p, err := u.start("kube-apiserver", bin("kube-apiserver"),
+				"--etcd-servers", etcdURL(etcdClientPort),
+				"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(apiserverPort),
+				"--tls-cert-file", pki("apiserver.crt"), "--tls-private-key-file", pki("apiserver.key"),
+				"--client-ca-file", pki("ca.crt"),
+				"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
+				"--service-account-issuer", "https://kubernetes.default.svc."+ClusterDomain,
+				"--service-account-key-file", pki("sa.pub"), "--service-account-signing-key-file", pki("sa.key"),
+				"--service-cluster-ip-range", ServiceCIDR,
+				// Capture init containers are privileged, as Istio's.
+				"--allow-privileged=true",
+				"--kubelet-client-certificate", pki("apiserver-kubelet-client.crt"), "--kubelet-client-key", pki("apiserver-kubelet-client.key"),
+				"--kubelet-certificate-authority", pki("ca.crt"),
+				// logs and exec would otherwise look the node's name up.
+				"--kubelet-preferred-address-types", "InternalIP")
+			if err != nil {
+				return err
+			}
+			return u.waitAPIServer(p)
+		}},
+		{"cluster objects (CoreDNS's RBAC and Service)", func() error { return createDNSObjects(u.ctx, u.client) }},
+		{"kube-controller-manager, kube-scheduler", func() error {
+			cm, err := u.start("kube-controller-manager", bin("kube-controller-manager"),
+				append(componentFlags("controller-manager", controllerMgrPort, u.l),
+					"--use-service-account-credentials=true",
+					"--service-account-private-key-file", pki("sa.key"), "--root-ca-file", pki("ca.crt"),
+					"--service-cluster-ip-range", ServiceCIDR, "--allocate-node-cidrs=false")...)
+			if err != nil {
+				return err
+			}
+			sched, err := u.start("kube-scheduler", bin("kube-scheduler"), componentFlags("scheduler", schedulerPort, u.l)...)
+			if err != nil {
+				return err
+			}
+			if err := u.waitHTTP(cm, nodeURL("https", controllerMgrPort)+"/healthz", u.caPool); err != nil {
+				return err
+			}
+			return u.waitHTTP(sched, nodeURL("https", schedulerPort)+"/healthz", u.caPool)
+		}},
+		{"containerd", func() error {
+			p, err := u.start("containerd", u.t.containerd, "--config", u.l.config("containerd.toml"))
+			if err != nil {
+				return err
+			}
+			return u.waitFor(p, "answer on "+u.l.containerdSocket(), func(ctx context.Context) error {
+				return u.ctr(ctx, "version")
+			})
+		}},
+		{"pause image " + u.pauseRef, func() error {
+			if err := u.ctr(u.ctx, "-n", "k8s.io", "images", "import", u.pauseArchive); err != nil {
+				return err
+			}
+			out, err := u.ctrOutput(u.ctx, "-n", "k8s.io", "images", "ls", "-q", "name=="+u.pauseRef)
+			if err == nil && strings.TrimSpace(out) == "" {
+				err = fmt.Errorf("%s holds no image named %s (the archive's io.containerd.image.name)", u.pauseArchive, u.pauseRef)
+			}
+			return err
+		}},
+		{"kubelet (node Ready)", func() error {
+			p, err := u.start("kubelet", bin("kubelet"), "--config", u.l.config("kubelet.yaml"),
+				"--kubeconfig", kc("kubelet"), "--root-dir", u.l.kubeletRoot(), "--cert-dir", u.l.path("kubelet-pki"),
+				"--hostname-override", NodeName, "--node-ip", NodeIP)
+			if err != nil {
+				return err
+			}
+			return u.waitFor(p, "report node "+NodeName+" Ready", func(ctx context.Context) error {
+				return nodeReady(ctx, u.client)
+			})
+		}},
+		{"kube-proxy", func() error {
+			p, err := u.start("kube-proxy", bin("kube-proxy"), "--config", u.l.config("kube-proxy.yaml"))
+			if err != nil {
+				return err
+			}
+			return u.waitHTTP(p, nodeURL("http", kubeProxyHealthz)+"/healthz", nil)
+		}},
+		{"CoreDNS (answering on " + DNSServiceIP + ")", func() error {
+			p, err := u.start("coredns", bin("coredns"), "-conf", u.l.config("Corefile"))
+			if err != nil {
+				return err
+			}
+			if err := u.waitHTTP(p, nodeURL("http", coreDNSReadyPort)+"/ready", nil); err != nil {
+				return err
+			}
+			return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, func(ctx context.Context) error {
+				return ResolveAPIService(ctx)
+			})
+		}},
+		{"state", func() error {
+			u.s.Complete = true
+			return u.s.save()
+		}},
+	}
+}
+
+func etcdURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+
+func nodeURL(scheme string, port int) string {
+	return scheme + "://" + NodeIP + ":" + strconv.Itoa(port)
+}
+
+// componentFlags are the controller manager's and the scheduler's common
+// flags: their identity, serving certificate, and no leader election (one
+// replica each, and no lease to wait for).
+func componentFlags(name string, port int, l layout) []string {
+	kc := l.kubeconfig(name)
+	return []string{"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+		"--bind-address", NodeIP, "--secure-port", strconv.Itoa(port),
+		"--tls-cert-file", l.pki(name + "-serving.crt"), "--tls-private-key-file", l.pki(name + "-serving.key"),
+		"--client-ca-file", l.pki("ca.crt"), "--leader-elect=false"}
+}
+
+func (u *upper) writeFiles() error {
+	ca, err := writePKI(u.l.path("pki"), time.Now())
+	if err != nil {
+		return err
+	}
+	u.caPool = x509.NewCertPool()
+	u.caPool.AddCert(ca.cert)
+	if err := writeKubeconfigs(u.l); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(u.l.path("logs"), 0o755); err != nil {
+		return err
+	}
+	return writeConfigFiles(u.l, u.pauseRef)
+}
+
+// start starts a component detached and records it in the state file
+// before anything waits on it.
+func (u *upper) start(name, path string, args ...string) (*proc.Process, error) {
+	p, err := proc.Start(proc.Spec{Name: name, Path: path, Args: args, LogPath: u.l.log(name), Detached: true})
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.Record()
+	if err != nil {
+		// It exited at once; its log says why.
+		return nil, errors.New(p.ExitReason())
+	}
+	u.s.Processes = append(u.s.Processes, r)
+	return p, u.s.save()
+}
+
+// waitFor polls check until it succeeds, the process exits (its exit
+// reason is the error), or the bring-up's time runs out.
+func (u *upper) waitFor(p *proc.Process, what string, check func(context.Context) error) error {
+	var last error
+	for {
+		ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
+		last = check(ctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return errors.New(p.ExitReason())
+		case <-u.ctx.Done():
+			return fmt.Errorf("%s did not %s: %w (last: %v; log: %s)", p.Name(), what, u.ctx.Err(), last, p.LogPath())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitHTTP waits for url to answer 200, over TLS verified against pool
+// if given.
+func (u *upper) waitHTTP(p *proc.Process, url string, pool *x509.CertPool) error {
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer client.CloseIdleConnections()
+	return u.waitFor(p, "answer "+url, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
+}
+
+func (u *upper) waitAPIServer(p *proc.Process) error {
+	c, err := adminClient(u.l.dir)
+	if err != nil {
+		return err
+	}
+	u.client = c
+	return u.waitFor(p, "become ready", func(ctx context.Context) error {
+		_, err := c.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+}
+
+// ctr runs containerd's ctr against this cluster's containerd.
+func (u *upper) ctr(ctx context.Context, args ...string) error {
+	_, err := u.ctrOutput(ctx, args...)
+	return err
+}
+
+func (u *upper) ctrOutput(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, u.t.ctr, append([]string{"--address", u.l.containerdSocket()}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
