@@ -141,6 +141,7 @@ type subcommand struct {
 	aliases []string // other spellings, not listed in the help (-version)
 	about   string   // one line for the group's help
 	run     func(args []string) int
+	hidden  bool // not in the group's help: a process images run, not a user
 }
 
 // commandGroup is a command made of subcommands: meshperf itself, meshperf
@@ -181,7 +182,9 @@ func (g *commandGroup) run(args []string, stdout, stderr io.Writer) int {
 func (g *commandGroup) printHelp(w io.Writer) {
 	width := 0
 	for _, s := range g.subs {
-		width = max(width, len(s.name))
+		if !s.hidden {
+			width = max(width, len(s.name))
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: %s COMMAND [flags]\n", g.name)
@@ -190,7 +193,9 @@ func (g *commandGroup) printHelp(w io.Writer) {
 	}
 	b.WriteString("\ncommands:\n")
 	for _, s := range g.subs {
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, s.name, s.about)
+		if !s.hidden {
+			fmt.Fprintf(&b, "  %-*s  %s\n", width, s.name, s.about)
+		}
 	}
 	if g.notes != "" {
 		b.WriteString("\n" + g.notes + "\n")

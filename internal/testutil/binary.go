@@ -20,7 +20,7 @@ var meshperfBuild struct {
 }
 
 // MeshperfBinary is the meshperf binary a test runs as a child process:
-// MESHPERF_BIN when set, else one built once per test binary (into a
+// MESHPERF_BIN when set, else one built once per test binary, static (into a
 // temporary directory that outlives the tests; the OS cleans it).
 func MeshperfBinary(t testing.TB) string {
 	t.Helper()
@@ -35,7 +35,10 @@ func MeshperfBinary(t testing.TB) string {
 			return
 		}
 		b.path = filepath.Join(dir, "meshperf")
-		b.out, b.err = exec.Command("go", "build", "-o", b.path, "github.com/meshperf/meshperf/cmd/meshperf").CombinedOutput()
+		// Static, as scripts build it, so that tests may pack it into images.
+		cmd := exec.Command("go", "build", "-o", b.path, "github.com/meshperf/meshperf/cmd/meshperf")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		b.out, b.err = cmd.CombinedOutput()
 	})
 	if b.err != nil {
 		t.Fatalf("build meshperf: %v\n%s", b.err, b.out)
