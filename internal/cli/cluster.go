@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/kube/cluster"
 	"github.com/meshperf/meshperf/internal/kube/dist"
+	"github.com/meshperf/meshperf/internal/kube/image"
 )
 
 // Cluster is `meshperf cluster`: a real single-node Kubernetes cluster on
@@ -62,27 +64,28 @@ func clusterUp(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			"Ctrl-C tears down what it started. What the machine lacks is listed, one line each (exit 2).")
 	stateDir := cmd.flags.String("state-dir", cluster.DefaultStateDir, "directory for the cluster's certificates, configuration, logs and state")
 	wait := cmd.flags.Duration("wait", 3*time.Minute, "how long to wait for the cluster to be up")
-	pause := cmd.flags.String("pause-image", "", "OCI archive of the pods' sandbox image, REPO/pause:TAG (required)")
+	repo := cmd.flags.String("image-repo", image.DefaultRepo, "repository of the images; the pods' sandbox image is REPO/pause:TAG, built from this meshperf")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	if *wait <= 0 {
 		return cmd.exit(stderr, usagef("-wait must be positive, got %s", *wait))
 	}
-	if *pause == "" {
-		return cmd.exit(stderr, usagef("-pause-image is required: the OCI archive of the pause image"))
+	if err := image.CheckRepo(*repo); err != nil {
+		return cmd.exit(stderr, usagef("%v", err))
 	}
-	res, err := cluster.Up(ctx, cluster.Options{StateDir: *stateDir, Wait: *wait, PauseImage: *pause, Progress: stdout})
+	exe, err := os.Executable()
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	res, err := cluster.Up(ctx, cluster.Options{StateDir: *stateDir, Wait: *wait, Executable: exe, ImageRepo: *repo, Progress: stdout})
 	var missing *cluster.MissingError
-	var bad *cluster.InputError
 	switch {
 	case errors.As(err, &missing):
 		for _, line := range missing.Lines {
 			fmt.Fprintf(stderr, "%s: %s\n", cmd.name, line)
 		}
 		return exitBadInput
-	case errors.As(err, &bad):
-		return cmd.exit(stderr, inputError{bad})
 	case err != nil:
 		return cmd.exit(stderr, err)
 	case res.AlreadyUp:

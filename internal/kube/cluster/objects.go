@@ -1,13 +1,8 @@
 package cluster
 
 import (
-	"archive/tar"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -99,51 +94,3 @@ func nodeReady(ctx context.Context, c kubernetes.Interface) error {
 	}
 	return fmt.Errorf("node %s has no Ready condition yet", NodeName)
 }
-
-// pauseImageName reads the name an OCI archive gives its image (the
-// annotation ctr import names it by), which containerd is then told is
-// the sandbox image.
-func pauseImageName(archive string) (string, error) {
-	if archive == "" {
-		return "", &InputError{errors.New("no pause image archive given")}
-	}
-	f, err := os.Open(archive)
-	if err != nil {
-		return "", &InputError{fmt.Errorf("pause image: %w", err)}
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", &InputError{fmt.Errorf("pause image %s: not an OCI archive (no index.json)", archive)}
-		}
-		if err != nil {
-			return "", &InputError{fmt.Errorf("pause image %s: %w", archive, err)}
-		}
-		if h.Name != "index.json" && h.Name != "./index.json" {
-			continue
-		}
-		var index struct {
-			Manifests []struct {
-				Annotations map[string]string `json:"annotations"`
-			} `json:"manifests"`
-		}
-		if err := json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&index); err != nil {
-			return "", &InputError{fmt.Errorf("pause image %s: index.json: %w", archive, err)}
-		}
-		for _, m := range index.Manifests {
-			if name := m.Annotations["io.containerd.image.name"]; name != "" {
-				return name, nil
-			}
-		}
-		return "", &InputError{fmt.Errorf("pause image %s: its index.json names no image (io.containerd.image.name)", archive)}
-	}
-}
-
-// InputError is input Up cannot use (the pause image archive): the
-// command's exit status 2.
-type InputError struct{ Err error }
-
-func (e *InputError) Error() string { return e.Err.Error() }
-func (e *InputError) Unwrap() error { return e.Err }

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/proc"
 )
 
@@ -25,9 +27,12 @@ type Options struct {
 	// Wait bounds the whole bring-up, until the node is Ready and CoreDNS
 	// answers.
 	Wait time.Duration
-	// PauseImage is the OCI archive of the pods' sandbox image (REPO/pause:TAG),
-	// imported into the node's containerd.
-	PauseImage string
+	// Executable is a static meshperf: the pods' sandbox image,
+	// REPO/pause:TAG, is built from it (internal/kube/image) and imported
+	// into the node's containerd.
+	Executable string
+	// ImageRepo is the images' repository (image.DefaultRepo if empty).
+	ImageRepo string
 	// Progress gets one line per step with its duration.
 	Progress io.Writer
 }
@@ -46,9 +51,12 @@ func Up(ctx context.Context, o Options) (res UpResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	pauseRef, err := pauseImageName(o.PauseImage)
-	if err != nil {
-		return res, err
+	if err := image.CheckStatic(o.Executable); err != nil {
+		return res, &MissingError{Lines: []string{fmt.Sprintf("a static meshperf for the pause image: %v; %s", err, image.BuildStaticHint)}}
+	}
+	repo := o.ImageRepo
+	if repo == "" {
+		repo = image.DefaultRepo
 	}
 	l := layout{o.StateDir}
 	res.Kubeconfig = l.kubeconfig("admin")
@@ -98,7 +106,7 @@ func Up(ctx context.Context, o Options) (res UpResult, err error) {
 		ctx, cancel = context.WithTimeout(ctx, o.Wait)
 		defer cancel()
 	}
-	u := &upper{ctx: ctx, l: l, s: s, t: t, pauseRef: pauseRef, pauseArchive: o.PauseImage}
+	u := &upper{ctx: ctx, l: l, s: s, t: t, exe: o.Executable, pauseRef: image.Ref(repo, image.Pause, "")}
 	return res, runSteps(o.Progress, u.steps())
 }
 
@@ -125,14 +133,14 @@ func runSteps(progress io.Writer, steps []step) error {
 
 // upper holds a bring-up's state between its steps.
 type upper struct {
-	ctx          context.Context
-	l            layout
-	s            *state
-	t            tools
-	pauseRef     string
-	pauseArchive string
-	client       kubernetes.Interface
-	caPool       *x509.CertPool
+	ctx      context.Context
+	l        layout
+	s        *state
+	t        tools
+	exe      string // the static meshperf the pause image carries
+	pauseRef string
+	client   kubernetes.Interface
+	caPool   *x509.CertPool
 }
 
 func (u *upper) steps() []step {
@@ -201,16 +209,7 @@ func (u *upper) steps() []step {
 				return u.ctr(ctx, "version")
 			})
 		}},
-		{"pause image " + u.pauseRef, func() error {
-			if err := u.ctr(u.ctx, "-n", "k8s.io", "images", "import", u.pauseArchive); err != nil {
-				return err
-			}
-			out, err := u.ctrOutput(u.ctx, "-n", "k8s.io", "images", "ls", "-q", "name=="+u.pauseRef)
-			if err == nil && strings.TrimSpace(out) == "" {
-				err = fmt.Errorf("%s holds no image named %s (the archive's io.containerd.image.name)", u.pauseArchive, u.pauseRef)
-			}
-			return err
-		}},
+		{"pause image " + u.pauseRef, u.importPause},
 		{"kubelet (node Ready)", func() error {
 			p, err := u.start("kubelet", bin("kubelet"), "--config", u.l.config("kubelet.yaml"),
 				"--kubeconfig", kc("kubelet"), "--root-dir", u.l.kubeletRoot(), "--cert-dir", u.l.path("kubelet-pki"),
@@ -355,14 +354,27 @@ func (u *upper) waitAPIServer(p *proc.Process) error {
 
 // ctr runs containerd's ctr against this cluster's containerd.
 func (u *upper) ctr(ctx context.Context, args ...string) error {
-	_, err := u.ctrOutput(ctx, args...)
-	return err
-}
-
-func (u *upper) ctrOutput(ctx context.Context, args ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, u.t.ctr, append([]string{"--address", u.l.containerdSocket()}, args...)...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
-	return string(out), nil
+	return nil
+}
+
+// importPause builds the sandbox image containerd was configured with
+// and imports it: pods cannot start before it is on the node, as no
+// registry is reachable.
+func (u *upper) importPause() error {
+	img, err := image.PauseImage(u.exe)
+	if err != nil {
+		return err
+	}
+	archive := u.l.path("images", "pause.tar")
+	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
+		return err
+	}
+	if err := image.WriteArchive(archive, u.pauseRef, img); err != nil {
+		return err
+	}
+	return image.Import(u.ctx, u.t.ctr, u.l.containerdSocket(), archive)
 }
