@@ -311,7 +311,12 @@ func (u *upper) waitFor(p *proc.Process, what string, check func(context.Context
 		case <-p.Done():
 			return errors.New(p.ExitReason())
 		case <-u.ctx.Done():
-			return fmt.Errorf("%s did not %s: %w (last: %v; log: %s)", p.Name(), what, u.ctx.Err(), last, p.LogPath())
+			if errors.Is(u.ctx.Err(), context.Canceled) {
+				return fmt.Errorf("interrupted while waiting for %s to %s", p.Name(), what)
+			}
+			// The log goes with the state directory at teardown: its last
+			// line is kept here.
+			return fmt.Errorf("%s did not %s within the wait (last: %s; its last log line: %s)", p.Name(), what, firstLine(last.Error()), p.LastLine())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -377,4 +382,14 @@ func (u *upper) importPause() error {
 		return err
 	}
 	return image.Import(u.ctx, u.t.ctr, u.l.containerdSocket(), archive)
+}
+
+// firstLine is s up to its first line break, cut at 200 bytes: a health
+// check's error can carry a whole multi-line report.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
 }
