@@ -8,6 +8,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -139,5 +140,46 @@ func TestUpRunsAPodAndDownRestoresTheHost(t *testing.T) {
 	}
 	if st, _ := cluster.GetStatus(ctx, stateDir); st.Up {
 		t.Errorf("status after down: %+v", st)
+	}
+}
+
+// An up that fails half-way (etcd cannot listen) tears down what it
+// started: no state directory, and the host as it was.
+func TestFailedUpLeavesTheHostAsItWas(t *testing.T) {
+	needCluster(t)
+	exe := testutil.MeshperfBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:2379")
+	if err != nil {
+		t.Skipf("127.0.0.1:2379 is taken already, so this test cannot take it: %v", err)
+	}
+	defer ln.Close()
+	before, err := cluster.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(t.TempDir(), "cluster")
+	_, err = cluster.Up(context.Background(), cluster.Options{StateDir: stateDir, Wait: time.Minute, Executable: exe})
+	if err == nil || !strings.Contains(err.Error(), "etcd") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("up: %v, want etcd's failure to listen", err)
+	}
+	_, logs, ok := strings.Cut(err.Error(), "(the components' logs: ")
+	if !ok {
+		t.Errorf("up's error does not say where the logs were kept: %v", err)
+	} else {
+		logs = strings.TrimSuffix(logs, ")")
+		if _, err := os.Stat(filepath.Join(logs, "etcd.log")); err != nil {
+			t.Errorf("etcd's log was not kept: %v", err)
+		}
+		os.RemoveAll(logs)
+	}
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory is still there: %v", err)
+	}
+	after, err := cluster.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cluster.Diff(before, after); len(d) > 0 {
+		t.Errorf("the host is not as it was:\n%s", strings.Join(d, "\n"))
 	}
 }

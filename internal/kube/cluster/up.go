@@ -89,9 +89,17 @@ func Up(ctx context.Context, o Options) (res UpResult, err error) {
 		}
 		return res, err
 	}
+	caller := ctx // the wait's context below is cancelled before this runs
 	defer func() {
 		if err == nil {
 			return
+		}
+		// The logs say why a component failed; they would go with the
+		// state directory. An interrupted up has nothing to explain.
+		if caller.Err() == nil {
+			if kept, kerr := keepLogs(l); kerr == nil {
+				err = fmt.Errorf("%w (the components' logs: %s)", err, kept)
+			}
 		}
 		// A fresh context: the caller's may be what ended (Ctrl-C).
 		down, derr := teardown(context.Background(), s, io.Discard)
@@ -392,4 +400,27 @@ func firstLine(s string) string {
 		s = s[:200] + "..."
 	}
 	return s
+}
+
+// keepLogs copies the components' logs out of the state directory, which
+// teardown removes, into a directory of their own.
+func keepLogs(l layout) (string, error) {
+	entries, err := os.ReadDir(l.path("logs"))
+	if err != nil || len(entries) == 0 {
+		return "", errors.New("no logs")
+	}
+	dir, err := os.MkdirTemp("", "meshperf-cluster-logs-")
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(l.path("logs", e.Name()))
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
