@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/kube/cluster"
@@ -107,8 +109,12 @@ func clusterDown(args []string, stdout, stderr io.Writer) int {
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
-	// Teardown runs to its end whatever signal arrives: stopping halfway
-	// would leave the host half restored.
+	// Teardown runs to its end whatever Ctrl-C or SIGTERM arrives:
+	// stopping halfway would leave the host half restored (a second down
+	// would finish it, from the state file that stays until the end).
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
 	res, err := cluster.Down(context.Background(), *stateDir, stdout)
 	var missing *cluster.MissingError
 	switch {
