@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,41 +69,7 @@ func TestUpRunsAPodAndDownRestoresTheHost(t *testing.T) {
 	})
 	t.Logf("up:\n%s", progress.String())
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", res.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: metav1.NamespaceDefault},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "pause", Image: image.Ref(image.DefaultRepo, image.Pause, ""), ImagePullPolicy: corev1.PullNever,
-		}}},
-	}
-	// The controller manager creates the namespace's default service
-	// account shortly after it starts; admission refuses pods until then.
-	testutil.Eventually(t, 30*time.Second, func() error {
-		_, err := c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		return err
-	})
-	podCIDR := netip.MustParsePrefix(cluster.PodCIDR)
-	testutil.Eventually(t, 60*time.Second, func() error {
-		p, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodRunning {
-			return errors.New("pod is " + string(p.Status.Phase) + ": " + p.Status.Message)
-		}
-		ip, err := netip.ParseAddr(p.Status.PodIP)
-		if err != nil || !podCIDR.Contains(ip) {
-			t.Fatalf("pod IP %q is not in %s", p.Status.PodIP, cluster.PodCIDR)
-		}
-		return nil
-	})
+	runPause(t, res.Kubeconfig)
 	if err := cluster.ResolveAPIService(ctx); err != nil {
 		t.Errorf("CoreDNS: %v", err)
 	}
@@ -181,5 +148,92 @@ func TestFailedUpLeavesTheHostAsItWas(t *testing.T) {
 	}
 	if d := cluster.Diff(before, after); len(d) > 0 {
 		t.Errorf("the host is not as it was:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+// runPause runs a pod of the pause image and waits until it is Running
+// with an address in the pods' range.
+func runPause(t *testing.T, kubeconfig string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pause", Namespace: metav1.NamespaceDefault},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "pause", Image: image.Ref(image.DefaultRepo, image.Pause, ""), ImagePullPolicy: corev1.PullNever,
+		}}},
+	}
+	// The controller manager creates the namespace's default service
+	// account shortly after it starts; admission refuses pods until then.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		_, err := c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	podCIDR := netip.MustParsePrefix(cluster.PodCIDR)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		p, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return errors.New("pod is " + string(p.Status.Phase) + ": " + p.Status.Message)
+		}
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err != nil || !podCIDR.Contains(ip) {
+			t.Fatalf("pod IP %q is not in %s", p.Status.PodIP, cluster.PodCIDR)
+		}
+		return nil
+	})
+}
+
+// After a crash (every component killed, a pod's container and shim left
+// running) down still tears everything down from the state file.
+func TestDownAfterACrash(t *testing.T) {
+	needCluster(t)
+	exe := testutil.MeshperfBinary(t)
+	stateDir := filepath.Join(t.TempDir(), "cluster")
+	ctx := context.Background()
+	res, err := cluster.Up(ctx, cluster.Options{StateDir: stateDir, Wait: 2 * time.Minute, Executable: exe})
+	if err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	runPause(t, res.Kubeconfig)
+	st, err := cluster.GetStatus(ctx, stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Processes {
+		if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+			t.Errorf("kill %s: %v", p.Name, err)
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		st, err := cluster.GetStatus(ctx, stateDir)
+		if err != nil {
+			return err
+		}
+		for _, p := range st.Processes {
+			if p.Alive {
+				return errors.New(p.Name + " still runs")
+			}
+		}
+		if st.Up {
+			return errors.New("status says up")
+		}
+		return nil
+	})
+	down, err := cluster.Down(ctx, stateDir, nil)
+	if err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	if len(down.Differences) > 0 {
+		t.Errorf("the host is not as it was:\n%s", strings.Join(down.Differences, "\n"))
 	}
 }
