@@ -58,7 +58,7 @@ func checkMachine() (tools, error) {
 		}
 		found[c.command] = p
 	}
-	t.etcd, t.containerd, t.ctr, t.runc, t.iptablesRestore = found["etcd"], found["containerd"], found["ctr"], found["runc"], found["iptables-restore"]
+	t.etcd, t.containerd, t.ctr, t.runc = found["etcd"], found["containerd"], found["ctr"], found["runc"]
 	for _, plugin := range []string{"bridge", "host-local", "loopback"} {
 		if _, err := os.Stat(filepath.Join(cniDir, plugin)); err != nil {
 			missing = append(missing, fmt.Sprintf("CNI plugin %s not found in %s; install containernetworking-plugins (apt-get install containernetworking-plugins)", plugin, cniDir))

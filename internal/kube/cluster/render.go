@@ -64,10 +64,10 @@ func writeKubeconfigs(l layout) error {
 
 // configFiles renders every component's configuration file, by file name
 // in the config directory.
-func configFiles(l layout, pauseImage string) (map[string][]byte, error) {
+func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	data := map[string]any{
-		"NodeName": NodeName, "NodeIP": NodeIP, "PauseImage": pauseImage, "PodCIDR": PodCIDR, "PodGateway": PodGateway,
+		"NodeName": NodeName, "Runc": runc, "NodeIP": NodeIP, "PauseImage": pauseImage, "PodCIDR": PodCIDR, "PodGateway": PodGateway,
 		"Range": Range, "Bridge": Bridge, "DNSServiceIP": DNSServiceIP, "ClusterDomain": ClusterDomain,
 		"KubeletPort": kubeletPort, "KubeletHealthzPort": kubeletHealthzPort,
 		"KubeProxyHealthz": kubeProxyHealthz, "KubeProxyMetrics": kubeProxyMetrics, "CoreDNSReadyPort": coreDNSReadyPort,
@@ -118,8 +118,8 @@ func cniConfig(l layout) ([]byte, error) {
 
 // writeConfigFiles writes configFiles into the config directory and the
 // CNI configuration into containerd's CNI directory.
-func writeConfigFiles(l layout, pauseImage string) error {
-	files, err := configFiles(l, pauseImage)
+func writeConfigFiles(l layout, pauseImage, runc string) error {
+	files, err := configFiles(l, pauseImage, runc)
 	if err != nil {
 		return err
 	}
@@ -178,6 +178,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
+  BinaryName = "{{.Runc}}"
 `,
 	// cgroupfs: cgroup v1 and no systemd here. failSwapOn false: a
 	// developer's machine may have swap. Eviction thresholds low, so that

@@ -10,7 +10,7 @@ import (
 
 func TestConfigFilesCarryTheFixesAndAddresses(t *testing.T) {
 	l := layout{"/state"}
-	files, err := configFiles(l, "meshperf.local/pause:v1")
+	files, err := configFiles(l, "meshperf.local/pause:v1", "/usr/sbin/runc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestConfigFilesCarryTheFixesAndAddresses(t *testing.T) {
 
 	toml := string(files["containerd.toml"])
 	for _, want := range []string{
-		`sandbox_image = "meshperf.local/pause:v1"`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		`sandbox_image = "meshperf.local/pause:v1"`, "restrict_oom_score_adj = true", "SystemdCgroup = false", `BinaryName = "/usr/sbin/runc"`,
 		`address = "/state/containerd/containerd.sock"`, `conf_dir = "/state/cni/net.d"`, `root = "/state/containerd/root"`,
 	} {
 		if !strings.Contains(toml, want) {

@@ -285,13 +285,13 @@ func (u *upper) writeFiles() error {
 	if err := os.MkdirAll(u.l.path("logs"), 0o755); err != nil {
 		return err
 	}
-	return writeConfigFiles(u.l, u.pauseRef)
+	return writeConfigFiles(u.l, u.pauseRef, u.t.runc)
 }
 
 // start starts a component detached and records it in the state file
 // before anything waits on it.
 func (u *upper) start(name, path string, args ...string) (*proc.Process, error) {
-	p, err := proc.Start(proc.Spec{Name: name, Path: path, Args: args, LogPath: u.l.log(name), Detached: true})
+	p, err := proc.Start(proc.Spec{Name: name, Path: path, Args: args, Env: componentEnv(), LogPath: u.l.log(name), Detached: true})
 	if err != nil {
 		return nil, err
 	}
@@ -423,4 +423,18 @@ func keepLogs(l layout) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// componentEnv is the components' environment: this one, with the sbin
+// directories on PATH, where the kubelet and kube-proxy find iptables and
+// conntrack, and which a user's PATH may lack (syscmd looks there too).
+func componentEnv() []string {
+	env := os.Environ()
+	for i, kv := range env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			env[i] = "PATH=" + path + ":/usr/local/sbin:/usr/sbin:/sbin"
+			return env
+		}
+	}
+	return append(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 }
