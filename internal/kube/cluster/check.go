@@ -22,8 +22,8 @@ func (e *MissingError) Error() string {
 
 // tools are the commands up drives or starts, with their Debian packages.
 type tools struct {
-	etcd, containerd, ctr, runc, iptablesRestore string
-	bins                                         dist.Bins
+	etcd, containerd, ctr, runc string
+	bins                        dist.Bins
 }
 
 // requiredCommands are the system commands, by Debian package.
