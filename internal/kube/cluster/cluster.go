@@ -70,6 +70,11 @@ func (l layout) cniIPAMDir() string            { return l.path("cni", "ipam") }
 func (l layout) kubeletRoot() string           { return l.path("kubelet") }
 func (l layout) podLogs() string               { return l.path("pod-logs") }
 
+// stateEntries are the names Up creates in a state directory: Down
+// removes these and nothing else of it.
+var stateEntries = []string{"state.json", "pki", "kubeconfig", "logs", "config", "etcd", "containerd", "cni",
+	"kubelet", "kubelet-pki", "pod-logs", "images"}
+
 // AdminKubeconfig is the administrator's kubeconfig (system:masters) in a
 // state directory.
 func AdminKubeconfig(stateDir string) string { return layout{stateDir}.kubeconfig("admin") }

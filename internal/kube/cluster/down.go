@@ -425,9 +425,11 @@ func jumpsTo(fields, chains []string) bool {
 }
 
 // removeNewDirs removes the runtime directories that did not exist before
-// and, if withState, the state directory Up created: after a failed step
-// the state file stays, so that a second down can finish. A directory
-// with a mount still under it is left, as removing it would reach into the
+// and, if withState, what Up put in the state directory, then the
+// directories Up created for it while they are empty (a parent such as
+// /var/lib/meshperf may hold other things by then). After a failed step
+// the state file stays, so that a second down can finish. A directory with
+// a mount still under it is left, as removing it would reach into the
 // mounted filesystem.
 func removeNewDirs(s *state, withState bool) error {
 	mounts, err := mountPoints()
@@ -440,13 +442,10 @@ func removeNewDirs(s *state, withState bool) error {
 			dirs = append(dirs, d)
 		}
 	}
-	switch {
-	case !withState:
-	case len(s.Created) > 0:
-		dirs = append(dirs, s.Created[0])
-	default:
-		// The state directory existed: remove only what Up put in it.
-		dirs = append(dirs, s.StateDir+"/")
+	if withState {
+		for _, e := range stateEntries {
+			dirs = append(dirs, filepath.Join(s.StateDir, e))
+		}
 	}
 	var errs []error
 	for _, d := range dirs {
@@ -454,17 +453,15 @@ func removeNewDirs(s *state, withState bool) error {
 			errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
 			continue
 		}
-		if strings.HasSuffix(d, "/") {
-			entries, _ := os.ReadDir(d)
-			for _, e := range entries {
-				if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			continue
-		}
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if withState && len(errs) == 0 {
+		for i := len(s.Created) - 1; i >= 0; i-- {
+			if err := os.Remove(s.Created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				break // not empty: someone else's now
+			}
 		}
 	}
 	return errors.Join(errs...)

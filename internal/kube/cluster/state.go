@@ -74,8 +74,12 @@ func (s *state) dead() []string {
 }
 
 // makeStateDir creates dir and returns the directories that did not
-// exist, outermost first.
+// exist, outermost first. An existing dir must be empty: Down removes
+// what Up put there, and a name of the user's could be among them.
 func makeStateDir(dir string) ([]string, error) {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("state directory %s exists and is not empty; give an empty or new one (--state-dir)", dir)
+	}
 	var created []string
 	for d := dir; ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {
