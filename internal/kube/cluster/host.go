@@ -126,8 +126,8 @@ func writeSysctl(key, value string) error {
 	return os.WriteFile(sysctlPath(key), []byte(value+"\n"), 0o644)
 }
 
-// iptablesSave reads a family's tables; a family without its iptables-save
-// (ip6tables on a machine without IPv6 tools) has none.
+// iptablesSave reads a family's tables; IPv6 without ip6tables-save or
+// kernel support has none.
 func iptablesSave(family string) (map[string]IptablesTable, error) {
 	cmd := "iptables-save"
 	if family == "ipv6" {
@@ -142,6 +142,10 @@ func iptablesSave(family string) (map[string]IptablesTable, error) {
 	}
 	out, err := exec.Command(path).Output()
 	if err != nil {
+		if family == "ipv6" {
+			// A kernel without IPv6 netfilter: nothing there to change.
+			return nil, nil
+		}
 		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	return parseIptablesSave(out), nil
