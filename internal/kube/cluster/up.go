@@ -17,6 +17,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/proc"
 )
@@ -152,107 +153,118 @@ type upper struct {
 }
 
 func (u *upper) steps() []step {
-	bin := u.t.bins.Path
-	pki := u.l.pki
-	kc := u.l.kubeconfig
 	return []step{
 		{"certificates and configuration", u.writeFiles},
 		{"network (" + NodeIP + " on lo, " + Bridge + ")", u.network},
-		{"etcd", func() error {
-			p, err := u.start("etcd", u.t.etcd, "--name", "meshperf", "--data-dir", u.l.etcdData(),
-				"--listen-client-urls", etcdURL(etcdClientPort), "--advertise-client-urls", etcdURL(etcdClientPort),
-				"--listen-peer-urls", etcdURL(etcdPeerPort), "--initial-advertise-peer-urls", etcdURL(etcdPeerPort),
-				"--initial-cluster", "meshperf="+etcdURL(etcdPeerPort), "--log-level", "warn")
-			if err != nil {
-				return err
-			}
-			return u.waitHTTP(p, etcdURL(etcdClientPort)+"/health", nil)
-		}},
-		{"kube-apiserver", func() error {
-			p, err := u.start("kube-apiserver", bin("kube-apiserver"),
-				"--etcd-servers", etcdURL(etcdClientPort),
-				"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(apiserverPort),
-				"--tls-cert-file", pki("apiserver.crt"), "--tls-private-key-file", pki("apiserver.key"),
-				"--client-ca-file", pki("ca.crt"),
-				"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
-				"--service-account-issuer", "https://kubernetes.default.svc."+ClusterDomain,
-				"--service-account-key-file", pki("sa.pub"), "--service-account-signing-key-file", pki("sa.key"),
-				"--service-cluster-ip-range", ServiceCIDR,
-				// Capture init containers are privileged, as Istio's.
-				"--allow-privileged=true",
-				"--kubelet-client-certificate", pki("apiserver-kubelet-client.crt"), "--kubelet-client-key", pki("apiserver-kubelet-client.key"),
-				"--kubelet-certificate-authority", pki("ca.crt"),
-				// logs and exec would otherwise look the node's name up.
-				"--kubelet-preferred-address-types", "InternalIP")
-			if err != nil {
-				return err
-			}
-			return u.waitAPIServer(p)
-		}},
+		{"etcd", u.startEtcd},
+		{"kube-apiserver", u.startAPIServer},
 		{"cluster objects (CoreDNS's RBAC and Service)", func() error { return createDNSObjects(u.ctx, u.client) }},
-		{"kube-controller-manager, kube-scheduler", func() error {
-			cm, err := u.start("kube-controller-manager", bin("kube-controller-manager"),
-				append(componentFlags("controller-manager", controllerMgrPort, u.l),
-					"--use-service-account-credentials=true",
-					"--service-account-private-key-file", pki("sa.key"), "--root-ca-file", pki("ca.crt"),
-					"--service-cluster-ip-range", ServiceCIDR, "--allocate-node-cidrs=false")...)
-			if err != nil {
-				return err
-			}
-			sched, err := u.start("kube-scheduler", bin("kube-scheduler"), componentFlags("scheduler", schedulerPort, u.l)...)
-			if err != nil {
-				return err
-			}
-			if err := u.waitHTTP(cm, nodeURL("https", controllerMgrPort)+"/healthz", u.caPool); err != nil {
-				return err
-			}
-			return u.waitHTTP(sched, nodeURL("https", schedulerPort)+"/healthz", u.caPool)
-		}},
-		{"containerd", func() error {
-			p, err := u.start("containerd", u.t.containerd, "--config", u.l.config("containerd.toml"))
-			if err != nil {
-				return err
-			}
-			return u.waitFor(p, "answer on "+u.l.containerdSocket(), func(ctx context.Context) error {
-				return u.ctr(ctx, "version")
-			})
-		}},
+		{"kube-controller-manager, kube-scheduler", u.startControllers},
+		{"containerd", u.startContainerd},
 		{"pause image " + u.pauseRef, u.importPause},
-		{"kubelet (node Ready)", func() error {
-			p, err := u.start("kubelet", bin("kubelet"), "--config", u.l.config("kubelet.yaml"),
-				"--kubeconfig", kc("kubelet"), "--root-dir", u.l.kubeletRoot(), "--cert-dir", u.l.path("kubelet-pki"),
-				"--hostname-override", NodeName, "--node-ip", NodeIP)
-			if err != nil {
-				return err
-			}
-			return u.waitFor(p, "report node "+NodeName+" Ready", func(ctx context.Context) error {
-				return nodeReady(ctx, u.client)
-			})
-		}},
-		{"kube-proxy", func() error {
-			p, err := u.start("kube-proxy", bin("kube-proxy"), "--config", u.l.config("kube-proxy.yaml"))
-			if err != nil {
-				return err
-			}
-			return u.waitHTTP(p, nodeURL("http", kubeProxyHealthz)+"/healthz", nil)
-		}},
-		{"CoreDNS (answering on " + DNSServiceIP + ")", func() error {
-			p, err := u.start("coredns", bin("coredns"), "-conf", u.l.config("Corefile"))
-			if err != nil {
-				return err
-			}
-			if err := u.waitHTTP(p, nodeURL("http", coreDNSReadyPort)+"/ready", nil); err != nil {
-				return err
-			}
-			return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, func(ctx context.Context) error {
-				return ResolveAPIService(ctx)
-			})
-		}},
+		{"kubelet (node Ready)", u.startKubelet},
+		{"kube-proxy", u.startKubeProxy},
+		{"CoreDNS (answering on " + DNSServiceIP + ")", u.startCoreDNS},
 		{"state", func() error {
 			u.s.Complete = true
 			return u.s.save()
 		}},
 	}
+}
+
+func (u *upper) startCoreDNS() error {
+	p, err := u.start("coredns", u.t.bins.Path(dist.CoreDNS), "-conf", u.l.config("Corefile"))
+	if err != nil {
+		return err
+	}
+	if err := u.waitHTTP(p, nodeURL("http", coreDNSReadyPort)+"/ready", nil); err != nil {
+		return err
+	}
+	return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, ResolveAPIService)
+}
+
+func (u *upper) startEtcd() error {
+	p, err := u.start("etcd", u.t.etcd, "--name", "meshperf", "--data-dir", u.l.etcdData(),
+		"--listen-client-urls", etcdURL(etcdClientPort), "--advertise-client-urls", etcdURL(etcdClientPort),
+		"--listen-peer-urls", etcdURL(etcdPeerPort), "--initial-advertise-peer-urls", etcdURL(etcdPeerPort),
+		"--initial-cluster", "meshperf="+etcdURL(etcdPeerPort), "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	return u.waitHTTP(p, etcdURL(etcdClientPort)+"/health", nil)
+}
+
+func (u *upper) startAPIServer() error {
+	pki := u.l.pki
+	p, err := u.start("kube-apiserver", u.t.bins.Path(dist.APIServer),
+		"--etcd-servers", etcdURL(etcdClientPort),
+		"--bind-address", NodeIP, "--advertise-address", NodeIP, "--secure-port", strconv.Itoa(apiserverPort),
+		"--tls-cert-file", pki("apiserver.crt"), "--tls-private-key-file", pki("apiserver.key"),
+		"--client-ca-file", pki("ca.crt"),
+		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
+		"--service-account-issuer", "https://kubernetes.default.svc."+ClusterDomain,
+		"--service-account-key-file", pki("sa.pub"), "--service-account-signing-key-file", pki("sa.key"),
+		"--service-cluster-ip-range", ServiceCIDR,
+		// Capture init containers are privileged, as Istio's.
+		"--allow-privileged=true",
+		"--kubelet-client-certificate", pki("apiserver-kubelet-client.crt"), "--kubelet-client-key", pki("apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority", pki("ca.crt"),
+		// logs and exec would otherwise look the node's name up.
+		"--kubelet-preferred-address-types", "InternalIP")
+	if err != nil {
+		return err
+	}
+	return u.waitAPIServer(p)
+}
+
+func (u *upper) startControllers() error {
+	pki := u.l.pki
+	cm, err := u.start("kube-controller-manager", u.t.bins.Path(dist.ControllerManager),
+		append(componentFlags("controller-manager", controllerMgrPort, u.l),
+			"--use-service-account-credentials=true",
+			"--service-account-private-key-file", pki("sa.key"), "--root-ca-file", pki("ca.crt"),
+			"--service-cluster-ip-range", ServiceCIDR, "--allocate-node-cidrs=false")...)
+	if err != nil {
+		return err
+	}
+	sched, err := u.start("kube-scheduler", u.t.bins.Path(dist.Scheduler), componentFlags("scheduler", schedulerPort, u.l)...)
+	if err != nil {
+		return err
+	}
+	if err := u.waitHTTP(cm, nodeURL("https", controllerMgrPort)+"/healthz", u.caPool); err != nil {
+		return err
+	}
+	return u.waitHTTP(sched, nodeURL("https", schedulerPort)+"/healthz", u.caPool)
+}
+
+func (u *upper) startContainerd() error {
+	p, err := u.start("containerd", u.t.containerd, "--config", u.l.config("containerd.toml"))
+	if err != nil {
+		return err
+	}
+	return u.waitFor(p, "answer on "+u.l.containerdSocket(), func(ctx context.Context) error {
+		return u.ctr(ctx, "version")
+	})
+}
+
+func (u *upper) startKubelet() error {
+	p, err := u.start("kubelet", u.t.bins.Path(dist.Kubelet), "--config", u.l.config("kubelet.yaml"),
+		"--kubeconfig", u.l.kubeconfig("kubelet"), "--root-dir", u.l.kubeletRoot(), "--cert-dir", u.l.path("kubelet-pki"),
+		"--hostname-override", NodeName, "--node-ip", NodeIP)
+	if err != nil {
+		return err
+	}
+	return u.waitFor(p, "report node "+NodeName+" Ready", func(ctx context.Context) error {
+		return nodeReady(ctx, u.client)
+	})
+}
+
+func (u *upper) startKubeProxy() error {
+	p, err := u.start("kube-proxy", u.t.bins.Path(dist.KubeProxy), "--config", u.l.config("kube-proxy.yaml"))
+	if err != nil {
+		return err
+	}
+	return u.waitHTTP(p, nodeURL("http", kubeProxyHealthz)+"/healthz", nil)
 }
 
 func etcdURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
