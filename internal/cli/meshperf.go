@@ -21,6 +21,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		about: "meshperf measures, tunes and tracks the performance of a service mesh.",
 		subs: []subcommand{
 			{name: "lab", about: "run a scenario: pods with and without sidecars, load, and what the mesh costs", run: with(Lab)},
+			{name: "cluster", about: "build, bring up, check and tear down a real single-node Kubernetes cluster on this machine", run: with(Cluster)},
 			{name: "topology", about: "check, list and show service graphs in isotope's format (the lab's realistic workloads)", run: with(Topology)},
 			{name: "load", about: "generate load against a target (Fortio-compatible flags and JSON)", run: with(Load)},
 			{name: "server", about: "run the echo server (HTTP/1.1 and h2c, TCP echo, gRPC health and ping)", run: with(Server)},

@@ -73,6 +73,12 @@ type Spec struct {
 	// CPULimit caps the process's CPU at this many CPUs, as a container's
 	// CPU limit does (cpulimit.go); zero leaves it unlimited. Needs root.
 	CPULimit float64
+	// Detached starts the process in a session of its own that outlives
+	// meshperf (the local cluster's components keep running after `meshperf
+	// cluster up` returns): no parent-death signal, no terminal's Ctrl-C.
+	// It needs LogPath, as a pipe to meshperf would close when meshperf
+	// exits. A later meshperf stops it through its Record.
+	Detached bool
 	// Launch starts the prepared command; nil means (*exec.Cmd).Start. A
 	// lab pod passes its own, which forks the child inside the pod's
 	// network namespace.
@@ -106,6 +112,14 @@ func Start(spec Spec) (*Process, error) {
 	}
 	cmd.Env, cmd.Dir, cmd.Stdin = spec.Env, spec.Dir, spec.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: spec.ParentDeathSignal}
+	if spec.Detached {
+		if spec.LogPath == "" || spec.ParentDeathSignal != 0 {
+			return nil, fmt.Errorf("start %s: a detached process needs a log file and no parent-death signal", spec.Name)
+		}
+		// A session leader is also its process group's leader, so Signal
+		// still reaches whatever it forked.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if spec.User != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: spec.User.UID, Gid: spec.User.GID}
 	}

@@ -1,0 +1,468 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshperf/meshperf/internal/kube/dist"
+)
+
+// DownResult says what Down found.
+type DownResult struct {
+	// Differences are how the host still differs from before Up, one line
+	// each; none when it is as it was.
+	Differences []string
+}
+
+// Down tears down the cluster in stateDir, from its state file alone, so
+// that it works after a crash or a killed `up`, and then compares the host
+// with what Up recorded. Without a cluster the error matches IsNoCluster.
+func Down(ctx context.Context, stateDir string, progress io.Writer) (DownResult, error) {
+	if os.Geteuid() != 0 {
+		return DownResult{}, &MissingError{Lines: []string{"root: tearing the cluster down removes addresses, routes, iptables chains, cgroups and mounts (run as root)"}}
+	}
+	s, err := loadState(stateDir)
+	if err != nil {
+		return DownResult{}, err
+	}
+	return teardown(ctx, s, progress)
+}
+
+// podDeleteWait bounds the wait for the kubelet to stop the pods (and run
+// CNI DEL for each) once they are deleted through the API.
+const podDeleteWait = 30 * time.Second
+
+// teardown undoes everything s records, in the reverse order of Up, going
+// on past failures so that one stuck step leaves as little as possible;
+// the error joins every step's.
+func teardown(ctx context.Context, s *state, progress io.Writer) (DownResult, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	l := layout{s.StateDir}
+	var errs []error
+	do := func(what string, f func() error) {
+		start := time.Now()
+		if err := f(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			fmt.Fprintf(progress, "%-44s %s (failed)\n", what, time.Since(start).Round(10*time.Millisecond))
+			return
+		}
+		fmt.Fprintf(progress, "%-44s %s\n", what, time.Since(start).Round(10*time.Millisecond))
+	}
+	// Controllers first, so that nothing recreates the pods deleted next.
+	do("stop kube-controller-manager, kube-scheduler", func() error {
+		return stopRecorded(s, "kube-controller-manager", "kube-scheduler")
+	})
+	do("delete pods (the kubelet runs CNI DEL)", func() error { return deletePods(ctx, s) })
+	do("stop CoreDNS, kube-proxy, kubelet", func() error { return stopRecorded(s, "coredns", "kube-proxy", "kubelet") })
+	do("kube-proxy --cleanup", func() error { return kubeProxyCleanup(ctx) })
+	do("stop containers and containerd", func() error {
+		killCgroupProcs(s.Host.Cgroups)
+		err := stopRecorded(s, "containerd")
+		killShims(l.containerdSocket())
+		return err
+	})
+	do("stop kube-apiserver, etcd", func() error { return stopRecorded(s, "kube-apiserver", "etcd") })
+	do("stop what else is recorded", func() error { return stopRecorded(s) })
+	do("unmount and remove network namespaces", func() error { return unmountNew(s) })
+	do("network", func() error { return undoNetwork(s.Network) })
+	do("sysctls", func() error { return restoreSysctls(s.Host.Sysctls) })
+	do("iptables chains", func() error { return removeNewChains(s.Host.Iptables) })
+	do("cgroups", func() error { return removeNewCgroups(s.Host.Cgroups) })
+	do("directories", func() error { return removeNewDirs(s, len(errs) == 0) })
+	if len(errs) > 0 {
+		return DownResult{}, errors.Join(errs...)
+	}
+	after, err := Snapshot()
+	if err != nil {
+		return DownResult{}, err
+	}
+	return DownResult{Differences: Diff(s.Host, after)}, nil
+}
+
+// stopRecorded stops the named recorded processes (every one if none is
+// named), last started first.
+func stopRecorded(s *state, names ...string) error {
+	var errs []error
+	for i := len(s.Processes) - 1; i >= 0; i-- {
+		r := s.Processes[i]
+		if len(names) > 0 && !slices.Contains(names, r.Name) {
+			continue
+		}
+		if err := r.Stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func alive(s *state, name string) bool {
+	for _, r := range s.Processes {
+		if r.Name == name {
+			return r.Alive()
+		}
+	}
+	return false
+}
+
+// deletePods deletes every pod through the API and waits for the kubelet
+// to have stopped them: that is what runs CNI DEL for each, releasing its
+// address and veth. Without an API server or kubelet there is nobody to
+// ask; the later steps remove what the pods left.
+func deletePods(ctx context.Context, s *state) error {
+	if !alive(s, "kube-apiserver") || !alive(s, "kubelet") {
+		return nil
+	}
+	c, err := adminClient(s.StateDir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, podDeleteWait)
+	defer cancel()
+	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	grace := int64(1)
+	for _, p := range pods.Items {
+		err := c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+	}
+	for {
+		left, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil && len(left.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pods still there after %s: %s", podDeleteWait, podNames(left))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func podNames(l *corev1.PodList) string {
+	if l == nil {
+		return "?"
+	}
+	var n []string
+	for _, p := range l.Items {
+		n = append(n, p.Namespace+"/"+p.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// kubeProxyCleanup removes kube-proxy's rules and chains. Its exit status
+// is not the verdict: it also tears down IPVS state, and fails without
+// ipset, which an iptables-mode cluster never needs; removeNewChains and
+// the comparison after teardown say whether the host is clean.
+func kubeProxyCleanup(ctx context.Context) error {
+	b, err := dist.Find()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, b.Path(dist.KubeProxy), "--cleanup").Run()
+	return ctx.Err()
+}
+
+// killShims kills the runc shims of this cluster's containerd, and only
+// those: a shim is told its containerd's socket on its command line.
+func killShims(socket string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
+		if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+			continue
+		}
+		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == socket {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// isClusterCgroup says whether a top-level cgroup directory is the
+// kubelet's: its pods' containers are under it.
+func isClusterCgroup(dir string) bool { return strings.HasPrefix(filepath.Base(dir), "kubepods") }
+
+// killCgroupProcs kills every process in the cgroups the kubelet created:
+// the cluster's containers, which a crash may have left without their
+// kubelet and shims.
+func killCgroupProcs(before []string) {
+	for _, top := range cgroupTops() {
+		if slices.Contains(before, top) || !isClusterCgroup(top) {
+			continue
+		}
+		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// removeNewCgroups removes the kubelet's cgroup trees, deepest first; a
+// cgroup whose processes are still exiting is retried for a few seconds.
+func removeNewCgroups(before []string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, top := range cgroupTops() {
+			if slices.Contains(before, top) || !isClusterCgroup(top) {
+				continue
+			}
+			var dirs []string
+			_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, path)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+					left = append(left, dirs[i])
+				}
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cannot remove %s (processes still in it?)", strings.Join(left, ", "))
+		}
+		killCgroupProcs(before)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// clusterMountRoots are where the cluster's mounts are: its state
+// directory (container root filesystems, the kubelet's volumes), the
+// runtime's network namespaces and state.
+func clusterMountRoots(stateDir string) []string {
+	return []string{stateDir, "/run/netns/cni-", "/var/run/netns/cni-", "/run/containerd/", "/var/lib/kubelet/", "/run/runc/"}
+}
+
+// unmountNew detaches every mount the cluster made (deepest first) and
+// removes the network namespaces CNI named.
+func unmountNew(s *state) error {
+	now, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	added, _ := multisetDiff(s.Host.Mounts, now)
+	slices.SortFunc(added, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
+	for _, m := range added {
+		if !underAny(m, clusterMountRoots(s.StateDir)) {
+			continue
+		}
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "cni-") && !slices.Contains(s.Host.Netns, e.Name()) {
+			if err := os.Remove(filepath.Join("/run/netns", e.Name())); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// underAny says whether path is one of roots or under one; a root ending
+// in "-" or "/" is a prefix.
+func underAny(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") ||
+			(strings.HasSuffix(r, "-") && strings.HasPrefix(path, r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreSysctls writes back every saved value that changed;
+// net.ipv4.ip_forward first, as writing it resets every interface's
+// forwarding.
+func restoreSysctls(saved map[string]string) error {
+	keys := sortedKeys(saved)
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return boolInt(b == "net.ipv4.ip_forward") - boolInt(a == "net.ipv4.ip_forward")
+	})
+	var errs []error
+	for _, k := range keys {
+		if cur, err := readSysctl(k); err == nil && cur == saved[k] {
+			continue
+		}
+		if err := writeSysctl(k, saved[k]); err != nil {
+			errs = append(errs, fmt.Errorf("sysctl %s=%s: %w", k, saved[k], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// isClusterChain is a chain the kubelet, kube-proxy or CNI create.
+func isClusterChain(name string) bool {
+	return strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "CNI-")
+}
+
+// removeNewChains removes the chains the cluster created (KUBE-*, CNI-*)
+// that were not there before, and the rules in the host's own chains that
+// jump to them; nothing else of the host's rules is touched.
+func removeNewChains(before map[string]IptablesTable) error {
+	var errs []error
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		now, err := iptablesSave(fam)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		script := chainRemovalScript(fam, before, now)
+		if script == "" {
+			continue
+		}
+		cmd := "iptables-restore"
+		if fam == "ipv6" {
+			cmd = "ip6tables-restore"
+		}
+		c := exec.Command(cmd, "--noflush")
+		c.Stdin = strings.NewReader(script)
+		if out, err := c.CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v: %s", cmd, err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// chainRemovalScript is the iptables-restore input removing a family's
+// new cluster chains and the jumps to them, "" if there are none.
+func chainRemovalScript(fam string, before map[string]IptablesTable, now map[string]IptablesTable) string {
+	var b strings.Builder
+	for _, table := range sortedKeys(now) {
+		old := before[fam+"/"+table]
+		var chains []string
+		for _, c := range sortedKeys(now[table].Chains) {
+			if _, was := old.Chains[c]; !was && isClusterChain(c) {
+				chains = append(chains, c)
+			}
+		}
+		if len(chains) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "*%s\n", table)
+		added, _ := multisetDiff(old.Rules, now[table].Rules)
+		for _, r := range added {
+			f := strings.Fields(r)
+			if len(f) < 2 || slices.Contains(chains, f[1]) {
+				continue // flushed with its chain
+			}
+			if jumpsTo(f, chains) {
+				fmt.Fprintf(&b, "-D%s\n", strings.TrimPrefix(r, "-A"))
+			}
+		}
+		for _, c := range chains {
+			fmt.Fprintf(&b, "-F %s\n", c)
+		}
+		for _, c := range chains {
+			fmt.Fprintf(&b, "-X %s\n", c)
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}
+
+// jumpsTo says whether a rule's fields jump (-j) or go (-g) to one of
+// chains.
+func jumpsTo(fields, chains []string) bool {
+	for i := 0; i+1 < len(fields); i++ {
+		if (fields[i] == "-j" || fields[i] == "-g") && slices.Contains(chains, fields[i+1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// removeNewDirs removes the runtime directories that did not exist before
+// and, if withState, what Up put in the state directory, then the
+// directories Up created for it while they are empty (a parent such as
+// /var/lib/meshperf may hold other things by then). After a failed step
+// the state file stays, so that a second down can finish. A directory with
+// a mount still under it is left, as removing it would reach into the
+// mounted filesystem.
+func removeNewDirs(s *state, withState bool) error {
+	mounts, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	var dirs []string
+	for _, d := range runtimeDirs {
+		if !s.Host.Dirs[d] {
+			dirs = append(dirs, d)
+		}
+	}
+	if withState {
+		for _, e := range stateEntries {
+			dirs = append(dirs, filepath.Join(s.StateDir, e))
+		}
+	}
+	var errs []error
+	for _, d := range dirs {
+		if busy := slices.ContainsFunc(mounts, func(m string) bool { return underAny(m, []string{d}) }); busy {
+			errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if withState && len(errs) == 0 {
+		for i := len(s.Created) - 1; i >= 0; i-- {
+			if err := os.Remove(s.Created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				break // not empty: someone else's now
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
