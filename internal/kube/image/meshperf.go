@@ -111,3 +111,57 @@ func ProxyImage(proxy string) (v1.Image, error) {
 		Env:        []string{imagePath},
 	})
 }
+
+// Sources are the host files meshperf's images are made of.
+type Sources struct {
+	Meshperf  string // the static meshperf executable
+	Proxy     string // the static meshperf-proxy executable
+	IstioCRDs string // Istio's CRD manifest (istiocrds.Path)
+}
+
+// Named is an image with its name and reference.
+type Named struct {
+	Name  string // Meshperf, Proxy or Pause
+	Ref   string
+	Image v1.Image
+}
+
+// ArchiveName is the file name of an image's archive: "meshperf.oci.tar".
+func ArchiveName(name string) string { return name + ".oci.tar" }
+
+// All builds meshperf's three images, named under repo at tag ("" for
+// Tag()). Every input is checked before any image is built.
+func All(repo, tag string, src Sources) ([]Named, error) {
+	if err := CheckRepo(repo); err != nil {
+		return nil, err
+	}
+	if tag == "" {
+		tag = Tag()
+	}
+	if err := CheckTag(tag); err != nil {
+		return nil, err
+	}
+	if err := CheckStatic(src.Meshperf); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticHint)
+	}
+	if err := CheckStatic(src.Proxy); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticProxyHint)
+	}
+	meshperf, err := MeshperfImage(src.Meshperf, src.IstioCRDs)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := ProxyImage(src.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	pause, err := PauseImage(src.Meshperf)
+	if err != nil {
+		return nil, err
+	}
+	return []Named{
+		{Meshperf, Ref(repo, Meshperf, tag), meshperf},
+		{Proxy, Ref(repo, Proxy, tag), proxy},
+		{Pause, Ref(repo, Pause, tag), pause},
+	}, nil
+}
