@@ -42,6 +42,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "import", about: "store Fortio or Nighthawk JSON results as runs, for compare", run: with(Import)},
 			{name: "store", about: "copy runs between results stores (SQLite, PostgreSQL); what a store holds", run: with(Store)},
 			{name: "dashboard", about: "serve the results store read-only over HTTP: a JSON API for runs, compare and history", run: with(Dashboard)},
+			{name: "image", about: "meshperf's OCI images (meshperf, meshperf-proxy, pause) for Kubernetes: build, import, push", run: with(Image)},
 			{name: "pause", about: "the pod sandbox of meshperf's pause image", run: with(Pause), hidden: true},
 			{name: "version", aliases: []string{"-version", "--version"}, about: "print the version", run: with(printVersion)},
 		},

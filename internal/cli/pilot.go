@@ -32,7 +32,7 @@ type pilotFlags struct {
 	readyFile   string
 	push        push.Options
 	sendTimeout time.Duration
-	images      imageFlags // the injected sidecars'
+	images      injectImageFlags // the injected sidecars'
 
 	// Read from the flags above by parsePilotArgs.
 	levels    logLevels

@@ -10,6 +10,7 @@
 package testenv
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,4 +132,39 @@ func NeedKubernetes(t testing.TB) dist.Bins {
 		Missing(t, "Kubernetes "+dist.KubernetesVersion, err.Error())
 	}
 	return b
+}
+
+// NeedStaticProxy skips t unless a statically linked meshperf-proxy is
+// built, as meshperf's images need it, and returns its path:
+// MESHPERF_PROXY_BIN when it is static (scripts/test sets it to
+// bin/meshperf-proxy), else repoRoot's bin/meshperf-proxy when static.
+func NeedStaticProxy(t testing.TB, repoRoot string) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("MESHPERF_PROXY_BIN"), filepath.Join(repoRoot, "bin", "meshperf-proxy")} {
+		if p != "" && isStaticELF(p) {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return abs
+		}
+	}
+	Missing(t, "a static meshperf-proxy", "run `bash scripts/build proxy` (bin/meshperf-proxy) or set MESHPERF_PROXY_BIN to one")
+	return ""
+}
+
+// isStaticELF says whether path is an executable that names no dynamic
+// loader (no PT_INTERP), so that it runs in an image from scratch.
+func isStaticELF(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false
+		}
+	}
+	return true
 }

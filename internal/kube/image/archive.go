@@ -169,3 +169,33 @@ func Import(ctx context.Context, ctr, address, archive string) error {
 	}
 	return nil
 }
+
+// ArchiveRef reads the reference an archive written by WriteArchive names
+// its image with, and so checks that path is such an archive.
+func ArchiveRef(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return "", fmt.Errorf("%s is not an OCI image archive (no index.json): %v", path, err)
+		}
+		if hdr.Name != "index.json" {
+			continue
+		}
+		var index v1.IndexManifest
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			return "", fmt.Errorf("%s: index.json: %w", path, err)
+		}
+		for _, m := range index.Manifests {
+			if ref := m.Annotations[AnnotationContainerdName]; ref != "" {
+				return ref, nil
+			}
+		}
+		return "", fmt.Errorf("%s names no image (no %s annotation in its index)", path, AnnotationContainerdName)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/meshperf/meshperf/internal/kube/istiocrds"
 )
 
 // BinaryPath is where meshperf's images carry the meshperf executable.
@@ -65,4 +67,101 @@ func PauseImage(exe string) (v1.Image, error) {
 		Entrypoint: []string{BinaryPath, "pause"},
 		User:       "65535:65535",
 	})
+}
+
+// ProxyPath is where the proxy image carries meshperf-proxy.
+const ProxyPath = "/usr/local/bin/meshperf-proxy"
+
+// BuildStaticProxyHint says how to build a meshperf-proxy an image can carry.
+const BuildStaticProxyHint = "build it static: scripts/build proxy (RUSTFLAGS=\"-C target-feature=+crt-static\" cargo build --release --target x86_64-unknown-linux-gnu)"
+
+// imagePath is the PATH of meshperf's images: the capture finds
+// iptables-restore through it (syscmd), as on a Debian host.
+const imagePath = "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// MeshperfImage is meshperf's image: the static executable exe (the pilot,
+// the capture init container, the lab's load), then a layer with what the
+// binary cannot carry: the host's iptables-restore for the capture, and
+// Istio's CRD manifest at istiocrds.ImagePath so that the pilot can install
+// the CRDs without a Go module cache.
+func MeshperfImage(exe, istioCRDs string) (v1.Image, error) {
+	if err := CheckStatic(exe); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticHint)
+	}
+	extra, err := iptablesFiles()
+	if err != nil {
+		return nil, err
+	}
+	extra = append(extra, File{Path: istiocrds.ImagePath, Mode: 0o644, Source: istioCRDs})
+	return Build(Spec{
+		Layers:     [][]File{binaryLayer(exe), extra},
+		Entrypoint: []string{BinaryPath},
+		Env:        []string{imagePath},
+	})
+}
+
+// ProxyImage is meshperf-proxy's image: the static executable alone.
+func ProxyImage(proxy string) (v1.Image, error) {
+	if err := CheckStatic(proxy); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticProxyHint)
+	}
+	return Build(Spec{
+		Layers:     [][]File{{{Path: ProxyPath, Mode: 0o755, Source: proxy}}},
+		Entrypoint: []string{ProxyPath},
+		Env:        []string{imagePath},
+	})
+}
+
+// Sources are the host files meshperf's images are made of.
+type Sources struct {
+	Meshperf  string // the static meshperf executable
+	Proxy     string // the static meshperf-proxy executable
+	IstioCRDs string // Istio's CRD manifest (istiocrds.Path)
+}
+
+// Named is an image with its name and reference.
+type Named struct {
+	Name  string // Meshperf, Proxy or Pause
+	Ref   string
+	Image v1.Image
+}
+
+// ArchiveName is the file name of an image's archive: "meshperf.oci.tar".
+func ArchiveName(name string) string { return name + ".oci.tar" }
+
+// All builds meshperf's three images, named under repo at tag ("" for
+// Tag()). Every input is checked before any image is built.
+func All(repo, tag string, src Sources) ([]Named, error) {
+	if err := CheckRepo(repo); err != nil {
+		return nil, err
+	}
+	if tag == "" {
+		tag = Tag()
+	}
+	if err := CheckTag(tag); err != nil {
+		return nil, err
+	}
+	if err := CheckStatic(src.Meshperf); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticHint)
+	}
+	if err := CheckStatic(src.Proxy); err != nil {
+		return nil, fmt.Errorf("%w; %s", err, BuildStaticProxyHint)
+	}
+	meshperf, err := MeshperfImage(src.Meshperf, src.IstioCRDs)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := ProxyImage(src.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	pause, err := PauseImage(src.Meshperf)
+	if err != nil {
+		return nil, err
+	}
+	return []Named{
+		{Meshperf, Ref(repo, Meshperf, tag), meshperf},
+		{Proxy, Ref(repo, Proxy, tag), proxy},
+		{Pause, Ref(repo, Pause, tag), pause},
+	}, nil
 }

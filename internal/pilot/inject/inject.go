@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 )
 
@@ -48,7 +49,6 @@ const (
 	WebhookConfigName   = "meshperf-sidecar-injector"
 	WebhookName         = "sidecar-injector.meshperf.io"
 	WebhookPath         = "/inject"
-	DefaultImageRepo    = "meshperf.local"
 	DefaultPilotAddress = PilotName + "." + PilotNamespace + ".svc:15010"
 	// WebhookServiceName is the name the webhook's serving certificate is
 	// for, in the default namespace (ServiceHost in another).
@@ -83,7 +83,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.ImageRepo == "" {
-		o.ImageRepo = DefaultImageRepo
+		o.ImageRepo = image.DefaultRepo
 	}
 	if o.PullPolicy == "" {
 		o.PullPolicy = corev1.PullIfNotPresent
@@ -93,9 +93,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-// Image is the reference of the project's image name in repo at tag.
-func Image(repo, name, tag string) string { return repo + "/" + name + ":" + tag }
 
 // ErrCannotInject marks a pod the injector cannot give a sidecar that would
 // honour everything the pod asks of it (an annotation meshperf's capture
@@ -191,7 +188,7 @@ type Injection struct {
 func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 	return corev1.Container{
 		Name:            InitContainerName,
-		Image:           Image(o.ImageRepo, "meshperf", o.Tag),
+		Image:           image.Ref(o.ImageRepo, image.Meshperf, o.Tag),
 		ImagePullPolicy: o.PullPolicy,
 		Args:            append([]string{"capture"}, CaptureArgs(capture)...),
 		Resources:       resources("10m", "10Mi"),
@@ -223,7 +220,7 @@ func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
 	}
 	return corev1.Container{
 		Name:            ProxyContainerName,
-		Image:           Image(o.ImageRepo, "meshperf-proxy", o.Tag),
+		Image:           image.Ref(o.ImageRepo, image.Proxy, o.Tag),
 		ImagePullPolicy: o.PullPolicy,
 		Args: []string{
 			"--xds-address", o.PilotAddress,

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 )
 
@@ -143,7 +144,7 @@ func pilotDeployment(ns string, labels map[string]string, o Options) *appsv1.Dep
 					ServiceAccountName: PilotName,
 					Containers: []corev1.Container{{
 						Name:            "pilot",
-						Image:           Image(o.ImageRepo, "meshperf", o.Tag),
+						Image:           image.Ref(o.ImageRepo, image.Meshperf, o.Tag),
 						ImagePullPolicy: o.PullPolicy,
 						Args:            PilotArgs(o),
 						// Where the pilot keeps the CA's root Secret.
