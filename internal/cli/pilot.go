@@ -30,6 +30,7 @@ type pilotFlags struct {
 	readyFile   string
 	push        push.Options
 	sendTimeout time.Duration
+	kube        pilotKubeFlags
 
 	// Read from the flags above by parsePilotArgs.
 	levels logLevels
@@ -55,6 +56,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	rateVar(fs, &f.push.MaxRequestsPerSecond, "maxRequestsPerSecond", env.MaxRequestsPerSecond, "new xDS streams per second; 0 = automatic ("+push.EnvMaxRequestsPerSecond+")")
 	durationVar(fs, &f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
+	f.kube.define(fs)
 }
 
 func defaultDataDir() string {
@@ -113,6 +115,9 @@ func parsePilotArgs(cmd *command, args []string, stdout io.Writer) (*pilotFlags,
 	if f.mesh, err = config.LoadMeshConfig(f.meshConfig); err != nil {
 		return nil, inputError{err}
 	}
+	if err := f.kube.parse(f.configDir, os.Getenv); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -124,12 +129,23 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	for _, scope := range f.levels.unknown {
 		log.Warn("--log_output_level names a scope meshperf pilot does not have; ignored", "scope", scope, "scopes", strings.Join(pilotLogScopes, ","))
 	}
+	// The cluster is checked before the CA's root is created: a pilot that
+	// cannot watch it leaves nothing behind.
+	kubeSource, err := f.kube.source(ctx, scopeLog(discovery.ScopeKube))
+	if err != nil {
+		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
+		return exitFailed
+	}
 	srv, err := discovery.New(discovery.Options{
+		Kube:      kubeSource,
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
 		CADir: filepath.Join(f.dataDir, "ca"), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
 	})
 	if err != nil {
+		if kubeSource != nil {
+			_ = kubeSource.Close()
+		}
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
 	}

@@ -29,7 +29,7 @@ const apiScope = "api"
 
 // pilotLogScopes are the scopes meshperf pilot has, in the order -h lists
 // them.
-var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, apiScope}
+var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, discovery.ScopeKube, apiScope}
 
 // levelOff silences a scope (istiod's "none").
 const levelOff = slog.LevelError + 100
