@@ -74,7 +74,10 @@ var (
 // package that uses kubetest calls it from TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
-func Main(m *testing.M) int {
+//
+// m is a *testing.M, or anything that runs the tests through one, so that
+// a package sharing other servers too (pgtest) can nest their Mains.
+func Main(m interface{ Run() int }) int {
 	mu.Lock()
 	inMain = true
 	mu.Unlock()
