@@ -24,7 +24,7 @@ import (
 )
 
 // ErrCRDsMissing matches the error for a cluster without Istio's CRDs.
-var ErrCRDsMissing = errors.New("Istio's CRDs are missing")
+var ErrCRDsMissing = errors.New("the cluster lacks Istio's CRDs")
 
 // istioVersion is the version the pilot watches each Istio group at: v1, the
 // version every Istio since 1.22 serves and stores.
@@ -152,7 +152,7 @@ type manifestCRD struct {
 func readCRDs(path string) ([]manifestCRD, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("Istio's CRD manifest: %w", err)
+		return nil, fmt.Errorf("read Istio's CRD manifest: %w", err)
 	}
 	var out []manifestCRD
 	for i, doc := range bytes.Split(data, []byte("\n---")) {

@@ -83,10 +83,10 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	s := &Source{opts: opts, log: log, host: cfg.Host, feed: store.NewFeed(cfg.Host), metrics: newMetrics()}
 	var err error
 	if s.core, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("Kubernetes client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("client for the Kubernetes API server %s: %w", cfg.Host, err)
 	}
 	if s.istio, err = istioclient.NewForConfig(cfg); err != nil {
-		return nil, fmt.Errorf("Istio client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("the Istio client for the Kubernetes API server %s: %w", cfg.Host, err)
 	}
 	if err := Reachable(ctx, s.core, cfg.Host, opts.ReachTimeout); err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	resources := append(append([]Resource{}, CoreResources...), istioResources...)
 	if gw[gatewayAPIGateways] {
 		if s.gateway, err = gatewayclient.NewForConfig(cfg); err != nil {
-			return nil, fmt.Errorf("Gateway API client for %s: %w", cfg.Host, err)
+			return nil, fmt.Errorf("the Gateway API client for %s: %w", cfg.Host, err)
 		}
 		resources = append(resources, gatewayAPIGateways)
 	}
@@ -168,7 +168,7 @@ func (s *Source) Start(ctx context.Context, sink EndpointSink) error {
 		close(s.done)
 	}()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("Kubernetes informers did not sync: %w", context.Cause(ctx))
+		return fmt.Errorf("the Kubernetes informers did not sync: %w", context.Cause(ctx))
 	}
 	return nil
 }

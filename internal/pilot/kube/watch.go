@@ -78,7 +78,7 @@ func (w *watch) start(ctx context.Context) ([]cache.InformerSynced, error) {
 	}
 	w.startFactories(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.nodes.HasSynced) {
-		return nil, fmt.Errorf("Kubernetes pods and nodes did not sync: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("the Kubernetes pods and nodes did not sync: %w", context.Cause(ctx))
 	}
 	reg, err := w.slices.AddEventHandler(w.sliceHandler())
 	if err != nil {
