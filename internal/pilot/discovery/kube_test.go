@@ -1,12 +1,10 @@
 package discovery_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -26,26 +24,8 @@ import (
 	"github.com/meshperf/meshperf/internal/pilot/discovery/discoverytest"
 	"github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/pilot/snapshot"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
-
-// lockedBuffer is a log destination the informers' goroutines write to
-// while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 const discoveryLabel = "meshperf-discovery"
 
@@ -61,7 +41,7 @@ func TestKubernetesClusterDrivesXDS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer // the informers' goroutines log while the test reads
 	src, err := kube.New(ctx, kube.Options{RESTConfig: api.RESTConfig(), InstallCRDs: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

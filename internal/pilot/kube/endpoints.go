@@ -21,32 +21,36 @@ const (
 )
 
 var sliceIndexers = cache.Indexers{
-	indexPod: func(obj any) ([]string, error) {
+	indexPod: sliceIndex(func(s *discoveryv1.EndpointSlice, e *discoveryv1.Endpoint) string {
+		if ref := e.TargetRef; ref != nil && ref.Kind == "Pod" {
+			return podKey(cmp.Or(ref.Namespace, s.Namespace), ref.Name)
+		}
+		return ""
+	}),
+	indexNode: sliceIndex(func(_ *discoveryv1.EndpointSlice, e *discoveryv1.Endpoint) string {
+		if e.NodeName != nil {
+			return *e.NodeName
+		}
+		return ""
+	}),
+}
+
+// sliceIndex indexes a slice by what key says of each endpoint ("" for
+// nothing).
+func sliceIndex(key func(*discoveryv1.EndpointSlice, *discoveryv1.Endpoint) string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
 		s, ok := obj.(*discoveryv1.EndpointSlice)
 		if !ok {
 			return nil, nil
 		}
 		var out []string
-		for _, e := range s.Endpoints {
-			if ref := e.TargetRef; ref != nil && ref.Kind == "Pod" {
-				out = append(out, podKey(cmp.Or(ref.Namespace, s.Namespace), ref.Name))
+		for i := range s.Endpoints {
+			if k := key(s, &s.Endpoints[i]); k != "" {
+				out = append(out, k)
 			}
 		}
 		return out, nil
-	},
-	indexNode: func(obj any) ([]string, error) {
-		s, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok {
-			return nil, nil
-		}
-		var out []string
-		for _, e := range s.Endpoints {
-			if e.NodeName != nil {
-				out = append(out, *e.NodeName)
-			}
-		}
-		return out, nil
-	},
+	}
 }
 
 func podKey(namespace, name string) string { return namespace + "/" + name }

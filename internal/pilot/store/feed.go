@@ -17,7 +17,7 @@ import (
 // tell the modes apart. Writes through Writer are refused: the cluster is
 // the source of truth, as Dir's files are.
 type Feed struct {
-	state   *state
+	*state         // Get, List, Revision and Watch, as Reader describes them
 	cluster string // named by ReadOnlyError
 
 	mu sync.Mutex // serializes Put and Remove: each computes against the state, then commits
@@ -83,18 +83,3 @@ func (f *Feed) Close() error {
 	f.state.stopWatchers()
 	return nil
 }
-
-// Get returns the resource with the key, if there is one.
-func (f *Feed) Get(key config.Key) (*config.Resource, bool) { return f.state.Get(key) }
-
-// List returns a kind's resources in a namespace ("" = every namespace),
-// sorted by namespace, then name.
-func (f *Feed) List(kind config.Kind, namespace string) []*config.Resource {
-	return f.state.List(kind, namespace)
-}
-
-// Revision is the revision of the last change fed in.
-func (f *Feed) Revision() int64 { return f.state.Revision() }
-
-// Watch calls fn for every change after the returned revision; see Reader.
-func (f *Feed) Watch(fn func(Event)) (int64, func()) { return f.state.Watch(fn) }
