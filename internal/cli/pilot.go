@@ -11,7 +11,6 @@ import (
 	"time"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
@@ -33,14 +32,12 @@ type pilotFlags struct {
 	push        push.Options
 	sendTimeout time.Duration
 	images      injectImageFlags // the injected sidecars'
+	kube        pilotKubeFlags
 
 	// Read from the flags above by parsePilotArgs.
 	levels    logLevels
 	mesh      *meshconfig.MeshConfig
 	injection inject.Options
-	// kube is the API server the pilot runs in (nil off Kubernetes), set
-	// by runBoundPilot.
-	kube kubernetes.Interface
 }
 
 func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout time.Duration) {
@@ -63,6 +60,7 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	durationVar(fs, &f.sendTimeout, "xdsSendTimeout", envSendTimeout, "bound on one xDS send; 0 = none ("+xds.EnvSendTimeout+")")
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
 	f.images.define(fs)
+	f.kube.define(fs)
 }
 
 func defaultDataDir() string {
@@ -130,6 +128,9 @@ func parsePilotArgs(cmd *command, args []string, stdout io.Writer) (*pilotFlags,
 	if f.injection, err = f.images.options(); err != nil {
 		return nil, err
 	}
+	if err := f.kube.parse(f.configDir, os.Getenv); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -141,29 +142,37 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	for _, scope := range f.levels.unknown {
 		log.Warn("--log_output_level names a scope meshperf pilot does not have; ignored", "scope", scope, "scopes", strings.Join(pilotLogScopes, ","))
 	}
-	caDir := filepath.Join(f.dataDir, "ca")
-	var err error
-	if f.kube == nil { // a test may have given one
-		f.kube, err = injectionKubeClient()
-	}
-	if err == nil {
-		err = restoreCARoot(ctx, f.kube, caDir)
-	}
+	// The cluster is checked before the CA's root is created: a pilot that
+	// cannot watch it leaves nothing behind.
+	kubeSource, err := f.kube.source(ctx, scopeLog(discovery.ScopeKube))
 	if err != nil {
+		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
+		return exitFailed
+	}
+	closeSource := func() {
+		if kubeSource != nil {
+			_ = kubeSource.Close()
+		}
+	}
+	caDir := filepath.Join(f.dataDir, "ca")
+	if err := restoreCARoot(ctx, f.kube.client, caDir); err != nil {
+		closeSource()
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
 	}
 	srv, err := discovery.New(discovery.Options{
+		Kube:      kubeSource,
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
-		CADir: caDir, CertificateAuth: certificateAuth(f.kube), Mesh: f.mesh, DomainSuffix: f.domain,
+		CADir: caDir, CertificateAuth: certificateAuth(f.kube.client), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
 	})
 	if err != nil {
+		closeSource()
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
 	}
 	defer srv.Close()
-	if err := saveCARoot(ctx, f.kube, caDir); err != nil {
+	if err := saveCARoot(ctx, f.kube.client, caDir); err != nil {
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
 	}

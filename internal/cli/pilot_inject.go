@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
@@ -24,21 +23,6 @@ import (
 // Secret, the certificate API authenticated by service-account tokens, and
 // the injection webhook's caBundle kept current. Off Kubernetes the pilot
 // behaves as it always has.
-
-// injectionKubeClient is the API server the pilot runs in, when it runs in
-// a pod (KUBERNETES_SERVICE_HOST set, as istiod decides); nil otherwise.
-//
-// TODO(merge): when `meshperf pilot --kubeconfig` lands, use its client.
-func injectionKubeClient() (kubernetes.Interface, error) {
-	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, nil
-	}
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
-	}
-	return kubernetes.NewForConfig(cfg)
-}
 
 // pilotNamespace is where the pilot's own objects live: its pod's
 // namespace (POD_NAMESPACE, as istiod reads it), else meshperf-system.
@@ -110,11 +94,11 @@ func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*
 // runCABundlePatcher keeps the webhook configuration trusting the pilot's
 // root, on Kubernetes.
 func runCABundlePatcher(ctx context.Context, g *errgroup.Group, srv *discovery.Server, f *pilotFlags, log *slog.Logger) {
-	if f.kube == nil {
+	if f.kube.client == nil {
 		log.Info("not on Kubernetes: the webhook configuration's caBundle is not managed")
 		return
 	}
-	p := inject.NewCABundlePatcher(f.kube, inject.WebhookConfigName, srv.RootPEM(), log)
+	p := inject.NewCABundlePatcher(f.kube.client, inject.WebhookConfigName, srv.RootPEM(), log)
 	g.Go(func() error {
 		if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("caBundle patcher: %w", err)

@@ -1,119 +1,118 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-	pb "istio.io/api/security/v1alpha1"
+	"google.golang.org/grpc/credentials/insecure"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
-	"github.com/meshperf/meshperf/internal/pilot/ca"
-	"github.com/meshperf/meshperf/internal/pilot/inject"
-	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-// meshperf pilot on Kubernetes, with only the RBAC its manifest grants:
-// it keeps its root in its namespace's Secret, sets the injector's
-// caBundle to that root, and its certificate API gives a pod's token that
-// pod's identity and nothing else.
-func TestPilotOnKubernetes(t *testing.T) {
-	s := kubetest.Start(t)
-	admin := s.Client(t)
-	ns := s.NewNamespace(t, nil)
-	doc, err := inject.ManifestYAML(inject.ManifestOptions{Namespace: ns, Injection: inject.Options{Tag: "test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = s.Kubectl(t, nil, "delete", "mutatingwebhookconfiguration/"+inject.WebhookConfigName, "clusterrole/"+inject.PilotName, "clusterrolebinding/"+inject.PilotName)
-	})
-	t.Setenv("POD_NAMESPACE", ns)
+// pilotArgs are a pilot's flags on loopback port 0 with its data in dataDir.
+func pilotArgs(dataDir string, args ...string) []string {
+	return append([]string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+		"--monitoringAddr", "127.0.0.1:0", "--log_output_level", "warn"}, args...)
+}
 
-	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")
-	cmd := newCommand("meshperf pilot", "", "")
-	f, err := parsePilotArgs(cmd, []string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
-		"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--webhookAddr", "127.0.0.1:0",
-		"--ready-file", readyFile, "--log_output_level", "warn"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+// checkOneLineNothingLeft checks a refused start: the exit code, one line
+// saying want, and an empty data directory (no store, no CA root).
+func checkOneLineNothingLeft(t *testing.T, dataDir string, code, wantCode int, stderr, want string) {
+	t.Helper()
+	t.Logf("exit %d: %s", code, stderr)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != wantCode || len(lines) != 1 || !strings.HasPrefix(lines[0], "meshperf pilot: ") || !strings.Contains(lines[0], want) {
+		t.Errorf("exit %d (want %d), stderr %q (want one line saying %q)", code, wantCode, stderr, want)
 	}
-	if err := f.listeners.bind(); err != nil {
-		t.Fatal(err)
+	if entries, _ := os.ReadDir(dataDir); len(entries) != 0 {
+		t.Errorf("the refused start left %d entries in the data directory", len(entries))
 	}
-	defer f.listeners.close()
-	f.kube = s.ClientAs(t, ns, inject.PilotName)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
-	done := make(chan int)
-	go func() { done <- runBoundPilot(ctx, f, &stdout, &stderr) }()
-	defer func() {
+}
+
+func TestPilotKubernetesBadInputIsOneLine(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // as outside a pod, whatever runs the tests
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kubeconfig", missing}, "no kubeconfig: --kubeconfig " + missing + ": no such file or directory"},
+		{[]string{"--kubeconfig", missing, "--configDir", t.TempDir()}, "--kubeconfig and --configDir are two sources of config: give one"},
+		{[]string{"--install-crds"}, "--install-crds needs a cluster: give --kubeconfig, or run in a pod"},
+	} {
+		var stdout, stderr syncBuffer
+		dataDir := t.TempDir()
+		code := runPilot(context.Background(), pilotArgs(dataDir, tc.args...), &stdout, &stderr)
+		checkOneLineNothingLeft(t, dataDir, code, exitBadInput, stderr.String(), tc.want)
+	}
+}
+
+// TestPilotOnKubernetes: a pilot given a cluster checks it, installs
+// Istio's CRDs when asked, is ready (its ready file written) once its
+// informers have synced, and serves xDS; one whose credentials RBAC grants
+// nothing is refused in one line, leaving nothing behind.
+func TestPilotOnKubernetes(t *testing.T) {
+	api := kubetest.Start(t)
+	t.Run("served", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		readyFile := filepath.Join(t.TempDir(), "pilot.ready")
+		var stdout, stderr syncBuffer
+		done := make(chan int)
+		go func() {
+			done <- runPilot(ctx, pilotArgs(t.TempDir(), "--kubeconfig", api.Kubeconfig(t), "--install-crds", "--ready-file", readyFile), &stdout, &stderr)
+		}()
+		r := waitReadyFile(t, readyFile)
+		getStatus(t, "http://"+r.Listeners["http"]+"/ready")
+		requestClusters(t, r.Listeners["grpc"], insecure.NewCredentials())
 		cancel()
 		if code := <-done; code != exitOK {
-			t.Errorf("exit %d; stderr %q", code, stderr.String())
+			t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())
 		}
-	}()
-	r := waitReadyFile(t, readyFile)
-
-	secret, err := admin.CoreV1().Secrets(ns).Get(ctx, ca.KubeRootSecretName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the root's secret: %v", err)
-	}
-	root := secret.Data["ca-cert.pem"]
-	testutil.Eventually(t, 30*time.Second, func() error {
-		cfg, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, inject.WebhookConfigName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, w := range cfg.Webhooks {
-			if !bytes.Equal(w.ClientConfig.CABundle, root) {
-				return errors.New("a caBundle is not the root in the secret")
-			}
-		}
-		return nil
 	})
+	t.Run("no RBAC", func(t *testing.T) {
+		ns := api.NewNamespace(t, nil)
+		kubeconfig := serviceAccountKubeconfig(t, api, ns, "pilot")
+		var stdout, stderr syncBuffer
+		dataDir := t.TempDir()
+		// The CRDs are there (the run above installed them), so what is
+		// refused is the access.
+		code := runPilot(context.Background(), pilotArgs(dataDir, "--kubeconfig", kubeconfig), &stdout, &stderr)
+		checkOneLineNothingLeft(t, dataDir, code, exitFailed, stderr.String(),
+			"service account "+ns+"/pilot may not list, watch namespaces; list, watch services;")
+	})
+}
 
-	// The certificate API, as a pod with the projected istio-ca token.
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+// serviceAccountKubeconfig creates a service account that no binding
+// grants anything and writes a kubeconfig with a token for it.
+func serviceAccountKubeconfig(t *testing.T, api *kubetest.Server, ns, name string) string {
+	t.Helper()
+	c := api.Client(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	exp := int64(600)
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "app", &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: []string{ca.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	tok, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(root)
-	conn, err := grpc.NewClient(r.Listeners["secureGRPC"], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"})))
-	if err != nil {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: api.Host(), CertificateAuthorityData: api.CAPEM()}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: name}
+	cfg.CurrentContext = "kubetest"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	certs := pb.NewIstioCertificateServiceClient(conn)
-	callCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tr.Status.Token)
-	own := "spiffe://cluster.local/ns/" + ns + "/sa/app"
-	if _, err := certs.CreateCertificate(callCtx, &pb.IstioCertificateRequest{Csr: testutil.SPIFFECSR(t, own)}); err != nil {
-		t.Errorf("own identity: %v", err)
-	}
-	other := "spiffe://cluster.local/ns/" + ns + "/sa/other"
-	if _, err := certs.CreateCertificate(callCtx, &pb.IstioCertificateRequest{Csr: testutil.SPIFFECSR(t, other)}); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("another identity: %v, want PermissionDenied", err)
-	}
+	return path
 }

@@ -32,7 +32,7 @@ const injectScope = "inject"
 
 // pilotLogScopes are the scopes meshperf pilot has, in the order -h lists
 // them.
-var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, apiScope, injectScope}
+var pilotLogScopes = []string{defaultScope, discovery.ScopeADS, discovery.ScopePush, discovery.ScopeCA, discovery.ScopeStore, discovery.ScopeKube, apiScope, injectScope}
 
 // levelOff silences a scope (istiod's "none").
 const levelOff = slog.LevelError + 100

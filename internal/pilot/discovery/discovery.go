@@ -24,6 +24,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 	"github.com/meshperf/meshperf/internal/pilot/push"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
@@ -40,6 +41,7 @@ const (
 	ScopePush  = "push"  // debounce decisions
 	ScopeCA    = "ca"    // the built-in CA: its root, certificate rotation
 	ScopeStore = "store" // the --configDir watcher
+	ScopeKube  = "kube"  // the Kubernetes informers: rejected objects
 )
 
 // Options configure the control plane.
@@ -48,6 +50,10 @@ type Options struct {
 	// store with a directory of YAML files (istiod's file mode).
 	StorePath string
 	ConfigDir string
+	// Kube, when set, replaces both: config and the service registry come
+	// from a Kubernetes cluster (istiod's mode), and Run waits for its
+	// informers to sync before the first push. Server.Close closes it.
+	Kube *kube.Source
 	// CADir holds the root certificate and key of the built-in CA.
 	CADir string
 	// CertificateAuth, when set (on Kubernetes), authenticates the callers
@@ -159,7 +165,7 @@ func New(opts Options) (*Server, error) {
 		s.closer()
 		return nil, err
 	}
-	regOpts := registry.Options{DomainSuffix: opts.DomainSuffix, GracePeriod: opts.GracePeriod}
+	regOpts := registry.Options{DomainSuffix: opts.DomainSuffix, GracePeriod: opts.GracePeriod, EndpointSlices: opts.Kube != nil}
 	if !filter.SelectsAll() {
 		regOpts.NamespaceSelected = func(_ string, labels map[string]string) bool { return filter.Matches(labels) }
 	}
@@ -175,6 +181,9 @@ func New(opts Options) (*Server, error) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pilot_services", Help: "Total services known to pilot.",
 	}, func() float64 { return float64(s.reg.ServiceCount()) }))
+	if opts.Kube != nil {
+		reg.MustRegister(opts.Kube.Collectors()...)
+	}
 	// After the inbox exists: restoring registers endpoints, which notifies.
 	if err := s.restoreProxies(); err != nil {
 		s.closer()
@@ -184,6 +193,12 @@ func New(opts Options) (*Server, error) {
 }
 
 func (s *Server) openStore() error {
+	if k := s.opts.Kube; k != nil {
+		// The writer refuses writes with the cluster's name, so that
+		// `meshperf apply` says where to change config instead.
+		s.store, s.writer, s.closer = k.Store(), k.Store(), k.Close
+		return nil
+	}
 	if s.opts.ConfigDir != "" {
 		d, err := store.OpenDir(s.opts.ConfigDir, s.scopeLog(ScopeStore))
 		if err != nil {
@@ -214,7 +229,8 @@ func (s *Server) scopeLog(scope string) *slog.Logger {
 // Store is the configuration store, for the API.
 func (s *Server) Store() store.Reader { return s.store }
 
-// Writer is the store's write side; nil in file mode.
+// Writer is the store's write side; nil in file mode, one that refuses
+// every write in the Kubernetes mode.
 func (s *Server) Writer() store.Writer { return s.writer }
 
 // Metrics is the registry every metric is on, for /metrics.
@@ -249,6 +265,13 @@ func (s *Server) Close() error { return s.closer() }
 // pipeline until ctx ends. It is called once.
 func (s *Server) Run(ctx context.Context) error {
 	s.ctx = ctx
+	if k := s.opts.Kube; k != nil {
+		// istiod pushes nothing until its informers have synced: a first
+		// push from half a listing would withdraw everything not yet seen.
+		if err := k.Start(ctx, s.reg); err != nil {
+			return err
+		}
+	}
 	_, cancel := store.ListWatch(s.store, s.loadAll, s.onEvent)
 	defer cancel()
 	s.publish(s.buildSnapshot())

@@ -1,6 +1,8 @@
 package generate
 
 import (
+	"strings"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -26,18 +28,36 @@ func LoadAssignment(cluster string, endpoints []*model.Endpoint, subsetLabels ma
 
 // loadAssignment makes a cluster's endpoints, those with the subset's
 // labels, each as lbEndpoint says.
+//
+// Endpoints are grouped by locality (a Kubernetes Node's region and zone),
+// in the order each locality first appears, as istiod groups them, so that
+// a proxy can prefer its own zone; endpoints without one share a group with
+// no locality.
 func loadAssignment(cluster string, endpoints []*model.Endpoint, subsetLabels map[string]string, lbEndpoint func(*model.Endpoint) *endpointv3.LbEndpoint) *endpointv3.ClusterLoadAssignment {
-	var lbs []*endpointv3.LbEndpoint
-	for _, ep := range endpoints {
-		if hasLabels(ep.Labels, subsetLabels) {
-			lbs = append(lbs, lbEndpoint(ep))
-		}
-	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
-	if len(lbs) > 0 {
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	for _, ep := range endpoints {
+		if !hasLabels(ep.Labels, subsetLabels) {
+			continue
+		}
+		group := byLocality[ep.Locality]
+		if group == nil {
+			group = &endpointv3.LocalityLbEndpoints{Locality: locality(ep.Locality)}
+			byLocality[ep.Locality] = group
+			cla.Endpoints = append(cla.Endpoints, group)
+		}
+		group.LbEndpoints = append(group.LbEndpoints, lbEndpoint(ep))
 	}
 	return cla
+}
+
+// locality is Envoy's form of "region/zone"; nil for none.
+func locality(s string) *corev3.Locality {
+	if s == "" {
+		return nil
+	}
+	region, zone, _ := strings.Cut(s, "/")
+	return &corev3.Locality{Region: region, Zone: zone}
 }
 
 func lbEndpoint(address string, port uint32, meta *corev3.Metadata) *endpointv3.LbEndpoint {

@@ -73,4 +73,7 @@ type Endpoint struct {
 	// TLSMode is "istio" when the workload has a sidecar (it speaks mTLS), as
 	// Istio's security.istio.io/tlsMode label says.
 	TLSMode string
+	// Locality is "region/zone" from the workload's Kubernetes Node
+	// (topology.kubernetes.io labels); empty when unknown.
+	Locality string
 }

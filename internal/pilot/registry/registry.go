@@ -51,6 +51,11 @@ type Options struct {
 	// nil. Tests replace it to run removals when they choose.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	Now       func() time.Time
+	// EndpointSlices says the registry is fed from a Kubernetes cluster:
+	// a Kubernetes Service's endpoints are then its EndpointSlices'
+	// (SetEndpointSlice), as istiod takes them, not the workloads its
+	// selector picks, which would count a connected sidecar's pod twice.
+	EndpointSlices bool
 }
 
 // Registry holds services, workloads and namespaces. It is safe for concurrent
@@ -60,10 +65,11 @@ type Registry struct {
 	notify Notify
 
 	mu         sync.Mutex
-	services   map[config.Key]*config.Resource // Services and ServiceEntries
-	workloads  map[string]*workload            // by id
-	namespaces map[string]map[string]string    // labels by namespace
-	proxies    map[string]*proxyEntry          // connected or in grace, by node id
+	services   map[config.Key]*config.Resource           // Services and ServiceEntries
+	workloads  map[string]*workload                      // by id
+	namespaces map[string]map[string]string              // labels by namespace
+	proxies    map[string]*proxyEntry                    // connected or in grace, by node id
+	slices     map[config.Key]map[string][]SliceEndpoint // by Service, then EndpointSlice name
 
 	proxiesChanged chan struct{} // see ProxiesChanged
 }
@@ -93,6 +99,7 @@ func New(opts Options, notify Notify) *Registry {
 		workloads:  map[string]*workload{},
 		namespaces: map[string]map[string]string{},
 		proxies:    map[string]*proxyEntry{},
+		slices:     map[config.Key]map[string][]SliceEndpoint{},
 
 		proxiesChanged: make(chan struct{}, 1),
 	}
@@ -196,6 +203,9 @@ func (r *Registry) endpointChangeLocked(before, after *workload, now time.Time) 
 	var keys []config.Key
 	seen := map[config.Key]bool{}
 	for _, res := range r.services {
+		if r.fromSlices(res) {
+			continue // its endpoints move with its slices, not with workloads
+		}
 		for _, s := range servicesOf(res, r.opts.DomainSuffix) {
 			if seen[s.Key] || !r.visibleLocked(s.Namespace) {
 				continue
@@ -354,8 +364,11 @@ func (r *Registry) Snapshot() *Snapshot {
 			snap.Services = append(snap.Services, svc)
 			snap.byHostname[svc.Hostname] = append(snap.byHostname[svc.Hostname], svc)
 			eps := inlineEndpoints(svc, res)
+			if r.fromSlices(res) {
+				eps = sliceEndpoints(svc, res, r.slices[res.Key()])
+			}
 			for _, w := range byNamespace[svc.Namespace] {
-				if selects(svc, w) {
+				if !r.fromSlices(res) && selects(svc, w) {
 					selected := endpointsFor(svc, w)
 					eps = append(eps, selected...)
 					views[w].Services = append(views[w].Services, workloadService(svc, selected))

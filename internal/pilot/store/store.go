@@ -1,13 +1,15 @@
 // Package store is the control plane's configuration store: the single source of
 // truth for config, and the only place the rest of pilot reads it from.
 //
-// Two implementations sit behind one Reader. DB is the embedded store, a bbolt
+// Three implementations sit behind one Reader. DB is the embedded store, a bbolt
 // file that `meshperf apply` writes through Writer; every write is one fsynced
 // transaction that bumps the store revision once. Dir is istiod's --configDir
 // mode: a directory of YAML/JSON files, watched with fsnotify, whose whole
 // content is re-read after a change and diffed against the previous state.
-// Both keep the decoded resources in memory, so reads never touch the disk, and
-// both fan changes out to in-process watchers in revision order.
+// Feed is filled object by object by something that watches another source
+// of truth: the Kubernetes API server's informers (internal/pilot/kube).
+// All three keep the decoded resources in memory, so reads never touch the disk, and
+// all fan changes out to in-process watchers in revision order.
 //
 // Resources handed out by Get, List and events are shared by every reader and
 // must not be modified.
@@ -107,11 +109,16 @@ type Event struct {
 // test for it with errors.Is and answer 405/409 instead of 500.
 var ErrReadOnly = errors.New("config store is read-only")
 
-// ReadOnlyError is the error Dir's writes return.
-type ReadOnlyError struct{ Dir string }
+// ReadOnlyError is the error Dir's and Feed's writes return. It names
+// where the config comes from: Dir's directory, or the Kubernetes API
+// server a Feed is filled from (Cluster).
+type ReadOnlyError struct{ Dir, Cluster string }
 
 // Error says where the config comes from and what to do instead.
 func (e *ReadOnlyError) Error() string {
+	if e.Cluster != "" {
+		return "config comes from the Kubernetes API server " + e.Cluster + ": change it there (kubectl apply -f FILE)"
+	}
 	return "config comes from --configDir " + e.Dir + ": edit the files there"
 }
 

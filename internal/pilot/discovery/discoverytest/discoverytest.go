@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
+	"github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/pilot/push"
 )
 
@@ -31,12 +33,33 @@ func Start(t testing.TB, tune func(*push.Options), resources ...*config.Resource
 	if tune != nil {
 		tune(&opts.Push)
 	}
+	return StartWith(t, opts, func(s *discovery.Server) {
+		if len(resources) > 0 {
+			Apply(t, s, resources)
+		}
+	})
+}
+
+// StartKube runs the control plane as Start does, with its config and
+// service registry from a Kubernetes cluster (src, which it closes).
+// mesh may be nil (Istio's defaults).
+func StartKube(t testing.TB, src *kube.Source, mesh *meshconfig.MeshConfig) (*discovery.Server, string) {
+	t.Helper()
+	opts := discovery.Options{Kube: src, CADir: filepath.Join(t.TempDir(), "ca"), Push: push.DefaultOptions(), Mesh: mesh}
+	opts.Push.DebounceAfter = 10 * time.Millisecond
+	return StartWith(t, opts, nil)
+}
+
+// StartWith runs the control plane with opts, as Start describes; before
+// is called between New and Run.
+func StartWith(t testing.TB, opts discovery.Options, before func(*discovery.Server)) (*discovery.Server, string) {
+	t.Helper()
 	s, err := discovery.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resources) > 0 {
-		Apply(t, s, resources)
+	if before != nil {
+		before(s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -54,8 +77,8 @@ func Start(t testing.TB, tune func(*push.Options), resources ...*config.Resource
 	// retry); tests connect at once, so wait for it.
 	select {
 	case <-s.Serving():
-	case <-time.After(10 * time.Second): // a hang guard, not a timing goal
-		t.Fatal("the control plane made no first snapshot within 10s")
+	case <-time.After(30 * time.Second): // a hang guard, not a timing goal
+		t.Fatal("the control plane made no first snapshot within 30s")
 	}
 	return s, ln.Addr().String()
 }
