@@ -155,7 +155,7 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		}
 	}
 	caDir := filepath.Join(f.dataDir, "ca")
-	if err := restoreCARoot(ctx, f.kube.client, caDir); err != nil {
+	if err := restoreCARoot(ctx, f.kube.rootSecretClient(), caDir); err != nil {
 		closeSource()
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
@@ -172,7 +172,7 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		return exitFailed
 	}
 	defer srv.Close()
-	if err := saveCARoot(ctx, f.kube.client, caDir); err != nil {
+	if err := saveCARoot(ctx, f.kube.rootSecretClient(), caDir); err != nil {
 		fmt.Fprintf(stderr, "meshperf pilot: %v\n", err)
 		return exitFailed
 	}

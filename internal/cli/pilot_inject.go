@@ -37,7 +37,7 @@ func pilotNamespace() string {
 const kubeTimeout = 10 * time.Second
 
 // restoreCARoot puts the root kept in the cluster into caDir before the CA
-// opens it (no-op off Kubernetes).
+// opens it (no-op unless the pilot runs in a pod).
 func restoreCARoot(ctx context.Context, kube kubernetes.Interface, caDir string) error {
 	if kube == nil {
 		return nil

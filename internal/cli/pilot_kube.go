@@ -24,6 +24,11 @@ type pilotKubeFlags struct {
 	// informers.
 	rest   *rest.Config
 	client kubernetes.Interface
+	// inPod is set when the pilot runs in a pod (no --kubeconfig, as
+	// istiod): its data directory then dies with the pod, so the CA's root
+	// is kept in a Secret of its namespace. A pilot on a host keeps it in
+	// its data directory, as off Kubernetes.
+	inPod bool
 }
 
 func (k *pilotKubeFlags) define(fs *flag.FlagSet) {
@@ -54,7 +59,7 @@ func (k *pilotKubeFlags) parse(configDir string, getenv func(string) string) err
 	if err != nil {
 		return inputError{err}
 	}
-	k.rest, k.client = cfg, client
+	k.rest, k.client, k.inPod = cfg, client, inPod
 	return nil
 }
 
@@ -69,4 +74,13 @@ func (k *pilotKubeFlags) source(ctx context.Context, log *slog.Logger) (*kube.So
 		return nil, errors.Join(err, ctx.Err())
 	}
 	return src, err
+}
+
+// rootSecretClient is the client that keeps the CA's root in a Secret: the
+// cluster's when the pilot runs in a pod, nil otherwise.
+func (k *pilotKubeFlags) rootSecretClient() kubernetes.Interface {
+	if !k.inPod {
+		return nil
+	}
+	return k.client
 }

@@ -59,7 +59,9 @@ func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T)
 		t.Fatal(err)
 	}
 	defer f.listeners.close()
-	f.kube.client = s.ClientAs(t, ns, inject.PilotName)
+	// As in its pod: the manifest's service account, and the root kept in
+	// a Secret.
+	f.kube.client, f.kube.inPod = s.ClientAs(t, ns, inject.PilotName), true
 	ctx, cancel := context.WithCancel(context.Background())
 	var stdout, stderr syncBuffer
 	done := make(chan int)
