@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/kube/cluster"
 	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/kube/istiocrds"
 	"github.com/meshperf/meshperf/internal/syscmd"
@@ -112,23 +113,20 @@ func imageBuild(args []string, stdout, stderr io.Writer) int {
 }
 
 func imageImport(args []string, stdout, stderr io.Writer) int {
-	cmd := newCommand("meshperf image import", "--containerd SOCKET DIR|ARCHIVE...",
+	cmd := newCommand("meshperf image import", "[--containerd SOCKET] DIR|ARCHIVE...",
 		"Imports OCI archives (those `meshperf image build` writes; every *.oci.tar of a DIR) into the containerd\n"+
 			"listening on SOCKET, in the namespace the kubelet reads (k8s.io), with containerd's ctr. Pods then use\n"+
 			"them with imagePullPolicy: Never. Every archive is checked before the first is imported.")
-	address := cmd.flags.String("containerd", "", "the containerd `socket` to import into (required)")
+	address := cmd.flags.String("containerd", cluster.ContainerdSocket(cluster.DefaultStateDir), "the containerd `socket` to import into (default: the local cluster's node, meshperf cluster up)")
 	rest, err := cmd.parse(args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	switch {
-	case *address == "":
-		return cmd.exit(stderr, usagef("--containerd SOCKET is required"))
-	case len(rest) == 0:
+	if len(rest) == 0 {
 		return cmd.exit(stderr, usagef("no archive or directory given"))
 	}
 	if st, err := os.Stat(*address); err != nil || st.Mode()&os.ModeSocket == 0 {
-		return cmd.exit(stderr, inputError{fmt.Errorf("--containerd %s: no containerd socket there (is containerd running?)", *address)})
+		return cmd.exit(stderr, inputError{fmt.Errorf("--containerd %s: no containerd socket there (is containerd running? For the local cluster: meshperf cluster up)", *address)})
 	}
 	archives, err := importArchives(rest)
 	if err != nil {

@@ -75,6 +75,10 @@ func (l layout) podLogs() string               { return l.path("pod-logs") }
 var stateEntries = []string{"state.json", "pki", "kubeconfig", "logs", "config", "etcd", "containerd", "cni",
 	"kubelet", "kubelet-pki", "pod-logs", "images"}
 
+// ContainerdSocket is the node's containerd socket in a state directory:
+// where `meshperf image import` puts images for the cluster's pods.
+func ContainerdSocket(stateDir string) string { return layout{stateDir}.containerdSocket() }
+
 // AdminKubeconfig is the administrator's kubeconfig (system:masters) in a
 // state directory.
 func AdminKubeconfig(stateDir string) string { return layout{stateDir}.kubeconfig("admin") }
