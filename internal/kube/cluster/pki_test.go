@@ -46,8 +46,8 @@ func TestPKIChainsNamesAndGroups(t *testing.T) {
 		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Errorf("%s: client certificate does not verify: %v", name, err)
 		}
-		if c.Subject.CommonName != spec.commonName || !slices.Equal(c.Subject.Organization, spec.groups) {
-			t.Errorf("%s: user %q groups %v, want %q %v", name, c.Subject.CommonName, c.Subject.Organization, spec.commonName, spec.groups)
+		if c.Subject.CommonName != spec.CommonName || !slices.Equal(c.Subject.Organization, spec.Groups) {
+			t.Errorf("%s: user %q groups %v, want %q %v", name, c.Subject.CommonName, c.Subject.Organization, spec.CommonName, spec.Groups)
 		}
 	}
 	want := map[string]struct {

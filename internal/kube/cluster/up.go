@@ -290,7 +290,7 @@ func (u *upper) writeFiles() error {
 		return err
 	}
 	u.caPool = x509.NewCertPool()
-	u.caPool.AddCert(ca.cert)
+	u.caPool.AppendCertsFromPEM(ca.CertPEM)
 	if err := writeKubeconfigs(u.l); err != nil {
 		return err
 	}

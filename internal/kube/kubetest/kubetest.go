@@ -14,16 +14,9 @@ package kubetest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,6 +36,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/meshperf/meshperf/internal/kube/dist"
+	"github.com/meshperf/meshperf/internal/kube/pki"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testenv"
 	"github.com/meshperf/meshperf/internal/testutil"
@@ -308,48 +302,17 @@ func (s *Server) waitReady(timeout time.Duration) error {
 // writeCredentials writes a CA and the serving certificate it signs, the
 // admin's token, and the service-account signing key pair.
 func (s *Server) writeCredentials() error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubetest CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := pki.NewAuthority("kubetest CA", now, 24*time.Hour)
 	if err != nil {
 		return err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	serving, err := ca.Issue(pki.CertSpec{CommonName: "kube-apiserver", Server: true,
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost", "kubernetes.default.svc"}}, now)
 	if err != nil {
 		return err
 	}
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:    []string{"localhost", "kubernetes.default.svc"},
-	}, caCert, &servingKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	servingKeyDER, err := x509.MarshalECPrivateKey(servingKey)
-	if err != nil {
-		return err
-	}
-	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	saKey, saPub, err := pki.ServiceAccountKeys()
 	if err != nil {
 		return err
 	}
@@ -358,12 +321,12 @@ func (s *Server) writeCredentials() error {
 		return err
 	}
 	s.token = fmt.Sprintf("%x", token)
-	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	s.caPEM = ca.CertPEM
 	files := map[string][]byte{
-		"serving.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
-		"serving.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
-		"sa.key":      pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
-		"sa.pub":      pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
+		"serving.crt": serving.CertPEM,
+		"serving.key": serving.KeyPEM,
+		"sa.key":      saKey,
+		"sa.pub":      saPub,
 		"tokens.csv":  []byte(s.token + ",admin,admin,system:masters\n"),
 	}
 	for name, data := range files {

@@ -3,10 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,86 +15,62 @@ import (
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-// measureScaleEnv names the meshperf binary to measure: the pilot's time
-// from start to its first snapshot (ready: informers synced, the first
-// push built) and its RSS then, on a cluster of 100 Services with 1000
-// pods in their EndpointSlices. It is a measurement, not a pass/fail
-// test, so it runs only when asked:
+// BenchmarkPilotStartOnKubernetes measures meshperf pilot's start on a
+// real API server: the time from start to its ready file (informers synced,
+// the first snapshot built; ns/op, with stopping excluded) and its RSS then
+// (MB-rss), on an empty cluster and on one of 100 Services with 1000 pods
+// in their EndpointSlices over 10 Nodes:
 //
-//	MESHPERF_MEASURE_KUBE_SCALE=$PWD/bin/meshperf go test ./internal/cli -run KubernetesScale -v
-const measureScaleEnv = "MESHPERF_MEASURE_KUBE_SCALE"
-
-func TestPilotKubernetesScaleMeasurement(t *testing.T) {
-	bin := os.Getenv(measureScaleEnv)
-	if bin == "" {
-		t.Skip("a measurement: set " + measureScaleEnv + " to a meshperf binary to run it")
-	}
-	api := kubetest.Start(t)
-	c := api.Client(t)
+//	go test ./internal/cli -run '^$' -bench PilotStartOnKubernetes -benchtime 3x
+func BenchmarkPilotStartOnKubernetes(b *testing.B) {
+	api := kubetest.Start(b)
+	bin := testutil.MeshperfBinary(b)
 	// Installed first, so that what is measured is the pilot's own start.
 	src, err := kube.New(context.Background(), kube.Options{RESTConfig: api.RESTConfig(), InstallCRDs: true})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	_ = src.Close()
-	ready, rss := measurePilotStart(t, bin, api)
-	t.Logf("meshperf pilot on an empty cluster: start to first snapshot (synced, ready) %s; RSS then %s", ready, rss)
-
-	ns := api.NewNamespace(t, nil)
-	const services, podsPerService, nodes = 100, 10, 10
-	begin := time.Now()
-	populate(t, c, ns, services, podsPerService, nodes)
-	t.Logf("created %d Services, %d Pods, %d EndpointSlices, %d Nodes in %s", services, services*podsPerService, services, nodes, time.Since(begin).Round(time.Millisecond))
-	ready, rss = measurePilotStart(t, bin, api)
-	t.Logf("meshperf pilot with them: start to first snapshot (synced, ready) %s; RSS then %s", ready, rss)
+	b.Run("empty", func(b *testing.B) { benchmarkPilotStart(b, bin, api) })
+	b.Run("100-services-1000-pods", func(b *testing.B) {
+		populate(b, api.Client(b), api.NewNamespace(b, nil), 100, 10, 10)
+		benchmarkPilotStart(b, bin, api)
+	})
 }
 
-// measurePilotStart runs the binary's pilot on the cluster until it is
-// ready, and returns how long that took and its RSS then.
-func measurePilotStart(t *testing.T, bin string, api *kubetest.Server) (time.Duration, string) {
-	t.Helper()
-	readyFile := filepath.Join(t.TempDir(), "pilot.ready")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "pilot", "--kubeconfig", api.Kubeconfig(t),
-		"--dataDir", t.TempDir(), "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
-		"--monitoringAddr", "127.0.0.1:0", "--log_output_level", "warn", "--ready-file", readyFile)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second) // a hang guard
-	for {
-		if _, err := proc.ReadReady(readyFile); err == nil {
-			break
+// benchmarkPilotStart starts the binary's pilot on the cluster b.N times,
+// timing each start until it is ready, and reports its mean RSS then.
+func benchmarkPilotStart(b *testing.B, bin string, api *kubetest.Server) {
+	kubeconfig := api.Kubeconfig(b)
+	var rss uint64
+	b.ResetTimer()
+	for range b.N {
+		p, err := proc.StartPilot(context.Background(), proc.PilotOptions{
+			Command: []string{bin, "pilot", "--kubeconfig", kubeconfig}, DataDir: b.TempDir(), LogLevel: "warn",
+		}, time.Minute)
+		if err != nil {
+			b.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ready file within 60s; stderr: %s", stderr.String())
+		b.StopTimer()
+		sample, err := procstat.Read(p.PID())
+		_ = p.Stop()
+		if err != nil {
+			b.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		rss += sample.RSS
+		b.StartTimer()
 	}
-	ready := time.Since(start).Round(time.Millisecond)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rss, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return ready, strings.TrimSpace(rss)
-		}
-	}
-	return ready, "unknown"
+	b.ReportMetric(float64(rss)/float64(b.N)/(1<<20), "MB-rss")
 }
 
 // populate writes what a cluster's controllers would hold for the
 // services: each Service, its pods spread over the nodes, and one
 // EndpointSlice with every pod ready.
-func populate(t *testing.T, c kubernetes.Interface, ns string, services, podsPerService, nodes int) {
+func populate(t testing.TB, c kubernetes.Interface, ns string, services, podsPerService, nodes int) {
 	t.Helper()
 	ctx := context.Background()
 	for n := range nodes {
