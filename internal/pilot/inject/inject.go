@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,6 +174,7 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 		Proxy:  o.proxyContainer(p),
 		Volume: tokenVolume(),
 		Status: string(st),
+		Labels: sidecarLabels(p),
 	}, nil
 }
 
@@ -181,6 +183,61 @@ type Injection struct {
 	Init, Proxy corev1.Container
 	Volume      corev1.Volume
 	Status      string // the sidecar.istio.io/status annotation
+	// Labels are the labels Istio's injector gives the pod, those it does
+	// not have already: security.istio.io/tlsMode=istio, on which every
+	// client's auto mTLS keys (the endpoint has a sidecar), and the
+	// canonical service name and revision, which the telemetry reports.
+	Labels map[string]string
+}
+
+// sidecarLabels are the labels injection adds to p (see Injection.Labels),
+// derived as Istio derives them: the canonical name from the pod's
+// app.kubernetes.io/name or app label, else its workload's name; the
+// revision from app.kubernetes.io/version or version, else "latest".
+func sidecarLabels(p *corev1.Pod) map[string]string {
+	first := func(fallback string, keys ...string) string {
+		for _, k := range keys {
+			if v := p.Labels[k]; v != "" {
+				return v
+			}
+		}
+		return fallback
+	}
+	want := map[string]string{
+		label.SecurityTlsMode.Name:          "istio",
+		label.ServiceCanonicalName.Name:     first(WorkloadName(p), "app.kubernetes.io/name", "app"),
+		label.ServiceCanonicalRevision.Name: first("latest", "app.kubernetes.io/version", "version"),
+	}
+	out := map[string]string{}
+	for k, v := range want {
+		if _, ok := p.Labels[k]; !ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// WorkloadName is the name of the workload p belongs to, as Istio reports
+// it: a Deployment's pod, owned by a ReplicaSet named DEPLOYMENT-HASH with
+// the label pod-template-hash=HASH, belongs to DEPLOYMENT; any other owned
+// pod to its owner; a pod of its own to itself (its name, or the prefix it
+// is generated from).
+func WorkloadName(p *corev1.Pod) string {
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		if hash := p.Labels["pod-template-hash"]; ref.Kind == "ReplicaSet" && hash != "" {
+			if d, ok := strings.CutSuffix(ref.Name, "-"+hash); ok && d != "" {
+				return d
+			}
+		}
+		return ref.Name
+	}
+	if p.Name != "" {
+		return p.Name
+	}
+	return strings.TrimSuffix(p.GenerateName, "-")
 }
 
 // initContainer runs meshperf's own capture as root with the two
@@ -233,7 +290,10 @@ func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
 			{Name: "INSTANCE_IP", ValueFrom: field("status.podIP")},
 			{Name: "SERVICE_ACCOUNT", ValueFrom: field("spec.serviceAccountName")},
 			{Name: "NODE_NAME", ValueFrom: field("spec.nodeName")},
-			{Name: "LABELS", Value: labelList(p.Labels)},
+			{Name: "LABELS", Value: labelList(withLabels(p.Labels, sidecarLabels(p)))},
+			// The workload its telemetry names (source_workload and
+			// destination_workload): the Deployment, not the pod.
+			{Name: "WORKLOAD_NAME", Value: WorkloadName(p)},
 			{Name: "ISTIO_META_CONCURRENCY", Value: "2"},
 		},
 		Ports:     []corev1.ContainerPort{{Name: "http-admin", ContainerPort: ProxyAdminPort, Protocol: corev1.ProtocolTCP}},
@@ -271,6 +331,16 @@ func resources(cpu, memory string) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
 	}}
+}
+
+// withLabels is labels with added's over them, a new map.
+func withLabels(labels, added map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, added)
+	return out
 }
 
 // labelList is the proxy's --labels form, k=v,k=v, sorted.

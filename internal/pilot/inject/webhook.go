@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,13 +189,30 @@ func (inj *Injection) patch(p *corev1.Pod, hasMetadata bool) []patchOp {
 		ops = append(ops, patchOp{"add", "/spec/volumes/-", inj.Volume})
 	}
 	annotations := map[string]string{annotation.SidecarStatus.Name: inj.Status}
-	switch {
-	case !hasMetadata:
-		ops = append(ops, patchOp{"add", "/metadata", map[string]any{"annotations": annotations}})
-	case len(p.Annotations) == 0:
-		ops = append(ops, patchOp{"add", "/metadata/annotations", annotations})
-	default:
-		ops = append(ops, patchOp{"add", "/metadata/annotations/" + escapePointer(annotation.SidecarStatus.Name), inj.Status})
+	if !hasMetadata {
+		meta := map[string]any{"annotations": annotations}
+		if len(inj.Labels) > 0 {
+			meta["labels"] = inj.Labels
+		}
+		return append(ops, patchOp{"add", "/metadata", meta})
+	}
+	ops = append(ops, addMembers("/metadata/annotations", len(p.Annotations) == 0, annotations)...)
+	return append(ops, addMembers("/metadata/labels", len(p.Labels) == 0, inj.Labels)...)
+}
+
+// addMembers adds members to the object at path: the whole object when
+// it is absent or empty, else one member at a time, sorted so the patch
+// is the same for the same pod.
+func addMembers(path string, absent bool, members map[string]string) []patchOp {
+	if len(members) == 0 {
+		return nil
+	}
+	if absent {
+		return []patchOp{{"add", path, members}}
+	}
+	var ops []patchOp
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		ops = append(ops, patchOp{"add", path + "/" + escapePointer(k), members[k]})
 	}
 	return ops
 }

@@ -204,10 +204,18 @@ func TestWebhookInjectsPodInLabelledNamespace(t *testing.T) {
 	for k, want := range map[string]string{
 		"POD_NAME": "field:metadata.name", "POD_NAMESPACE": "field:metadata.namespace",
 		"INSTANCE_IP": "field:status.podIP", "SERVICE_ACCOUNT": "field:spec.serviceAccountName",
-		"LABELS": "app=echo,version=v1",
+		"LABELS":        "app=echo,security.istio.io/tlsMode=istio,service.istio.io/canonical-name=echo,service.istio.io/canonical-revision=v1,version=v1",
+		"WORKLOAD_NAME": "echo",
 	} {
 		if env[k] != want {
 			t.Errorf("istio-proxy env %s=%q, want %q", k, env[k], want)
+		}
+	}
+	// The pod carries Istio's injected labels: auto mTLS keys on tlsMode.
+	for k, want := range map[string]string{"security.istio.io/tlsMode": "istio", "service.istio.io/canonical-name": "echo",
+		"service.istio.io/canonical-revision": "v1", "app": "echo"} {
+		if got.Labels[k] != want {
+			t.Errorf("pod label %s=%q, want %q (labels %v)", k, got.Labels[k], want, got.Labels)
 		}
 	}
 	if p := proxy.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" || p.HTTPGet.Port.IntValue() != ProxyAdminPort {
