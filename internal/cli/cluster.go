@@ -31,6 +31,8 @@ func Cluster(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return clusterDown(args, stdout, stderr) }},
 			{name: "status", about: "say whether the cluster is up, its node Ready, its processes running",
 				run: func(args []string) int { return clusterStatus(args, stdout, stderr) }},
+			{name: "kubectl", about: "run the pinned kubectl against the local cluster, with its administrator's kubeconfig",
+				run: func(args []string) int { return clusterKubectl(args, os.Stdin, stdout, stderr) }},
 		},
 	}
 	return g.run(args, stdout, stderr)

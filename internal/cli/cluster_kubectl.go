@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+
+	"github.com/meshperf/meshperf/internal/kube/cluster"
+	"github.com/meshperf/meshperf/internal/kube/dist"
+)
+
+// clusterKubectl is `meshperf cluster kubectl [-state-dir DIR] ARGS...`:
+// the pinned kubectl (built by `cluster build`; Debian's is too old) with
+// the local cluster's administrator kubeconfig, as `minikube kubectl`
+// does, so that scripts and users need neither its path nor KUBECONFIG.
+// Every argument after meshperf's own flag goes to kubectl untouched;
+// its exit status is kubectl's.
+func clusterKubectl(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := newCommand("meshperf cluster kubectl", "[-state-dir DIR] [--] KUBECTL-ARGS...",
+		"Runs the pinned kubectl against the local cluster (its administrator's kubeconfig), e.g.\n"+
+			"`meshperf cluster kubectl get pods -A` or `meshperf pilot manifest | meshperf cluster kubectl apply -f -`.\n"+
+			"Only a leading -state-dir is meshperf's; the rest, flags included, is kubectl's. Exit status: kubectl's.")
+	stateDir := cmd.flags.String("state-dir", cluster.DefaultStateDir, "the cluster's state directory")
+	// Go's flag parsing stops at the first argument that is not a flag, so
+	// kubectl's own flags after its verb are left alone.
+	if err := cmd.flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cmd.printHelp(stdout)
+			return exitOK
+		}
+		return cmd.exit(stderr, usagef("%v (kubectl's flags go after its verb, or after --)", err))
+	}
+	rest := cmd.flags.Args()
+	if len(rest) == 0 {
+		return cmd.exit(stderr, usagef("no kubectl arguments: e.g. meshperf cluster kubectl get pods -A"))
+	}
+	bins, err := dist.Find()
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	kubeconfig := cluster.AdminKubeconfig(*stateDir)
+	if _, err := os.Stat(kubeconfig); err != nil {
+		return cmd.exit(stderr, inputError{fmt.Errorf("no cluster in %s: run meshperf cluster up", *stateDir)})
+	}
+	kubectl := exec.Command(bins.Path(dist.Kubectl), rest...)
+	kubectl.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	kubectl.Stdin, kubectl.Stdout, kubectl.Stderr = stdin, stdout, stderr
+	err = kubectl.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	case err != nil:
+		return cmd.exit(stderr, err)
+	}
+	return exitOK
+}
