@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshperf/meshperf/internal/kube/dist"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
 )
 
 // DownResult says what Down found.
@@ -35,6 +34,16 @@ func Down(ctx context.Context, stateDir string, progress io.Writer) (DownResult,
 	if os.Geteuid() != 0 {
 		return DownResult{}, &MissingError{Lines: []string{"root: tearing the cluster down removes addresses, routes, iptables chains, cgroups and mounts (run as root)"}}
 	}
+	if _, err := loadState(stateDir); err != nil {
+		return DownResult{}, err
+	}
+	// Not while an up is still bringing this cluster up: it would go on
+	// starting what this removes.
+	unlock, err := lockStateDir(stateDir)
+	if err != nil {
+		return DownResult{}, err
+	}
+	defer unlock()
 	s, err := loadState(stateDir)
 	if err != nil {
 		return DownResult{}, err
@@ -70,20 +79,26 @@ func teardown(ctx context.Context, s *state, progress io.Writer) (DownResult, er
 	})
 	do("delete pods (the kubelet runs CNI DEL)", func() error { return deletePods(ctx, s) })
 	do("stop CoreDNS, kube-proxy, kubelet", func() error { return stopRecorded(s, "coredns", "kube-proxy", "kubelet") })
-	do("kube-proxy --cleanup", func() error { return kubeProxyCleanup(ctx) })
+	// --cleanup removes every chain of kube-proxy's names: on a host that
+	// had some before up (a kube-proxy of its own; up refuses such a host
+	// now, but not a state file's older up), they are that one's, and only
+	// the new ones go (removeNewChains).
+	if !hadKubeChains(s.Host.Iptables) {
+		do("kube-proxy --cleanup", func() error { return kubeProxyCleanup(ctx) })
+	}
 	do("stop containers and containerd", func() error {
-		killCgroupProcs(s.Host.Cgroups)
+		killCgroupProcs(s.Cgroups)
 		err := stopRecorded(s, "containerd")
 		killShims(l.containerdSocket())
 		return err
 	})
 	do("stop kube-apiserver, etcd", func() error { return stopRecorded(s, "kube-apiserver", "etcd") })
 	do("stop what else is recorded", func() error { return stopRecorded(s) })
-	do("unmount and remove network namespaces", func() error { return unmountNew(s) })
+	do("unmount", func() error { return unmountNew(s) })
 	do("network", func() error { return undoNetwork(s.Network) })
 	do("sysctls", func() error { return restoreSysctls(s.Host.Sysctls) })
 	do("iptables chains", func() error { return removeNewChains(s.Host.Iptables) })
-	do("cgroups", func() error { return removeNewCgroups(s.Host.Cgroups) })
+	do("cgroups", func() error { return removeCgroups(s.Cgroups) })
 	do("directories", func() error { return removeNewDirs(s, len(errs) == 0) })
 	if len(errs) > 0 {
 		return DownResult{}, errors.Join(errs...)
@@ -145,10 +160,13 @@ func deletePods(ctx context.Context, s *state) error {
 			return err
 		}
 	}
+	left := pods // what the last list that answered had
 	for {
-		left, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err == nil && len(left.Items) == 0 {
-			return nil
+		l, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			if left = l; len(l.Items) == 0 {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -159,9 +177,6 @@ func deletePods(ctx context.Context, s *state) error {
 }
 
 func podNames(l *corev1.PodList) string {
-	if l == nil {
-		return "?"
-	}
 	var n []string
 	for _, p := range l.Items {
 		n = append(n, p.Namespace+"/"+p.Name)
@@ -184,21 +199,26 @@ func kubeProxyCleanup(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// hadKubeChains says whether a host had chains of kube-proxy's names
+// before up.
+func hadKubeChains(before map[string]IptablesTable) bool {
+	for _, t := range before {
+		for c := range t.Chains {
+			if strings.HasPrefix(c, "KUBE-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // killShims kills the runc shims of this cluster's containerd, and only
 // those: a shim is told its containerd's socket on its command line.
 func killShims(socket string) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
-		if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+	pids, _ := procstat.PIDs()
+	for _, pid := range pids {
+		args, err := procstat.Cmdline(pid)
+		if err != nil || len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
 			continue
 		}
 		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == socket {
@@ -207,76 +227,11 @@ func killShims(socket string) {
 	}
 }
 
-// isClusterCgroup says whether a top-level cgroup directory is the
-// kubelet's: its pods' containers are under it.
-func isClusterCgroup(dir string) bool { return strings.HasPrefix(filepath.Base(dir), "kubepods") }
-
-// killCgroupProcs kills every process in the cgroups the kubelet created:
-// the cluster's containers, which a crash may have left without their
-// kubelet and shims.
-func killCgroupProcs(before []string) {
-	for _, top := range cgroupTops() {
-		if slices.Contains(before, top) || !isClusterCgroup(top) {
-			continue
-		}
-		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
-	}
-}
-
-// removeNewCgroups removes the kubelet's cgroup trees, deepest first; a
-// cgroup whose processes are still exiting is retried for a few seconds.
-func removeNewCgroups(before []string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left []string
-		for _, top := range cgroupTops() {
-			if slices.Contains(before, top) || !isClusterCgroup(top) {
-				continue
-			}
-			var dirs []string
-			_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, path)
-				}
-				return nil
-			})
-			for i := len(dirs) - 1; i >= 0; i-- {
-				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
-					left = append(left, dirs[i])
-				}
-			}
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cannot remove %s (processes still in it?)", strings.Join(left, ", "))
-		}
-		killCgroupProcs(before)
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// clusterMountRoots are where the cluster's mounts are: its state
-// directory (container root filesystems, the kubelet's volumes), the
-// runtime's network namespaces and state.
-func clusterMountRoots(stateDir string) []string {
-	return []string{stateDir, "/run/netns/cni-", "/var/run/netns/cni-", "/run/containerd/", "/var/lib/kubelet/", "/run/runc/"}
-}
-
-// unmountNew detaches every mount the cluster made (deepest first) and
-// removes the network namespaces CNI named.
+// unmountNew detaches every mount the cluster made, deepest first: they
+// are all in its state directory (container root filesystems and shm,
+// the kubelet's volumes, and the pods' network namespaces, which
+// containerd is told to keep under its state). A new mount anywhere else
+// is another party's.
 func unmountNew(s *state) error {
 	now, err := mountPoints()
 	if err != nil {
@@ -286,30 +241,20 @@ func unmountNew(s *state) error {
 	slices.SortFunc(added, func(a, b string) int { return len(b) - len(a) })
 	var errs []error
 	for _, m := range added {
-		if !underAny(m, clusterMountRoots(s.StateDir)) {
+		if !underAny(m, []string{s.StateDir}) {
 			continue
 		}
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}
 	}
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "cni-") && !slices.Contains(s.Host.Netns, e.Name()) {
-			if err := os.Remove(filepath.Join("/run/netns", e.Name())); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	return errors.Join(errs...)
 }
 
-// underAny says whether path is one of roots or under one; a root ending
-// in "-" or "/" is a prefix.
+// underAny says whether path is one of roots or under one.
 func underAny(path string, roots []string) bool {
 	for _, r := range roots {
-		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") ||
-			(strings.HasSuffix(r, "-") && strings.HasPrefix(path, r)) {
+		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") {
 			return true
 		}
 	}
@@ -458,11 +403,8 @@ func removeNewDirs(s *state, withState bool) error {
 		}
 	}
 	if withState && len(errs) == 0 {
-		for i := len(s.Created) - 1; i >= 0; i-- {
-			if err := os.Remove(s.Created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				break // not empty: someone else's now
-			}
-		}
+		// One not empty is someone else's now.
+		removeCreated(s.Created)
 	}
 	return errors.Join(errs...)
 }
