@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,13 +157,29 @@ type hostItems struct {
 	cgroup string // a kubepods cgroup at the top, made while the cluster runs
 	netns  string // a CNI-named network namespace, made while it runs
 	mount  string // a mount under the runc root's default, made while it runs
+	// The shims' sockets before up: containerd 1.6 puts them outside the
+	// state directory, and down removes the cluster's.
+	shimSockets []string
+}
+
+func shimSockets(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/run/containerd/s")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // makeHostItemsBeforeUp makes runc's default root directory, as a host's
-// runtime has it.
+// runtime has it, and lists the shims' sockets.
 func makeHostItemsBeforeUp(t *testing.T) *hostItems {
 	t.Helper()
-	h := &hostItems{mount: "/run/runc/" + hostItemName}
+	h := &hostItems{mount: "/run/runc/" + hostItemName, shimSockets: shimSockets(t)}
 	if _, err := os.Stat(filepath.Dir(h.mount)); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(filepath.Dir(h.mount), 0o700); err != nil {
 			t.Fatal(err)
@@ -219,5 +236,10 @@ func (h *hostItems) checkSurvived(t *testing.T) {
 	}
 	if !strings.Contains(string(mounts), " "+h.mount+" ") {
 		t.Errorf("the host's mount %s is gone", h.mount)
+	}
+	for _, s := range shimSockets(t) {
+		if !slices.Contains(h.shimSockets, s) {
+			t.Errorf("a shim's socket is left: /run/containerd/s/%s", s)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -213,7 +214,9 @@ func hadKubeChains(before map[string]IptablesTable) bool {
 }
 
 // killShims kills the runc shims of this cluster's containerd, and only
-// those: a shim is told its containerd's socket on its command line.
+// those: a shim is told its containerd's socket on its command line. A
+// killed shim leaves its socket, which containerd 1.6 keeps outside the
+// state directory whatever it is told (shimSocket); it goes too.
 func killShims(socket string) {
 	pids, _ := procstat.PIDs()
 	for _, pid := range pids {
@@ -221,10 +224,34 @@ func killShims(socket string) {
 		if err != nil || len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
 			continue
 		}
-		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == socket {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if flagValue(args, "-address") != socket {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if ns, id := flagValue(args, "-namespace"), flagValue(args, "-id"); ns != "" && id != "" {
+			_ = os.Remove(shimSocket(socket, ns, id))
 		}
 	}
+}
+
+// shimSocketDir is where containerd 1.6's shims listen: its default state
+// directory, fixed in the shim whatever containerd's config says.
+const shimSocketDir = "/run/containerd/s"
+
+// shimSocket is the socket of the shim for task id in namespace ns of
+// the containerd at address: named by the hash of the three, as the shim
+// names it (runtime/v2/shim.SocketAddress), so that each containerd's
+// shims have their own.
+func shimSocket(address, ns, id string) string {
+	return filepath.Join(shimSocketDir, fmt.Sprintf("%x", sha256.Sum256([]byte(filepath.Join(address, ns, id)))))
+}
+
+// flagValue is the argument after flag in args, "" if none.
+func flagValue(args []string, flag string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return ""
 }
 
 // unmountNew detaches every mount the cluster made, deepest first: they

@@ -191,8 +191,18 @@ func (u *upper) startCoreDNS() error {
 	if err := u.waitHTTP(p, nodeURL("http", coreDNSReadyPort)+"/ready", nil); err != nil {
 		return err
 	}
-	return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, ResolveAPIService)
+	// A query sent before kube-proxy has written the Service's rules is
+	// lost, not refused: a short wait for each answer (CoreDNS answers in
+	// milliseconds here) retries it soon.
+	return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, dnsAnswerWait)
+		defer cancel()
+		return ResolveAPIService(ctx)
+	})
 }
+
+// dnsAnswerWait bounds each query of the wait for CoreDNS.
+const dnsAnswerWait = 500 * time.Millisecond
 
 func (u *upper) startEtcd() error {
 	p, err := u.start("etcd", u.t.etcd, "--name", "meshperf", "--data-dir", u.l.etcdData(),
