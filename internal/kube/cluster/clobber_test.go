@@ -157,6 +157,11 @@ type hostItems struct {
 	cgroup string // a kubepods cgroup at the top, made while the cluster runs
 	netns  string // a CNI-named network namespace, made while it runs
 	mount  string // a mount under the runc root's default, made while it runs
+	// A link among the kubelet's container log links, to elsewhere than
+	// the cluster's state, made while it runs; and whether its directory
+	// is new since up (then it stays, and differs, for the link).
+	logLink      string
+	logDirWasNew bool
 	// The shims' sockets before up: containerd 1.6 puts them outside the
 	// state directory, and down removes the cluster's.
 	shimSockets []string
@@ -179,7 +184,11 @@ func shimSockets(t *testing.T) []string {
 // runtime has it, and lists the shims' sockets.
 func makeHostItemsBeforeUp(t *testing.T) *hostItems {
 	t.Helper()
-	h := &hostItems{mount: "/run/runc/" + hostItemName, shimSockets: shimSockets(t)}
+	h := &hostItems{mount: "/run/runc/" + hostItemName, shimSockets: shimSockets(t), logLink: "/var/log/containers/" + hostItemName + ".log"}
+	if _, err := os.Stat(filepath.Dir(h.logLink)); errors.Is(err, os.ErrNotExist) {
+		h.logDirWasNew = true
+		t.Cleanup(func() { _ = os.Remove(filepath.Dir(h.logLink)) })
+	}
 	if _, err := os.Stat(filepath.Dir(h.mount)); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(filepath.Dir(h.mount), 0o700); err != nil {
 			t.Fatal(err)
@@ -215,11 +224,21 @@ func (h *hostItems) makeHostRuntimeItems(t *testing.T) {
 		_ = syscall.Unmount(h.mount, syscall.MNT_DETACH)
 		_ = os.Remove(h.mount)
 	})
+	if err := os.Symlink("/dev/null", h.logLink); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(h.logLink) })
 }
 
 // hostItemName is in every name of hostItems': how the differences they
 // make are told from the cluster's.
 const hostItemName = "meshperf-host-test"
+
+// theirs says whether a difference Down found is one of the host items'.
+func (h *hostItems) theirs(difference string) bool {
+	return strings.Contains(difference, hostItemName) ||
+		h.logDirWasNew && difference == "directory is new: "+filepath.Dir(h.logLink)
+}
 
 // checkSurvived says which of the host's items Down removed.
 func (h *hostItems) checkSurvived(t *testing.T) {
@@ -236,6 +255,9 @@ func (h *hostItems) checkSurvived(t *testing.T) {
 	}
 	if !strings.Contains(string(mounts), " "+h.mount+" ") {
 		t.Errorf("the host's mount %s is gone", h.mount)
+	}
+	if _, err := os.Lstat(h.logLink); err != nil {
+		t.Errorf("the host's log link %s is gone: %v", h.logLink, err)
 	}
 	for _, s := range shimSockets(t) {
 		if !slices.Contains(h.shimSockets, s) {

@@ -97,7 +97,7 @@ func TestUpRunsAPodAndDownRestoresTheHost(t *testing.T) {
 	t.Logf("down:\n%s", progress.String())
 	var differences []string
 	for _, d := range down.Differences {
-		if !strings.Contains(d, hostItemName) {
+		if !host.theirs(d) {
 			differences = append(differences, d)
 		}
 	}

@@ -396,42 +396,96 @@ func jumpsTo(fields, chains []string) bool {
 	return false
 }
 
-// removeNewDirs removes the runtime directories that did not exist before
+// removeNewDirs removes the cluster's files outside the state directory
+// (removeRuntimeFiles), then the runtime directories that did not exist
+// before while they are empty (what is left in one is another party's),
 // and, if withState, what Up put in the state directory, then the
 // directories Up created for it while they are empty (a parent such as
 // /var/lib/meshperf may hold other things by then). After a failed step
-// the state file stays, so that a second down can finish. A directory with
-// a mount still under it is left, as removing it would reach into the
-// mounted filesystem.
+// the state file stays, so that a second down can finish. A directory of
+// the state with a mount still under it is left, as removing it would
+// reach into the mounted filesystem.
 func removeNewDirs(s *state, withState bool) error {
 	mounts, err := mountPoints()
 	if err != nil {
 		return err
 	}
-	var dirs []string
+	errs := []error{removeRuntimeFiles(s.StateDir)}
 	for _, d := range runtimeDirs {
 		if !s.Host.Dirs[d] {
-			dirs = append(dirs, d)
+			removeEmptyTree(d)
 		}
 	}
 	if withState {
 		for _, e := range stateEntries {
-			dirs = append(dirs, filepath.Join(s.StateDir, e))
+			d := filepath.Join(s.StateDir, e)
+			if busy := slices.ContainsFunc(mounts, func(m string) bool { return underAny(m, []string{d}) }); busy {
+				errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	var errs []error
-	for _, d := range dirs {
-		if busy := slices.ContainsFunc(mounts, func(m string) bool { return underAny(m, []string{d}) }); busy {
-			errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
-			continue
-		}
-		if err := os.RemoveAll(d); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if withState && len(errs) == 0 {
+	err = errors.Join(errs...)
+	if withState && err == nil {
 		// One not empty is someone else's now.
 		removeCreated(s.Created)
 	}
+	return err
+}
+
+// The files the kubelet and CNI keep outside the state directory whatever
+// they are told.
+const (
+	// kubeletDevicePlugins holds the kubelet's device-plugin socket and
+	// checkpoint: one per machine, so up refuses a host that has the
+	// socket (kubeletInUse).
+	kubeletDevicePlugins = "/var/lib/kubelet/device-plugins"
+	// containerLogLinks holds the kubelet's links to its containers' logs.
+	containerLogLinks = "/var/log/containers"
+	// cniResultCache holds libcni's results, one file per pod named
+	// NETWORK-CONTAINER-IFNAME.
+	cniResultCache = "/var/lib/cni/results"
+)
+
+// removeRuntimeFiles removes the files of this cluster's kubelet and CNI
+// outside the state directory, known as theirs by name or by where they
+// point: the device-plugin socket and checkpoint, the log links into the
+// state directory, the results cached for the cluster's CNI network
+// (which a pod's CNI DEL removes, unless a crash prevented it).
+func removeRuntimeFiles(stateDir string) error {
+	files := []string{filepath.Join(kubeletDevicePlugins, "kubelet.sock"), filepath.Join(kubeletDevicePlugins, "kubelet_internal_checkpoint")}
+	links, _ := os.ReadDir(containerLogLinks)
+	for _, e := range links {
+		p := filepath.Join(containerLogLinks, e.Name())
+		if target, err := os.Readlink(p); err == nil && underAny(target, []string{stateDir}) {
+			files = append(files, p)
+		}
+	}
+	results, _ := filepath.Glob(filepath.Join(cniResultCache, cniNetwork+"-*"))
+	files = append(files, results...)
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// removeEmptyTree removes dir and the directories under it, deepest
+// first, as far as they are empty.
+func removeEmptyTree(dir string) {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
 }

@@ -67,7 +67,9 @@ var hostSysctls = []string{
 // CNI and the kubelet create whatever they are told: the shims' sockets
 // (containerd 1.6 keeps them in /run/containerd/s), CNI's result cache,
 // device-plugin sockets, the container log links. runc's root and the
-// pods' network namespaces are in the state directory (render.go).
+// pods' network namespaces are in the state directory (render.go). Down
+// removes the cluster's files in them (removeRuntimeFiles, killShims) and
+// then those that were new, while empty.
 var runtimeDirs = []string{
 	"/var/lib/cni", "/run/containerd", "/var/lib/kubelet",
 	"/var/log/pods", "/var/log/containers", "/etc/cni", "/opt/cni", "/var/lib/containerd", "/etc/kubernetes",
@@ -403,6 +405,16 @@ func sortedKeys[V any](maps ...map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// kubeletInUse says whether a kubelet's device-plugin socket is there: the
+// cluster's kubelet would replace it, and Down remove it.
+func kubeletInUse() []string {
+	sock := filepath.Join(kubeletDevicePlugins, "kubelet.sock")
+	if _, err := os.Lstat(sock); err == nil {
+		return []string{"a kubelet's socket " + sock}
+	}
+	return nil
 }
 
 // inUse says what the host has already of what the cluster needs to

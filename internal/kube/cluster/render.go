@@ -95,6 +95,10 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 	return files, nil
 }
 
+// cniNetwork is the pods' network's name, which libcni's result cache
+// outside the state directory names its files after.
+const cniNetwork = "meshperf"
+
 // cniConfig is the pods' network: the bridge plugin with host-local
 // addresses in PodCIDR. No masquerading and no default route: a pod
 // reaches only 198.18.0.0/15, which the host blackholes beyond what it
@@ -102,7 +106,7 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 func cniConfig(l layout) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "meshperf",
+		"name":       cniNetwork,
 		"plugins": []any{map[string]any{
 			"type": "bridge", "bridge": Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
 			"ipam": map[string]any{

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,8 +78,8 @@ func Up(ctx context.Context, o Options) (res UpResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	if used := append(inUse(before), cgroupsInUse()...); len(used) > 0 {
-		return res, fmt.Errorf("the cluster needs %s, the link %s, the cgroup %s and kube-proxy's chains to itself, and this host already has %s", Range, Bridge, CgroupName, strings.Join(used, "; "))
+	if used := slices.Concat(inUse(before), cgroupsInUse(), kubeletInUse()); len(used) > 0 {
+		return res, fmt.Errorf("the cluster needs %s, the link %s, the cgroup %s, kube-proxy's chains and the kubelet's socket to itself, and this host already has %s", Range, Bridge, CgroupName, strings.Join(used, "; "))
 	}
 	created, err := makeStateDir(o.StateDir)
 	if err != nil {
