@@ -453,7 +453,7 @@ const (
 // removeRuntimeFiles removes the files of this cluster's kubelet and CNI
 // outside the state directory, known as theirs by name or by where they
 // point: the device-plugin socket and checkpoint, the log links into the
-// state directory, the results cached for the cluster's CNI network
+// state directory, the results cached for the cluster's pod sandboxes
 // (which a pod's CNI DEL removes, unless a crash prevented it).
 func removeRuntimeFiles(stateDir string) error {
 	files := []string{filepath.Join(kubeletDevicePlugins, "kubelet.sock"), filepath.Join(kubeletDevicePlugins, "kubelet_internal_checkpoint")}
@@ -464,8 +464,13 @@ func removeRuntimeFiles(stateDir string) error {
 			files = append(files, p)
 		}
 	}
-	results, _ := filepath.Glob(filepath.Join(cniResultCache, cniNetwork+"-*"))
-	files = append(files, results...)
+	for _, id := range sandboxIDs(stateDir) {
+		// containerd's own loopback network, then the cluster's.
+		for _, network := range []string{"cni-loopback", cniNetwork} {
+			results, _ := filepath.Glob(filepath.Join(cniResultCache, network+"-"+id+"-*"))
+			files = append(files, results...)
+		}
+	}
 	var errs []error
 	for _, f := range files {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -473,6 +478,22 @@ func removeRuntimeFiles(stateDir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sandboxIDs are the ids of the pod sandboxes the cluster's containerd
+// has, from its root and state directories' CRI records.
+func sandboxIDs(stateDir string) []string {
+	l := layout{stateDir}
+	var ids []string
+	for _, d := range []string{"root", "state"} {
+		entries, _ := os.ReadDir(filepath.Join(l.containerdDir(), d, "io.containerd.grpc.v1.cri", "sandboxes"))
+		for _, e := range entries {
+			if !slices.Contains(ids, e.Name()) {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	return ids
 }
 
 // removeEmptyTree removes dir and the directories under it, deepest

@@ -96,7 +96,8 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 }
 
 // cniNetwork is the pods' network's name, which libcni's result cache
-// outside the state directory names its files after.
+// outside the state directory names its files after (with the sandbox's
+// id).
 const cniNetwork = "meshperf"
 
 // cniConfig is the pods' network: the bridge plugin with host-local
