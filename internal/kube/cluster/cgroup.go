@@ -81,13 +81,7 @@ func removeCgroups(cgroups []string) error {
 	for {
 		var left []string
 		for _, top := range cgroups {
-			var dirs []string
-			_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, path)
-				}
-				return nil
-			})
+			dirs := treeDirs(top)
 			for i := len(dirs) - 1; i >= 0; i-- {
 				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
 					left = append(left, dirs[i])

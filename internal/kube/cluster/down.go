@@ -499,14 +499,21 @@ func sandboxIDs(stateDir string) []string {
 // removeEmptyTree removes dir and the directories under it, deepest
 // first, as far as they are empty.
 func removeEmptyTree(dir string) {
+	dirs := treeDirs(dir)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
+}
+
+// treeDirs lists root and the directories under it, parents before their
+// children; none if root is missing.
+func treeDirs(root string) []string {
 	var dirs []string
-	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			dirs = append(dirs, path)
 		}
 		return nil
 	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.Remove(dirs[i])
-	}
+	return dirs
 }
