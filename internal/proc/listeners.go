@@ -125,7 +125,7 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 // ctx ends or timeout (if positive) passes.
 func (p *Process) WaitListening(ctx context.Context, timeout time.Duration) ([]netip.AddrPort, error) {
 	var addrs []netip.AddrPort
-	err := p.poll(ctx, timeout, "listen on a TCP port", func() (bool, error) {
+	err := p.Poll(ctx, timeout, "listen on a TCP port", func() (bool, error) {
 		var err error
 		addrs, err = ListeningAddrs(p.PID())
 		if err != nil && (p.Exited() || errors.Is(err, fs.ErrNotExist)) {

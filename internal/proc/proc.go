@@ -315,7 +315,7 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) (Ready, 
 		return Ready{}, fmt.Errorf("%s: no ready file to wait for", p.spec.Name)
 	}
 	var r Ready
-	err := p.poll(ctx, timeout, "write its ready file "+p.spec.ReadyFile, func() (bool, error) {
+	err := p.Poll(ctx, timeout, "write its ready file "+p.spec.ReadyFile, func() (bool, error) {
 		var err error
 		r, err = ReadReady(p.spec.ReadyFile)
 		if errors.Is(err, os.ErrNotExist) {
@@ -326,14 +326,16 @@ func (p *Process) WaitReady(ctx context.Context, timeout time.Duration) (Ready, 
 	return r, err
 }
 
-// pollInterval is how often WaitReady and WaitListening look: a start-up
+// pollInterval is how often Poll looks: a start-up
 // takes tens of milliseconds, and a tighter loop would only take CPU from
 // the process being waited for.
 const pollInterval = 10 * time.Millisecond
 
-// poll calls check until it reports done or fails, the process exits, ctx
-// ends or timeout passes; what names the awaited event in errors.
-func (p *Process) poll(ctx context.Context, timeout time.Duration, what string, check func() (bool, error)) error {
+// Poll calls check until it reports done or fails, the process exits (the
+// error is its ExitReason), ctx ends or timeout (if positive) passes; what
+// names the awaited event in errors. A check that should be retried on
+// failure returns (false, nil) and keeps its last error itself.
+func (p *Process) Poll(ctx context.Context, timeout time.Duration, what string, check func() (bool, error)) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)

@@ -1,8 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshperf/meshperf/internal/kube/dist"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
 )
 
 // DownResult says what Down found.
@@ -35,6 +35,16 @@ func Down(ctx context.Context, stateDir string, progress io.Writer) (DownResult,
 	if os.Geteuid() != 0 {
 		return DownResult{}, &MissingError{Lines: []string{"root: tearing the cluster down removes addresses, routes, iptables chains, cgroups and mounts (run as root)"}}
 	}
+	if _, err := loadState(stateDir); err != nil {
+		return DownResult{}, err
+	}
+	// Not while an up is still bringing this cluster up: it would go on
+	// starting what this removes.
+	unlock, err := lockStateDir(stateDir)
+	if err != nil {
+		return DownResult{}, err
+	}
+	defer unlock()
 	s, err := loadState(stateDir)
 	if err != nil {
 		return DownResult{}, err
@@ -70,20 +80,26 @@ func teardown(ctx context.Context, s *state, progress io.Writer) (DownResult, er
 	})
 	do("delete pods (the kubelet runs CNI DEL)", func() error { return deletePods(ctx, s) })
 	do("stop CoreDNS, kube-proxy, kubelet", func() error { return stopRecorded(s, "coredns", "kube-proxy", "kubelet") })
-	do("kube-proxy --cleanup", func() error { return kubeProxyCleanup(ctx) })
+	// --cleanup removes every chain of kube-proxy's names: on a host that
+	// had some before up (a kube-proxy of its own; up refuses such a host
+	// now, but not a state file's older up), they are that one's, and only
+	// the new ones go (removeNewChains).
+	if !hadKubeChains(s.Host.Iptables) {
+		do("kube-proxy --cleanup", func() error { return kubeProxyCleanup(ctx) })
+	}
 	do("stop containers and containerd", func() error {
-		killCgroupProcs(s.Host.Cgroups)
+		killCgroupProcs(s.Cgroups)
 		err := stopRecorded(s, "containerd")
 		killShims(l.containerdSocket())
 		return err
 	})
 	do("stop kube-apiserver, etcd", func() error { return stopRecorded(s, "kube-apiserver", "etcd") })
 	do("stop what else is recorded", func() error { return stopRecorded(s) })
-	do("unmount and remove network namespaces", func() error { return unmountNew(s) })
+	do("unmount", func() error { return unmountNew(s) })
 	do("network", func() error { return undoNetwork(s.Network) })
 	do("sysctls", func() error { return restoreSysctls(s.Host.Sysctls) })
 	do("iptables chains", func() error { return removeNewChains(s.Host.Iptables) })
-	do("cgroups", func() error { return removeNewCgroups(s.Host.Cgroups) })
+	do("cgroups", func() error { return removeCgroups(s.Cgroups) })
 	do("directories", func() error { return removeNewDirs(s, len(errs) == 0) })
 	if len(errs) > 0 {
 		return DownResult{}, errors.Join(errs...)
@@ -145,10 +161,13 @@ func deletePods(ctx context.Context, s *state) error {
 			return err
 		}
 	}
+	left := pods // what the last list that answered had
 	for {
-		left, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err == nil && len(left.Items) == 0 {
-			return nil
+		l, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			if left = l; len(l.Items) == 0 {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -159,9 +178,6 @@ func deletePods(ctx context.Context, s *state) error {
 }
 
 func podNames(l *corev1.PodList) string {
-	if l == nil {
-		return "?"
-	}
 	var n []string
 	for _, p := range l.Items {
 		n = append(n, p.Namespace+"/"+p.Name)
@@ -184,99 +200,65 @@ func kubeProxyCleanup(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// hadKubeChains says whether a host had chains of kube-proxy's names
+// before up.
+func hadKubeChains(before map[string]IptablesTable) bool {
+	for _, t := range before {
+		for c := range t.Chains {
+			if strings.HasPrefix(c, "KUBE-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // killShims kills the runc shims of this cluster's containerd, and only
-// those: a shim is told its containerd's socket on its command line.
+// those: a shim is told its containerd's socket on its command line. A
+// killed shim leaves its socket, which containerd 1.6 keeps outside the
+// state directory whatever it is told (shimSocket); it goes too.
 func killShims(socket string) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	pids, _ := procstat.PIDs()
+	for _, pid := range pids {
+		args, err := procstat.Cmdline(pid)
+		if err != nil || len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
+		if flagValue(args, "-address") != socket {
 			continue
 		}
-		args := strings.Split(string(bytes.TrimRight(cmdline, "\x00")), "\x00")
-		if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
-			continue
-		}
-		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == socket {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if ns, id := flagValue(args, "-namespace"), flagValue(args, "-id"); ns != "" && id != "" {
+			_ = os.Remove(shimSocket(socket, ns, id))
 		}
 	}
 }
 
-// isClusterCgroup says whether a top-level cgroup directory is the
-// kubelet's: its pods' containers are under it.
-func isClusterCgroup(dir string) bool { return strings.HasPrefix(filepath.Base(dir), "kubepods") }
+// shimSocketDir is where containerd 1.6's shims listen: its default state
+// directory, fixed in the shim whatever containerd's config says.
+const shimSocketDir = "/run/containerd/s"
 
-// killCgroupProcs kills every process in the cgroups the kubelet created:
-// the cluster's containers, which a crash may have left without their
-// kubelet and shims.
-func killCgroupProcs(before []string) {
-	for _, top := range cgroupTops() {
-		if slices.Contains(before, top) || !isClusterCgroup(top) {
-			continue
-		}
-		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
+// shimSocket is the socket of the shim for task id in namespace ns of
+// the containerd at address: named by the hash of the three, as the shim
+// names it (runtime/v2/shim.SocketAddress), so that each containerd's
+// shims have their own.
+func shimSocket(address, ns, id string) string {
+	return filepath.Join(shimSocketDir, fmt.Sprintf("%x", sha256.Sum256([]byte(filepath.Join(address, ns, id)))))
+}
+
+// flagValue is the argument after flag in args, "" if none.
+func flagValue(args []string, flag string) string {
+	if i := slices.Index(args, flag); i >= 0 && i+1 < len(args) {
+		return args[i+1]
 	}
+	return ""
 }
 
-// removeNewCgroups removes the kubelet's cgroup trees, deepest first; a
-// cgroup whose processes are still exiting is retried for a few seconds.
-func removeNewCgroups(before []string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left []string
-		for _, top := range cgroupTops() {
-			if slices.Contains(before, top) || !isClusterCgroup(top) {
-				continue
-			}
-			var dirs []string
-			_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, path)
-				}
-				return nil
-			})
-			for i := len(dirs) - 1; i >= 0; i-- {
-				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
-					left = append(left, dirs[i])
-				}
-			}
-		}
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cannot remove %s (processes still in it?)", strings.Join(left, ", "))
-		}
-		killCgroupProcs(before)
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// clusterMountRoots are where the cluster's mounts are: its state
-// directory (container root filesystems, the kubelet's volumes), the
-// runtime's network namespaces and state.
-func clusterMountRoots(stateDir string) []string {
-	return []string{stateDir, "/run/netns/cni-", "/var/run/netns/cni-", "/run/containerd/", "/var/lib/kubelet/", "/run/runc/"}
-}
-
-// unmountNew detaches every mount the cluster made (deepest first) and
-// removes the network namespaces CNI named.
+// unmountNew detaches every mount the cluster made, deepest first: they
+// are all in its state directory (container root filesystems and shm,
+// the kubelet's volumes, and the pods' network namespaces, which
+// containerd is told to keep under its state). A new mount anywhere else
+// is another party's.
 func unmountNew(s *state) error {
 	now, err := mountPoints()
 	if err != nil {
@@ -286,30 +268,20 @@ func unmountNew(s *state) error {
 	slices.SortFunc(added, func(a, b string) int { return len(b) - len(a) })
 	var errs []error
 	for _, m := range added {
-		if !underAny(m, clusterMountRoots(s.StateDir)) {
+		if !underAny(m, []string{s.StateDir}) {
 			continue
 		}
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}
 	}
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "cni-") && !slices.Contains(s.Host.Netns, e.Name()) {
-			if err := os.Remove(filepath.Join("/run/netns", e.Name())); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
 	return errors.Join(errs...)
 }
 
-// underAny says whether path is one of roots or under one; a root ending
-// in "-" or "/" is a prefix.
+// underAny says whether path is one of roots or under one.
 func underAny(path string, roots []string) bool {
 	for _, r := range roots {
-		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") ||
-			(strings.HasSuffix(r, "-") && strings.HasPrefix(path, r)) {
+		if path == r || strings.HasPrefix(path, strings.TrimSuffix(r, "/")+"/") {
 			return true
 		}
 	}
@@ -424,45 +396,124 @@ func jumpsTo(fields, chains []string) bool {
 	return false
 }
 
-// removeNewDirs removes the runtime directories that did not exist before
+// removeNewDirs removes the cluster's files outside the state directory
+// (removeRuntimeFiles), then the runtime directories that did not exist
+// before while they are empty (what is left in one is another party's),
 // and, if withState, what Up put in the state directory, then the
 // directories Up created for it while they are empty (a parent such as
 // /var/lib/meshperf may hold other things by then). After a failed step
-// the state file stays, so that a second down can finish. A directory with
-// a mount still under it is left, as removing it would reach into the
-// mounted filesystem.
+// the state file stays, so that a second down can finish. A directory of
+// the state with a mount still under it is left, as removing it would
+// reach into the mounted filesystem.
 func removeNewDirs(s *state, withState bool) error {
 	mounts, err := mountPoints()
 	if err != nil {
 		return err
 	}
-	var dirs []string
+	errs := []error{removeRuntimeFiles(s.StateDir)}
 	for _, d := range runtimeDirs {
 		if !s.Host.Dirs[d] {
-			dirs = append(dirs, d)
+			removeEmptyTree(d)
 		}
 	}
 	if withState {
 		for _, e := range stateEntries {
-			dirs = append(dirs, filepath.Join(s.StateDir, e))
-		}
-	}
-	var errs []error
-	for _, d := range dirs {
-		if busy := slices.ContainsFunc(mounts, func(m string) bool { return underAny(m, []string{d}) }); busy {
-			errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
-			continue
-		}
-		if err := os.RemoveAll(d); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if withState && len(errs) == 0 {
-		for i := len(s.Created) - 1; i >= 0; i-- {
-			if err := os.Remove(s.Created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				break // not empty: someone else's now
+			d := filepath.Join(s.StateDir, e)
+			if busy := slices.ContainsFunc(mounts, func(m string) bool { return underAny(m, []string{d}) }); busy {
+				errs = append(errs, fmt.Errorf("%s still has a mount under it", d))
+				continue
+			}
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
+	err = errors.Join(errs...)
+	if withState && err == nil {
+		// One not empty is someone else's now.
+		removeCreated(s.Created)
+	}
+	return err
+}
+
+// The files the kubelet and CNI keep outside the state directory whatever
+// they are told.
+const (
+	// kubeletDevicePlugins holds the kubelet's device-plugin socket and
+	// checkpoint: one per machine, so up refuses a host that has the
+	// socket (kubeletInUse).
+	kubeletDevicePlugins = "/var/lib/kubelet/device-plugins"
+	// containerLogLinks holds the kubelet's links to its containers' logs.
+	containerLogLinks = "/var/log/containers"
+	// cniResultCache holds libcni's results, one file per pod named
+	// NETWORK-CONTAINER-IFNAME.
+	cniResultCache = "/var/lib/cni/results"
+)
+
+// removeRuntimeFiles removes the files of this cluster's kubelet and CNI
+// outside the state directory, known as theirs by name or by where they
+// point: the device-plugin socket and checkpoint, the log links into the
+// state directory, the results cached for the cluster's pod sandboxes
+// (which a pod's CNI DEL removes, unless a crash prevented it).
+func removeRuntimeFiles(stateDir string) error {
+	files := []string{filepath.Join(kubeletDevicePlugins, "kubelet.sock"), filepath.Join(kubeletDevicePlugins, "kubelet_internal_checkpoint")}
+	links, _ := os.ReadDir(containerLogLinks)
+	for _, e := range links {
+		p := filepath.Join(containerLogLinks, e.Name())
+		if target, err := os.Readlink(p); err == nil && underAny(target, []string{stateDir}) {
+			files = append(files, p)
+		}
+	}
+	for _, id := range sandboxIDs(stateDir) {
+		// containerd's own loopback network, then the cluster's.
+		for _, network := range []string{"cni-loopback", cniNetwork} {
+			results, _ := filepath.Glob(filepath.Join(cniResultCache, network+"-"+id+"-*"))
+			files = append(files, results...)
+		}
+	}
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// sandboxIDs are the ids of the pod sandboxes the cluster's containerd
+// has, from its root and state directories' CRI records.
+func sandboxIDs(stateDir string) []string {
+	l := layout{stateDir}
+	var ids []string
+	for _, d := range []string{"root", "state"} {
+		entries, _ := os.ReadDir(filepath.Join(l.containerdDir(), d, "io.containerd.grpc.v1.cri", "sandboxes"))
+		for _, e := range entries {
+			if !slices.Contains(ids, e.Name()) {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	return ids
+}
+
+// removeEmptyTree removes dir and the directories under it, deepest
+// first, as far as they are empty.
+func removeEmptyTree(dir string) {
+	dirs := treeDirs(dir)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = os.Remove(dirs[i])
+	}
+}
+
+// treeDirs lists root and the directories under it, parents before their
+// children; none if root is missing.
+func treeDirs(root string) []string {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	return dirs
 }

@@ -64,13 +64,15 @@ var hostSysctls = []string{
 }
 
 // runtimeDirs are directories outside the state directory that containerd,
-// runc, CNI and the kubelet create whatever they are told: netns mount
-// points, CNI's result cache, the shims' sockets, device-plugin sockets,
-// the container log links.
+// CNI and the kubelet create whatever they are told: the shims' sockets
+// (containerd 1.6 keeps them in /run/containerd/s), CNI's result cache,
+// device-plugin sockets, the container log links. runc's root and the
+// pods' network namespaces are in the state directory (render.go). Down
+// removes the cluster's files in them (removeRuntimeFiles, killShims) and
+// then those that were new, while empty.
 var runtimeDirs = []string{
-	"/run/netns", "/var/lib/cni", "/run/containerd", "/var/lib/kubelet",
+	"/var/lib/cni", "/run/containerd", "/var/lib/kubelet",
 	"/var/log/pods", "/var/log/containers", "/etc/cni", "/opt/cni", "/var/lib/containerd", "/etc/kubernetes",
-	"/run/runc",
 }
 
 // cgroupRoot is where the cgroup hierarchies are mounted.
@@ -405,11 +407,30 @@ func sortedKeys[V any](maps ...map[string]V) []string {
 	return keys
 }
 
-// rangeInUse says which addresses or routes of the host already fall in
-// the cluster's range; up refuses to start on a host that uses it.
-func rangeInUse(s HostState) []string {
+// kubeletInUse says whether a kubelet's device-plugin socket is there: the
+// cluster's kubelet would replace it, and Down remove it.
+func kubeletInUse() []string {
+	sock := filepath.Join(kubeletDevicePlugins, "kubelet.sock")
+	if _, err := os.Lstat(sock); err == nil {
+		return []string{"a kubelet's socket " + sock}
+	}
+	return nil
+}
+
+// inUse says what the host has already of what the cluster needs to
+// itself: addresses or routes in its range, its bridge, a kube-proxy's
+// chains (the cluster's kube-proxy would delete another's, as its own
+// stale ones). Up refuses such a host, as the cluster would change or
+// Down remove them.
+func inUse(s HostState) []string {
 	r := netip.MustParsePrefix(Range)
 	var used []string
+	if slices.Contains(s.Links, Bridge) {
+		used = append(used, "link "+Bridge)
+	}
+	if hadKubeChains(s.Iptables) {
+		used = append(used, "iptables chains KUBE-* (a kube-proxy's)")
+	}
 	for _, a := range s.Addrs {
 		f := strings.Fields(a)
 		if p, err := netip.ParsePrefix(f[len(f)-1]); err == nil && r.Overlaps(p) {

@@ -126,31 +126,38 @@ func TestParseMountinfoUnescapes(t *testing.T) {
 	}
 }
 
-func TestRangeInUseIgnoresTheDefaultRoute(t *testing.T) {
+func TestInUseIgnoresTheDefaultRoute(t *testing.T) {
 	s := HostState{
 		Routes: []string{"0.0.0.0/0 table 254 type 1 via 192.0.2.1 dev eth0", "10.0.0.0/8 table 254 type 1 dev eth0"},
 		Addrs:  []string{"eth0 192.0.2.2/24"},
 	}
-	if used := rangeInUse(s); len(used) != 0 {
+	if used := inUse(s); len(used) != 0 {
 		t.Errorf("in use: %q", used)
 	}
 	s.Routes = append(s.Routes, "198.19.0.0/16 table 254 type 1 dev eth1")
 	s.Addrs = append(s.Addrs, "lo 198.18.0.1/32")
-	if used := rangeInUse(s); len(used) != 2 {
+	if used := inUse(s); len(used) != 2 {
 		t.Errorf("in use: %q, want the route and the address", used)
+	}
+	s.Links = []string{"eth0", Bridge}
+	s.Iptables = map[string]IptablesTable{"ipv4/nat": {Chains: map[string]string{"KUBE-SERVICES": "-"}}}
+	if used := inUse(s); len(used) != 4 {
+		t.Errorf("in use: %q, want also the bridge and kube-proxy's chains", used)
 	}
 }
 
+// Down detaches new mounts in the state directory only: one elsewhere,
+// even where a host's runtime keeps its own, is another party's.
 func TestUnderAny(t *testing.T) {
-	roots := clusterMountRoots("/var/lib/meshperf/cluster")
+	roots := []string{"/var/lib/meshperf/cluster"}
 	for path, want := range map[string]bool{
-		"/var/lib/meshperf/cluster":                   true,
-		"/var/lib/meshperf/cluster/containerd/x":      true,
-		"/var/lib/meshperf/cluster2":                  false,
-		"/run/netns/cni-1234":                         true,
-		"/run/netns/mp-lab-pod":                       false,
-		"/run/containerd/io.containerd.runtime.v2":    true,
-		"/var/lib/kubelet/pods/x/volumes/kube-api-ac": true,
+		"/var/lib/meshperf/cluster":                                     true,
+		"/var/lib/meshperf/cluster/containerd/x":                        true,
+		"/var/lib/meshperf/cluster/containerd/state/netns/cni-1234":     true,
+		"/var/lib/meshperf/cluster2":                                    false,
+		"/run/netns/cni-1234":                                           false,
+		"/run/containerd/io.containerd.runtime.v2.task/k8s.io/x/rootfs": false,
+		"/var/lib/kubelet/pods/x/volumes/kube-api-ac":                   false,
 	} {
 		if got := underAny(path, roots); got != want {
 			t.Errorf("underAny(%s) = %v, want %v", path, got, want)

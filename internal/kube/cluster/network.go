@@ -12,37 +12,42 @@ import (
 )
 
 // network gives the host the cluster's addresses, recording each change
-// in the state file before making it: the node IP on lo (the kernel here
-// has no dummy driver), a blackhole for the whole range so that nothing in
-// it is routed off the machine, and the pods' bridge with its gateway
-// address and the route that lets the host reach Service IPs (kube-proxy's
-// DNAT happens after routing, which must not hit the blackhole).
+// in the state file once made, and only then, so that Down never removes
+// what another party had (Up refused a host that had any of them, but one
+// may appear in between): the node IP on lo (the kernel here has no dummy
+// driver), a blackhole for the whole range so that nothing in it is routed
+// off the machine, and the pods' bridge with its gateway address and the
+// route that lets the host reach Service IPs (kube-proxy's DNAT happens
+// after routing, which must not hit the blackhole). A crash between a
+// change and its record leaves that change behind, and the next up says
+// so.
 func (u *upper) network() error {
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
 		return err
 	}
-	u.s.Network.NodeAddress = true
-	if err := u.s.save(); err != nil {
-		return err
-	}
 	if err := netlink.AddrAdd(lo, nodeAddr()); err != nil {
 		return fmt.Errorf("add %s to lo: %w", NodeIP, err)
 	}
-	u.s.Network.Blackhole = true
+	u.s.Network.NodeAddress = true
 	if err := u.s.save(); err != nil {
 		return err
 	}
 	if err := netlink.RouteAdd(blackholeRoute()); err != nil {
 		return fmt.Errorf("blackhole route %s: %w", Range, err)
 	}
-	u.s.Network.Bridge = true
+	u.s.Network.Blackhole = true
 	if err := u.s.save(); err != nil {
 		return err
 	}
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: Bridge}}
 	if err := netlink.LinkAdd(br); err != nil {
 		return fmt.Errorf("bridge %s: %w", Bridge, err)
+	}
+	// Its address and the Service route go with it.
+	u.s.Network.Bridge = true
+	if err := u.s.save(); err != nil {
+		return err
 	}
 	gw := mustIPNet(PodGateway, PodCIDR)
 	if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: gw}); err != nil {

@@ -73,7 +73,7 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 		"KubeProxyHealthz": kubeProxyHealthz, "KubeProxyMetrics": kubeProxyMetrics, "CoreDNSReadyPort": coreDNSReadyPort,
 		"CA": l.pki("ca.crt"), "KubeletCert": l.pki("kubelet-serving.crt"), "KubeletKey": l.pki("kubelet-serving.key"),
 		"ContainerdDir": l.containerdDir(), "ContainerdSocket": l.containerdSocket(), "CNIConfDir": l.cniConfDir(),
-		"ResolvConf": l.config("resolv.conf"), "PodLogs": l.podLogs(),
+		"ResolvConf": l.config("resolv.conf"), "PodLogs": l.podLogs(), "CgroupRoot": "/" + CgroupName,
 		"KubeProxyKubeconfig": l.kubeconfig("kube-proxy"), "CoreDNSKubeconfig": l.kubeconfig("coredns"),
 	}
 	for name, text := range templates {
@@ -95,6 +95,11 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 	return files, nil
 }
 
+// cniNetwork is the pods' network's name, which libcni's result cache
+// outside the state directory names its files after (with the sandbox's
+// id).
+const cniNetwork = "meshperf"
+
 // cniConfig is the pods' network: the bridge plugin with host-local
 // addresses in PodCIDR. No masquerading and no default route: a pod
 // reaches only 198.18.0.0/15, which the host blackholes beyond what it
@@ -102,7 +107,7 @@ func configFiles(l layout, pauseImage, runc string) (map[string][]byte, error) {
 func cniConfig(l layout) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "meshperf",
+		"name":       cniNetwork,
 		"plugins": []any{map[string]any{
 			"type": "bridge", "bridge": Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
 			"ipam": map[string]any{
@@ -142,7 +147,10 @@ func writeConfigFiles(l layout, pauseImage, runc string) error {
 
 var templates = map[string]string{
 	// containerd of its own: root, state, socket and CNI directories in the
-	// state directory, so that a host's containerd (if any) is untouched.
+	// state directory, so that a host's containerd (if any) is untouched;
+	// the pods' network namespaces under its state and runc's root there
+	// too, instead of /var/run/netns and /run/containerd/runc, so that
+	// every mount the cluster makes is in the state directory.
 	// restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, and runc
 	// fails to create a sandbox whose oom_score_adj (-998) is below ours.
 	"containerd.toml": `version = 2
@@ -161,6 +169,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{{.PauseImage}}"
+  netns_mounts_under_state_dir = true
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
@@ -179,8 +188,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
   SystemdCgroup = false
   BinaryName = "{{.Runc}}"
+  Root = "{{.ContainerdDir}}/runc"
 `,
-	// cgroupfs: cgroup v1 and no systemd here. failSwapOn false: a
+	// cgroupfs: cgroup v1 and no systemd here. cgroupRoot: the pods'
+	// cgroups under one of the cluster's own, which Up creates and Down
+	// removes, so that Down never touches a host's kubepods. failSwapOn false: a
 	// developer's machine may have swap. Eviction thresholds low, so that
 	// a nearly full disk of a CI machine does not evict the test's pods.
 	"kubelet.yaml": `apiVersion: kubelet.config.k8s.io/v1beta1
@@ -202,6 +214,7 @@ authorization:
 tlsCertFile: {{.KubeletCert}}
 tlsPrivateKeyFile: {{.KubeletKey}}
 cgroupDriver: cgroupfs
+cgroupRoot: {{.CgroupRoot}}
 failSwapOn: false
 containerRuntimeEndpoint: unix://{{.ContainerdSocket}}
 clusterDNS:

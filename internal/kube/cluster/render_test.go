@@ -21,6 +21,8 @@ func TestConfigFilesCarryTheFixesAndAddresses(t *testing.T) {
 	for key, want := range map[string]any{
 		"cgroupDriver": "cgroupfs", "failSwapOn": false, "address": NodeIP, "readOnlyPort": float64(0),
 		"containerRuntimeEndpoint": "unix:///state/containerd/containerd.sock", "resolvConf": "/state/config/resolv.conf",
+		// Its pods' cgroups under the cluster's own, never a host's kubepods.
+		"cgroupRoot": "/" + CgroupName,
 	} {
 		if kubelet[key] != want {
 			t.Errorf("kubelet.yaml %s = %v, want %v", key, kubelet[key], want)
@@ -42,6 +44,9 @@ func TestConfigFilesCarryTheFixesAndAddresses(t *testing.T) {
 	for _, want := range []string{
 		`sandbox_image = "meshperf.local/pause:v1"`, "restrict_oom_score_adj = true", "SystemdCgroup = false", `BinaryName = "/usr/sbin/runc"`,
 		`address = "/state/containerd/containerd.sock"`, `conf_dir = "/state/cni/net.d"`, `root = "/state/containerd/root"`,
+		// Its mounts and runc's state in the state directory, not a host
+		// runtime's /var/run/netns and /run/containerd/runc.
+		"netns_mounts_under_state_dir = true", `Root = "/state/containerd/runc"`,
 	} {
 		if !strings.Contains(toml, want) {
 			t.Errorf("containerd.toml lacks %s:\n%s", want, toml)

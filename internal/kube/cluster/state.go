@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/meshperf/meshperf/internal/atomicfile"
 	"github.com/meshperf/meshperf/internal/proc"
 )
@@ -22,9 +24,11 @@ type state struct {
 	// Host is the host as it was before Up changed it.
 	Host HostState `json:"host"`
 	// Network says what Up added to the host's network.
-	Network   networkChanges `json:"network"`
-	Processes []proc.Record  `json:"processes"`
-	Started   time.Time      `json:"started"`
+	Network networkChanges `json:"network"`
+	// Cgroups are the cluster's cgroups (CgroupName) Up created.
+	Cgroups   []string      `json:"cgroups"`
+	Processes []proc.Record `json:"processes"`
+	Started   time.Time     `json:"started"`
 	// Complete is set once Up has seen the node Ready and CoreDNS answer.
 	Complete bool `json:"complete"`
 }
@@ -77,8 +81,8 @@ func (s *state) dead() []string {
 // exist, outermost first. An existing dir must be empty: Down removes
 // what Up put there, and a name of the user's could be among them.
 func makeStateDir(dir string) ([]string, error) {
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return nil, fmt.Errorf("state directory %s exists and is not empty; give an empty or new one (--state-dir)", dir)
+	if err := checkEmpty(dir); err != nil {
+		return nil, err
 	}
 	var created []string
 	for d := dir; ; d = filepath.Dir(d) {
@@ -91,4 +95,41 @@ func makeStateDir(dir string) ([]string, error) {
 		}
 	}
 	return created, os.MkdirAll(dir, 0o755)
+}
+
+// checkEmpty refuses a state directory that has anything in it.
+func checkEmpty(dir string) error {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("state directory %s exists and is not empty; give an empty or new one (--state-dir)", dir)
+	}
+	return nil
+}
+
+// removeCreated removes the directories makeStateDir created, innermost
+// first, as far as they are empty.
+func removeCreated(created []string) {
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := os.Remove(created[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return
+		}
+	}
+}
+
+// lockStateDir takes the state directory's lock (flock on the directory
+// itself, which the kernel drops when the process ends, however it ends),
+// so that one up or down at a time works on a cluster; a second one is
+// refused at once rather than racing the first. unlock releases it.
+func lockStateDir(dir string) (unlock func(), err error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another `meshperf cluster up` or `down` is working on %s; wait for it to end", dir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/proc"
+	"github.com/meshperf/meshperf/internal/proc/procstat"
 )
 
 // Options says where and how to bring the cluster up.
@@ -76,18 +78,27 @@ func Up(ctx context.Context, o Options) (res UpResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	if used := rangeInUse(before); len(used) > 0 {
-		return res, fmt.Errorf("%s is already in use on this host (%s); the cluster needs the range to itself", Range, strings.Join(used, "; "))
+	if used := slices.Concat(inUse(before), cgroupsInUse(), kubeletInUse()); len(used) > 0 {
+		return res, fmt.Errorf("the cluster needs %s, the link %s, the cgroup %s, kube-proxy's chains and the kubelet's socket to itself, and this host already has %s", Range, Bridge, CgroupName, strings.Join(used, "; "))
 	}
 	created, err := makeStateDir(o.StateDir)
-	s := &state{StateDir: o.StateDir, Created: created, Host: before, Started: time.Now()}
-	if err == nil {
-		err = s.save()
-	}
 	if err != nil {
-		for i := len(created) - 1; i >= 0; i-- {
-			_ = os.Remove(created[i])
-		}
+		removeCreated(created)
+		return res, err
+	}
+	// Another up may have made the same empty directory: whoever locks it
+	// first brings the cluster up, the other leaves everything to it.
+	unlock, err := lockStateDir(o.StateDir)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	if err := checkEmpty(o.StateDir); err != nil {
+		return res, err
+	}
+	s := &state{StateDir: o.StateDir, Created: created, Host: before, Started: time.Now()}
+	if err := s.save(); err != nil {
+		removeCreated(created)
 		return res, err
 	}
 	caller := ctx // the wait's context below is cancelled before this runs
@@ -156,6 +167,7 @@ func (u *upper) steps() []step {
 	return []step{
 		{"certificates and configuration", u.writeFiles},
 		{"network (" + NodeIP + " on lo, " + Bridge + ")", u.network},
+		{"cgroup /" + CgroupName, u.makeCgroups},
 		{"etcd", u.startEtcd},
 		{"kube-apiserver", u.startAPIServer},
 		{"cluster objects (CoreDNS's RBAC and Service)", func() error { return createDNSObjects(u.ctx, u.client) }},
@@ -180,8 +192,18 @@ func (u *upper) startCoreDNS() error {
 	if err := u.waitHTTP(p, nodeURL("http", coreDNSReadyPort)+"/ready", nil); err != nil {
 		return err
 	}
-	return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, ResolveAPIService)
+	// A query sent before kube-proxy has written the Service's rules is
+	// lost, not refused: a short wait for each answer (CoreDNS answers in
+	// milliseconds here) retries it soon.
+	return u.waitFor(p, "resolve kubernetes.default through "+DNSServiceIP, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, dnsAnswerWait)
+		defer cancel()
+		return ResolveAPIService(ctx)
+	})
 }
+
+// dnsAnswerWait bounds each query of the wait for CoreDNS.
+const dnsAnswerWait = 500 * time.Millisecond
 
 func (u *upper) startEtcd() error {
 	p, err := u.start("etcd", u.t.etcd, "--name", "meshperf", "--data-dir", u.l.etcdData(),
@@ -308,38 +330,41 @@ func (u *upper) start(name, path string, args ...string) (*proc.Process, error) 
 		return nil, err
 	}
 	r, err := p.Record()
-	if err != nil {
+	if errors.Is(err, procstat.ErrGone) {
 		// It exited at once; its log says why.
 		return nil, errors.New(p.ExitReason())
+	}
+	if err != nil {
+		// Unrecorded, teardown would not know it: it goes now.
+		_ = p.Stop()
+		return nil, err
 	}
 	u.s.Processes = append(u.s.Processes, r)
 	return p, u.s.save()
 }
 
-// waitFor polls check until it succeeds, the process exits (its exit
+// checkTimeout bounds one health check of a component that is coming up.
+const checkTimeout = 5 * time.Second
+
+// waitFor retries check until it succeeds, the process exits (its exit
 // reason is the error), or the bring-up's time runs out.
 func (u *upper) waitFor(p *proc.Process, what string, check func(context.Context) error) error {
 	var last error
-	for {
-		ctx, cancel := context.WithTimeout(u.ctx, 5*time.Second)
+	err := p.Poll(u.ctx, 0, what, func() (bool, error) {
+		ctx, cancel := context.WithTimeout(u.ctx, checkTimeout)
+		defer cancel()
 		last = check(ctx)
-		cancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-p.Done():
-			return errors.New(p.ExitReason())
-		case <-u.ctx.Done():
-			if errors.Is(u.ctx.Err(), context.Canceled) {
-				return fmt.Errorf("interrupted while waiting for %s to %s", p.Name(), what)
-			}
-			// The log goes with the state directory at teardown: its last
-			// line is kept here.
-			return fmt.Errorf("%s did not %s within the wait (last: %s; its last log line: %s)", p.Name(), what, firstLine(last.Error()), p.LastLine())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	if err == nil || u.ctx.Err() == nil {
+		return err
 	}
+	if errors.Is(u.ctx.Err(), context.Canceled) {
+		return fmt.Errorf("interrupted while waiting for %s to %s", p.Name(), what)
+	}
+	// The log goes with the state directory at teardown: its last line is
+	// kept here.
+	return fmt.Errorf("%s did not %s within the wait (last: %s; its last log line: %s)", p.Name(), what, firstLine(fmt.Sprint(last)), p.LastLine())
 }
 
 // waitHTTP waits for url to answer 200, over TLS verified against pool
