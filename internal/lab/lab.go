@@ -188,7 +188,7 @@ func invoke(ctx context.Context, cfg Config, body func(context.Context, *lab, *r
 		}
 	}
 	rep.Wall = time.Since(start)
-	if err := writeOutputs(rep, cfg.Out); err != nil {
+	if err := WriteOutputs(rep, cfg.Out); err != nil {
 		return rep, err
 	}
 	return rep, nil
