@@ -41,7 +41,7 @@ func TrafficChecks(spec scenario.RunSpec, calls int64, before, after MetricsSnap
 		if spec.Protocol == scenario.GRPC {
 			labels["request_protocol"] = "grpc"
 		}
-		return sumMetric(a, metric, labels) - sumMetric(b, metric, labels)
+		return SumMetric(a, metric, labels) - SumMetric(b, metric, labels)
 	}
 	check := func(name string, got float64) Check {
 		return Check{Name: name, OK: got >= want,
@@ -91,7 +91,7 @@ func nodeProxyChecks(spec scenario.RunSpec, before, after MetricsSnapshot, ids I
 		serverWant, peer, serverBefore, since = 1, ids.Waypoint, "", " since the mode was set up"
 	}
 	delta := func(b, a string, labels map[string]string) float64 {
-		return sumMetric(a, metric, labels) - sumMetric(b, metric, labels)
+		return SumMetric(a, metric, labels) - SumMetric(b, metric, labels)
 	}
 	check := func(name string, got, want float64, since string) Check {
 		return Check{Name: name, OK: got >= want, Detail: fmt.Sprintf("%.0f connections counted%s, want >= %.0f", got, since, want)}

@@ -157,7 +157,7 @@ func invoke(ctx context.Context, cfg Config, body func(context.Context, *lab, *r
 	}
 	cfg = l.cfg
 	rep := &Report{RunID: cfg.RunID, OutDir: cfg.OutDir}
-	store, err := openStore(cfg.DBPath)
+	store, err := OpenStore(cfg.DBPath)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +262,9 @@ func (l *lab) finish() {
 	}
 }
 
-func openStore(path string) (*results.Store, error) {
+// OpenStore opens the results store at path (creating a file's directory);
+// nil without a path.
+func OpenStore(path string) (*results.Store, error) {
 	if path == "" {
 		return nil, nil
 	}

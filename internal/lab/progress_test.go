@@ -91,15 +91,15 @@ istio_requests_total{reporter="destination",source_principal="spiffe://cluster.l
 istio_requests_total{reporter="destination",source_principal="unknown",destination_service="server.lab.svc.cluster.local",connection_security_policy="none"} 3
 istio_requests_total_other{reporter="destination"} 99
 `
-	if got := sumMetric(text, "istio_requests_total", map[string]string{"reporter": "destination"}); got != 403 {
+	if got := SumMetric(text, "istio_requests_total", map[string]string{"reporter": "destination"}); got != 403 {
 		t.Errorf("all destination requests: %v, want 403", got)
 	}
-	got := sumMetric(text, "istio_requests_total", map[string]string{"connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})
+	got := SumMetric(text, "istio_requests_total", map[string]string{"connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})
 	if got != 400 {
 		t.Errorf("mTLS from client: %v, want 400", got)
 	}
 	// destination_service="server" must not match destination_service_name="server".
-	if got := sumMetric(text, "istio_requests_total", map[string]string{"destination_service": "server"}); got != 0 {
+	if got := SumMetric(text, "istio_requests_total", map[string]string{"destination_service": "server"}); got != 0 {
 		t.Errorf("label matched inside another label: %v", got)
 	}
 }

@@ -296,9 +296,9 @@ func orNone(s string) string {
 	return s
 }
 
-// sumMetric adds up the samples of a Prometheus text metric whose labels
-// include every pair in want.
-func sumMetric(text, name string, want map[string]string) float64 {
+// SumMetric adds up the samples of a Prometheus text metric whose labels
+// include every pair in want (a sample's timestamp, if any, is not its value).
+func SumMetric(text, name string, want map[string]string) float64 {
 	total := 0.0
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(line, name+"{") {
@@ -321,8 +321,10 @@ func sumMetric(text, name string, want map[string]string) float64 {
 		if !ok {
 			continue
 		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64); err == nil {
-			total += v
+		if f := strings.Fields(line[end+1:]); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				total += v
+			}
 		}
 	}
 	return total
