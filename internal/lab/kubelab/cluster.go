@@ -15,8 +15,8 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
-	pilotkube "github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/pilot/inject"
+	pilotkube "github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -71,8 +71,9 @@ const (
 // Istio's injector (sidecar modes) and ztunnel (ambient modes). A scenario
 // of no-mesh only needs neither.
 func (c *Cluster) Preflight(ctx context.Context, s *scenario.Scenario, mesh Mesh) error {
-	sidecars, ambient := false, false
+	sidecars, ambient, meshModes := false, false, false
 	for _, m := range s.Modes {
+		meshModes = meshModes || m != scenario.NoMesh
 		cl, sv := m.Sidecars()
 		sidecars = sidecars || cl || sv
 		ambient = ambient || m.NodeProxies()
@@ -94,6 +95,11 @@ func (c *Cluster) Preflight(ctx context.Context, s *scenario.Scenario, mesh Mesh
 	if mesh == MeshIstio && ambient {
 		if _, err := c.Kube.AppsV1().DaemonSets(istioNamespace).Get(ctx, ztunnelName, metav1.GetOptions{}); err != nil {
 			return c.missing(err, "Istio's ambient mode is not installed (no DaemonSet %s/%s): istioctl install --set profile=ambient, or -modes without the ambient ones", istioNamespace, ztunnelName)
+		}
+	}
+	if meshModes {
+		if _, err := c.Kube.Discovery().ServerResourcesForGroupVersion("security.istio.io/v1"); err != nil {
+			return c.missing(err, "Istio's CRDs (security.istio.io/v1) are not installed: meshperf pilot --install-crds installs them (its manifest runs it so), or install Istio")
 		}
 	}
 	return nil

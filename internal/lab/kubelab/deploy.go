@@ -308,9 +308,6 @@ func eventTime(e *corev1.Event) time.Time {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// namespaceGoneWait bounds the wait for the namespace to go at the end.
-const namespaceGoneWait = 60 * time.Second
-
 // finish deletes the namespace, with everything in it, and waits a while
 // for it to go; with --keep it says what was left and how to delete it.
 // It runs after an interrupt too, so it does not use the run's context.
@@ -323,19 +320,19 @@ func (k *kubeLab) finish() {
 		k.logf("meshperf lab: --keep: namespace %s left on the cluster; delete it with: kubectl delete namespace %s", ns, ns)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), namespaceGoneWait+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), k.cfg.DeleteWait+10*time.Second)
 	defer cancel()
 	nsClient := k.c.Kube.CoreV1().Namespaces()
 	if err := nsClient.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		k.logf("meshperf lab: delete namespace %s: %v (delete it with: kubectl delete namespace %s)", ns, err, ns)
 		return
 	}
-	deadline := time.Now().Add(namespaceGoneWait)
+	deadline := time.Now().Add(k.cfg.DeleteWait)
 	for time.Now().Before(deadline) {
 		if _, err := nsClient.Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	k.logf("meshperf lab: namespace %s is still terminating after %s; the cluster deletes it (kubectl get namespace %s)", ns, namespaceGoneWait, ns)
+	k.logf("meshperf lab: namespace %s is still terminating after %s; the cluster deletes it (kubectl get namespace %s)", ns, k.cfg.DeleteWait, ns)
 }

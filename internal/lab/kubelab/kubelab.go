@@ -41,12 +41,13 @@ type Config struct {
 	RunID, OutDir      string
 	DBPath, Labels     string
 	Keep               bool
-	// ReadyTimeout bounds the wait for a mode's pods (2 minutes if zero).
-	ReadyTimeout time.Duration
-	Out          io.Writer
-	Progress     io.Writer
-	ProgressTTY  bool
-	Live         lab.LivePublisher
+	// ReadyTimeout bounds the wait for a mode's pods (2 minutes if zero);
+	// DeleteWait the wait for the namespace to go at the end (1 minute).
+	ReadyTimeout, DeleteWait time.Duration
+	Out                      io.Writer
+	Progress                 io.Writer
+	ProgressTTY              bool
+	Live                     lab.LivePublisher
 }
 
 // PreconditionError is a cluster that cannot run the lab as asked, found
@@ -79,6 +80,9 @@ func (cfg Config) defaults() Config {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.DeleteWait <= 0 {
+		cfg.DeleteWait = time.Minute
 	}
 	return cfg
 }

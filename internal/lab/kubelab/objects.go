@@ -74,7 +74,7 @@ type Objects struct {
 	ServiceAccounts []*corev1.ServiceAccount
 	Service         *corev1.Service
 	Server, Client  *appsv1.Deployment
-	PeerAuth        *securityv1.PeerAuthentication
+	PeerAuth        *securityv1.PeerAuthentication // nil in no-mesh, which needs no mesh installed
 	DestinationRule *networkingv1.DestinationRule // nil unless both sidecars run without mTLS
 	Waypoint        *gatewayv1.Gateway            // nil without a waypoint
 }
@@ -85,7 +85,10 @@ func (o Objects) List() []runtime.Object {
 	for _, sa := range o.ServiceAccounts {
 		out = append(out, sa)
 	}
-	out = append(out, o.Service, o.Server, o.Client, o.PeerAuth)
+	out = append(out, o.Service, o.Server, o.Client)
+	if o.PeerAuth != nil {
+		out = append(out, o.PeerAuth)
+	}
 	if o.DestinationRule != nil {
 		out = append(out, o.DestinationRule)
 	}
@@ -118,8 +121,10 @@ func (r Render) Objects(spec scenario.RunSpec) Objects {
 				"-tcp-port", strconv.Itoa(lab.ServiceTCPPort)}),
 		// The client idles; each run's load is exec'd in it, as Istio's
 		// benchmark execs fortio in its client pod.
-		Client:   r.deployment(clientName, lab.ClientSA, spec, client, []string{"pause"}),
-		PeerAuth: r.peerAuth(spec),
+		Client: r.deployment(clientName, lab.ClientSA, spec, client, []string{"pause"}),
+	}
+	if spec.Mode != scenario.NoMesh {
+		o.PeerAuth = r.peerAuth(spec)
 	}
 	o.Server.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{
 		{Name: "http", ContainerPort: lab.ServiceHTTPPort}, {Name: "grpc", ContainerPort: lab.ServiceGRPCPort},
