@@ -44,6 +44,7 @@ require (
 	istio.io/istio v0.0.0-20260827124520-eed52ebb66ad
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/streaming v0.37.2
 )
 
 require (
@@ -89,7 +90,6 @@ require (
 	golang.org/x/exp v0.0.0-20260824195058-e88cd73687aa // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
-	k8s.io/streaming v0.37.2 // indirect
 )
 
 require (

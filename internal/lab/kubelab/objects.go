@@ -75,8 +75,8 @@ type Objects struct {
 	Service         *corev1.Service
 	Server, Client  *appsv1.Deployment
 	PeerAuth        *securityv1.PeerAuthentication // nil in no-mesh, which needs no mesh installed
-	DestinationRule *networkingv1.DestinationRule // nil unless both sidecars run without mTLS
-	Waypoint        *gatewayv1.Gateway            // nil without a waypoint
+	DestinationRule *networkingv1.DestinationRule  // nil unless both sidecars run without mTLS
+	Waypoint        *gatewayv1.Gateway             // nil without a waypoint
 }
 
 // List is every object in the order they are applied.
