@@ -311,3 +311,23 @@ func TestManifestAppliesOnServer(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerSample reads the kubelet's /metrics/resource lines, which
+// carry a timestamp after the value.
+func TestContainerSample(t *testing.T) {
+	const text = `# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="app",namespace="ns",pod="client-1"} 1.5 1764320000123
+container_cpu_usage_seconds_total{container="istio-proxy",namespace="ns",pod="client-1"} 2.25 1764320000456
+container_memory_working_set_bytes{container="istio-proxy",namespace="ns",pod="client-1"} 4.194304e+06 1764320000456
+`
+	got, ok := containerSample(text, cpuMetric, "ns", "client-1", "istio-proxy")
+	if !ok || got.value != 2.25 || got.at.UnixMilli() != 1764320000456 {
+		t.Errorf("istio-proxy CPU: %+v %v", got, ok)
+	}
+	if got, ok := containerSample(text, memoryMetric, "ns", "client-1", "istio-proxy"); !ok || got.value != 4194304 {
+		t.Errorf("istio-proxy memory: %+v %v", got, ok)
+	}
+	if _, ok := containerSample(text, cpuMetric, "ns", "server-1", "app"); ok {
+		t.Error("a sample for a pod that has none")
+	}
+}

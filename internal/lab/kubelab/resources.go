@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
+	"github.com/meshperf/meshperf/internal/lab"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -117,39 +117,17 @@ func (s *resourceSampler) read(ctx context.Context) {
 }
 
 // containerSample is metric's sample for one container in the kubelet's
-// text: `name{container="c",namespace="ns",pod="p"} value timestamp-ms`.
+// text, at the kubelet's timestamp.
 func containerSample(text, metric, ns, pod, container string) (sample, bool) {
-	want := []string{`container="` + container + `"`, `namespace="` + ns + `"`, `pod="` + pod + `"`}
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, metric+"{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		labels := "," + line[len(metric)+1:end] + ","
-		ok := true
-		for _, w := range want {
-			ok = ok && strings.Contains(labels, ","+w+",")
-		}
-		f := strings.Fields(line[end+1:])
-		if !ok || len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return sample{}, false
-		}
-		at := time.Now()
-		if len(f) > 1 {
-			if ms, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				at = time.UnixMilli(ms)
-			}
-		}
-		return sample{v, at}, true
+	v, ms, ok := lab.MetricSample(text, metric, map[string]string{"container": container, "namespace": ns, "pod": pod})
+	if !ok {
+		return sample{}, false
 	}
-	return sample{}, false
+	at := time.Now()
+	if ms > 0 {
+		at = time.UnixMilli(ms)
+	}
+	return sample{v, at}, true
 }
 
 // processes are the run's figures per container: CPU as the counter's
