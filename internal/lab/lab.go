@@ -116,6 +116,9 @@ type Report struct {
 	// NodeProxies say what ran as each node proxy, e.g. "client node proxy
 	// (node-1): ztunnel 1.24.0"; empty without an ambient mode.
 	NodeProxies []string
+	// Cluster names the Kubernetes cluster the runs were on (lab run
+	// --kube); "" on this machine's pods.
+	Cluster string
 	// Sweep is a capacity sweep's analysis (lab sweep); nil for a matrix.
 	Sweep *results.Sweep
 	// BaselineNotMet says a sweep's baseline (no-mesh) missed the

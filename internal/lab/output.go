@@ -31,6 +31,9 @@ func WriteOutputs(rep *Report, out io.Writer) error {
 	if err := results.WritePromVsProc(out, runs); err != nil {
 		return fmt.Errorf("lab: summary: %w", err)
 	}
+	if rep.Cluster != "" {
+		fmt.Fprintf(out, "cluster: %s\n", rep.Cluster)
+	}
 	for _, np := range rep.NodeProxies {
 		fmt.Fprintf(out, "node proxy: %s\n", np)
 	}

@@ -149,7 +149,8 @@ func Run(ctx context.Context, cfg Config) (*lab.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &lab.Report{RunID: cfg.RunID, OutDir: cfg.OutDir, Network: pod.KindKubernetes, NamePrefix: k.render.Namespace}
+	rep := &lab.Report{RunID: cfg.RunID, OutDir: cfg.OutDir, Network: pod.KindKubernetes, NamePrefix: k.render.Namespace,
+		Cluster: k.prov.common.Machine.Hostname + ", mesh " + string(cfg.Mesh) + " " + k.prov.control.Version}
 	if store != nil {
 		defer store.Close()
 		rep.DB = store.String()
