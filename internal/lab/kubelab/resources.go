@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/lab"
-	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -47,7 +46,7 @@ type resourceSampler struct {
 	err              error // the last read that failed
 }
 
-func (k *kubeLab) newSampler(spec scenario.RunSpec) *resourceSampler {
+func (k *kubeLab) newSampler() *resourceSampler {
 	return &resourceSampler{k: k, roles: k.roles(), cpu: map[string][]sample{}, mem: map[string][]sample{}}
 }
 

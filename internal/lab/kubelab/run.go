@@ -68,7 +68,7 @@ func (k *kubeLab) runOne(ctx context.Context, spec scenario.RunSpec) lab.Outcome
 	cmd := append(append([]string{image.BinaryPath, "load"}, spec.LoadArgs(r.Label, "-")...), "-provenance", string(prov))
 	cmd = append(cmd, target...)
 	jsonPath := filepath.Join(k.cfg.OutDir, lab.JSONName(spec, r.Label))
-	sampler := k.newSampler(spec)
+	sampler := k.newSampler()
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); sampler.run(sctx, spec.Warmup, spec.Duration) }()
