@@ -193,10 +193,61 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 		}
 		*s.dst = string(b)
 	}
+	if k.mode.NodeProxies() {
+		errs = append(errs, k.scrapeAmbient(ctx, &m))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return m, fmt.Errorf("proxy metrics: %w", err)
 	}
 	return m, nil
+}
+
+// Istio's ambient data plane: ztunnel's metrics, and the waypoint's (an
+// Envoy, as the sidecar).
+const (
+	ztunnelMetricsPort = 15020
+	waypointPodLabel   = "gateway.networking.k8s.io/gateway-name"
+)
+
+// scrapeAmbient reads, in Istio's ambient modes, the ztunnel on the
+// client's node and on the server's, and the waypoint, for the netns
+// lab's node proxy and waypoint checks.
+func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) error {
+	core := k.c.Kube.CoreV1()
+	zt, err := core.Pods(istioNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + ztunnelName})
+	if err != nil {
+		return fmt.Errorf("ztunnel pods: %w", err)
+	}
+	get := func(ns, pod string, port int, path string) (string, error) {
+		b, err := core.RESTClient().Get().Namespace(ns).Resource("pods").Name(pod + ":" + strconv.Itoa(port)).
+			SubResource("proxy").Suffix(path).DoRaw(ctx)
+		if err != nil {
+			return "", fmt.Errorf("pod %s/%s:%d/%s: %w", ns, pod, port, path, err)
+		}
+		return string(b), nil
+	}
+	var errs []error
+	for _, side := range []struct {
+		node string
+		dst  *string
+	}{{k.clientPod.Spec.NodeName, &m.ClientNode}, {k.serverPod.Spec.NodeName, &m.ServerNode}} {
+		for _, p := range zt.Items {
+			if p.Spec.NodeName == side.node {
+				*side.dst, err = get(istioNamespace, p.Name, ztunnelMetricsPort, "metrics")
+				errs = append(errs, err)
+			}
+		}
+	}
+	if k.mode.Waypoint() {
+		wp, err := core.Pods(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: waypointPodLabel + "=" + lab.WaypointGateway})
+		if err != nil || len(wp.Items) == 0 {
+			return errors.Join(append(errs, fmt.Errorf("the waypoint's pod in %s: none (%v)", k.render.Namespace, err))...)
+		}
+		pm := proxyMetrics[MeshIstio]
+		m.Waypoint, err = get(k.render.Namespace, wp.Items[0].Name, pm.port, pm.path)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // roles are the containers a run measures, under the netns lab's roles.
