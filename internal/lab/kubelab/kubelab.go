@@ -162,6 +162,9 @@ func Run(ctx context.Context, cfg Config) (*lab.Report, error) {
 	// the lab's pods at all (no image, no CNI) is one error, not a failed
 	// run per mode.
 	if err := k.create(ctx, specs[0]); err != nil {
+		if ctx.Err() != nil {
+			return rep, fmt.Errorf("lab: interrupted while %s came up", specs[0].Mode)
+		}
 		return rep, err
 	}
 	rep.Outcomes = lab.Matrix{
