@@ -185,13 +185,9 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 		if s.pod == nil || !hasContainer(s.pod, inject.ProxyContainerName) {
 			continue
 		}
-		b, err := k.c.Kube.CoreV1().RESTClient().Get().Namespace(k.render.Namespace).Resource("pods").
-			Name(s.pod.Name + ":" + strconv.Itoa(pm.port)).SubResource("proxy").Suffix(pm.path).DoRaw(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pod %s:%d/%s: %w", s.pod.Name, pm.port, pm.path, err))
-			continue
-		}
-		*s.dst = string(b)
+		var err error
+		*s.dst, err = k.c.podProxyGet(ctx, k.render.Namespace, s.pod.Name, pm.port, pm.path)
+		errs = append(errs, err)
 	}
 	if k.mode.NodeProxies() {
 		errs = append(errs, k.scrapeAmbient(ctx, &m))
@@ -218,14 +214,6 @@ func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) err
 	if err != nil {
 		return fmt.Errorf("ztunnel pods: %w", err)
 	}
-	get := func(ns, pod string, port int, path string) (string, error) {
-		b, err := core.RESTClient().Get().Namespace(ns).Resource("pods").Name(pod + ":" + strconv.Itoa(port)).
-			SubResource("proxy").Suffix(path).DoRaw(ctx)
-		if err != nil {
-			return "", fmt.Errorf("pod %s/%s:%d/%s: %w", ns, pod, port, path, err)
-		}
-		return string(b), nil
-	}
 	var errs []error
 	for _, side := range []struct {
 		node string
@@ -233,7 +221,7 @@ func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) err
 	}{{k.clientPod.Spec.NodeName, &m.ClientNode}, {k.serverPod.Spec.NodeName, &m.ServerNode}} {
 		for _, p := range zt.Items {
 			if p.Spec.NodeName == side.node {
-				*side.dst, err = get(istioNamespace, p.Name, ztunnelMetricsPort, "metrics")
+				*side.dst, err = k.c.podProxyGet(ctx, istioNamespace, p.Name, ztunnelMetricsPort, "metrics")
 				errs = append(errs, err)
 			}
 		}
@@ -244,7 +232,7 @@ func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) err
 			return errors.Join(append(errs, fmt.Errorf("the waypoint's pod in %s: none (%v)", k.render.Namespace, err))...)
 		}
 		pm := proxyMetrics[MeshIstio]
-		m.Waypoint, err = get(k.render.Namespace, wp.Items[0].Name, pm.port, pm.path)
+		m.Waypoint, err = k.c.podProxyGet(ctx, k.render.Namespace, wp.Items[0].Name, pm.port, pm.path)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -273,3 +261,14 @@ type containerRole struct {
 }
 
 func (c containerRole) String() string { return c.pod.Name + "/" + c.container }
+
+// podProxyGet is GET path on port of pod ns/name through the API server's
+// pod proxy: how the lab reaches a proxy's metrics wherever the pod runs.
+func (c *Cluster) podProxyGet(ctx context.Context, ns, name string, port int, path string) (string, error) {
+	b, err := c.Kube.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name(name + ":" + strconv.Itoa(port)).
+		SubResource("proxy").Suffix(path).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("pod %s/%s:%d/%s: %w", ns, name, port, path, err)
+	}
+	return string(b), nil
+}
