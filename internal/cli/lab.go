@@ -35,6 +35,8 @@ func Lab(args []string, stdout, stderr io.Writer) int {
 				run: func(args []string) int { return labSweep(args, stdout, stderr) }},
 			{name: "soak", about: "one long run through the sidecars, watching each sidecar's memory over time",
 				run: func(args []string) int { return labSoak(args, stdout, stderr) }},
+			{name: "manifest", about: "render a scenario's objects per mode for a cluster (what lab run --kube applies), without a cluster",
+				run: func(args []string) int { return labManifest(args, stdout, stderr) }},
 			{name: "clean", about: "remove the pods, links and processes an interrupted run left behind",
 				run: func(args []string) int { return labClean(args, stdout, stderr) }},
 		},
@@ -101,10 +103,15 @@ func labRun(args []string, stdout, stderr io.Writer) int {
 		"Runs a scenario (shipped: "+strings.Join(scenario.Names(), ", ")+"; or a YAML file), "+
 			"the default one without SCENARIO;\nthe flags override the scenario's values.")
 	var publish publishFlags
+	var kube kubeFlags
+	kube.define(cmd.flags)
 	cfg, err := parseLabRun(cmd, args, stdout, labRunOptions{defaultScenario: scenario.DefaultName, scenarioFlags: overrideFlags,
-		prometheus: true, ztunnel: true, publish: &publish})
+		prometheus: true, ztunnel: true, publish: &publish, kube: &kube})
 	if err != nil {
 		return cmd.exit(stderr, err)
+	}
+	if kube.on {
+		return runKubeLab(cmd, cfg, &kube, &publish, stdout, stderr)
 	}
 	return runLabMatrix(cmd, cfg, &publish, stdout, stderr)
 }
@@ -243,6 +250,9 @@ type labRunOptions struct {
 	// publish (when given) the dashboard's flags.
 	prometheus, ztunnel bool
 	publish             *publishFlags
+	// kube, when given, lets --kube run the scenario on a cluster, which
+	// takes neither this machine's network nor its binaries.
+	kube *kubeFlags
 }
 
 // parseLabRun turns arguments into a lab configuration, checking all of it
@@ -303,6 +313,12 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, opts labRunOptio
 	}
 	if f.ztunnel != "" {
 		s.WithZtunnelTwins()
+	}
+	if opts.kube != nil && opts.kube.on {
+		if err := opts.kube.check(s, f); err != nil {
+			return lab.Config{}, err
+		}
+		return lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, Labels: f.labels}, nil
 	}
 	cfg := lab.Config{Scenario: s, OutDir: f.out, DBPath: f.db, Keep: f.keep, ZtunnelBin: f.ztunnel, Labels: f.labels,
 		Prometheus: f.prometheus, PromInterval: f.promInterval}

@@ -60,8 +60,8 @@ func (l *lab) graphSidecarChecks(spec scenario.RunSpec, calls int64, before, aft
 		cut = float64(spec.Connections)
 	}
 	delta := func(pod string, labels map[string]string) float64 {
-		return sumMetric(after.sidecars[pod], "istio_requests_total", labels) -
-			sumMetric(before.sidecars[pod], "istio_requests_total", labels)
+		return SumMetric(after.sidecars[pod], "istio_requests_total", labels) -
+			SumMetric(before.sidecars[pod], "istio_requests_total", labels)
 	}
 	// The load goes to the entrypoint; the Acmeair driver to every
 	// service it exercises.
@@ -107,7 +107,7 @@ func (l *lab) graphNodeProxyChecks(spec scenario.RunSpec, before, after graphSna
 	sum := func(s graphSnapshot, labels map[string]string) float64 {
 		n := 0.0
 		for _, text := range s.nodes {
-			n += sumMetric(text, metric, labels)
+			n += SumMetric(text, metric, labels)
 		}
 		return n
 	}

@@ -84,7 +84,7 @@ func (l *lab) primeGraph(ctx context.Context, spec scenario.RunSpec) error {
 	prime.Duration, prime.Warmup = spec.Warmup, spec.Warmup/2
 	r := l.base(prime)
 	r.Label += "_prime"
-	path := filepath.Join(l.logDir, jsonName(prime, r.Label))
+	path := filepath.Join(l.logDir, JSONName(prime, r.Label))
 	args, env, err := l.graphLoadCommand(prime, r, path)
 	if err != nil {
 		return err

@@ -42,7 +42,7 @@ func (l *lab) runGraphOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	if err != nil {
 		return l.failedGraph(spec, r.Graph, err.Error())
 	}
-	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	jsonPath := filepath.Join(l.cfg.OutDir, JSONName(spec, r.Label))
 	args, env, err := l.graphLoadCommand(spec, r, jsonPath)
 	if err != nil {
 		return l.failedGraph(spec, r.Graph, err.Error())

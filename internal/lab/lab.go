@@ -116,6 +116,9 @@ type Report struct {
 	// NodeProxies say what ran as each node proxy, e.g. "client node proxy
 	// (node-1): ztunnel 1.24.0"; empty without an ambient mode.
 	NodeProxies []string
+	// Cluster names the Kubernetes cluster the runs were on (lab run
+	// --kube); "" on this machine's pods.
+	Cluster string
 	// Sweep is a capacity sweep's analysis (lab sweep); nil for a matrix.
 	Sweep *results.Sweep
 	// BaselineNotMet says a sweep's baseline (no-mesh) missed the
@@ -157,7 +160,7 @@ func invoke(ctx context.Context, cfg Config, body func(context.Context, *lab, *r
 	}
 	cfg = l.cfg
 	rep := &Report{RunID: cfg.RunID, OutDir: cfg.OutDir}
-	store, err := openStore(cfg.DBPath)
+	store, err := OpenStore(cfg.DBPath)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +191,7 @@ func invoke(ctx context.Context, cfg Config, body func(context.Context, *lab, *r
 		}
 	}
 	rep.Wall = time.Since(start)
-	if err := writeOutputs(rep, cfg.Out); err != nil {
+	if err := WriteOutputs(rep, cfg.Out); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -262,7 +265,9 @@ func (l *lab) finish() {
 	}
 }
 
-func openStore(path string) (*results.Store, error) {
+// OpenStore opens the results store at path (creating a file's directory);
+// nil without a path.
+func OpenStore(path string) (*results.Store, error) {
 	if path == "" {
 		return nil, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/netip"
 	"os"
@@ -27,36 +28,70 @@ const maxSetupFailures = 2
 // runMatrix runs every spec in order, setting up each mode when it changes,
 // and stores each run as it ends.
 func (l *lab) runMatrix(ctx context.Context, store *results.Store) []Outcome {
-	specs := l.cfg.Scenario.Expand()
-	prog := newProgress(l.cfg.Progress, l.cfg.ProgressTTY, specs, l.cfg.Live, l.cfg.RunID)
+	return Matrix{
+		Specs: l.cfg.Scenario.Expand(), RunID: l.cfg.RunID, Store: store,
+		Progress: l.cfg.Progress, ProgressTTY: l.cfg.ProgressTTY, Live: l.cfg.Live, Logf: l.logf,
+		Ensure: l.ensure, RunOne: l.runOne, Failed: l.failed,
+		RunDone: func(spec scenario.RunSpec) {
+			if l.cfg.hook != nil {
+				l.cfg.hook("run-done", l, spec)
+			}
+		},
+	}.Run(ctx)
+}
+
+// Matrix is the loop over a scenario's runs that every lab shares, here
+// and on a cluster: a mode is set up when it changes, a run's outcome is
+// shown and stored as it ends, and the loop gives up after
+// maxSetupFailures modes in a row that did not come up.
+type Matrix struct {
+	Specs       []scenario.RunSpec
+	RunID       string
+	Store       *results.Store // nil stores nothing
+	Progress    io.Writer
+	ProgressTTY bool
+	Live        LivePublisher
+	Logf        func(format string, args ...any)
+	// Ensure sets up spec's mode; RunOne runs spec in it; Failed is the
+	// outcome of a spec that failed for reason before its run.
+	Ensure func(context.Context, scenario.RunSpec) error
+	RunOne func(context.Context, scenario.RunSpec) Outcome
+	Failed func(spec scenario.RunSpec, reason string) Outcome
+	// RunDone, when set, is called after each run.
+	RunDone func(scenario.RunSpec)
+}
+
+// Run runs the matrix until its end or ctx's.
+func (m Matrix) Run(ctx context.Context) []Outcome {
+	prog := newProgress(m.Progress, m.ProgressTTY, m.Specs, m.Live, m.RunID)
 	var outs []Outcome
 	setupFailures := 0
-	for i, spec := range specs {
+	for i, spec := range m.Specs {
 		if ctx.Err() != nil {
 			break
 		}
 		prog.start(i)
 		var o Outcome
 		if setupFailures >= maxSetupFailures {
-			o = l.failed(spec, "not run: the lab could not recover after earlier failures")
-		} else if err := l.ensure(ctx, spec); err != nil {
+			o = m.Failed(spec, "not run: the lab could not recover after earlier failures")
+		} else if err := m.Ensure(ctx, spec); err != nil {
 			setupFailures++
-			o = l.failed(spec, "set up "+string(spec.Mode)+": "+err.Error())
+			o = m.Failed(spec, "set up "+string(spec.Mode)+": "+err.Error())
 		} else {
 			setupFailures = 0
-			o = l.runOne(ctx, spec)
+			o = m.RunOne(ctx, spec)
 		}
 		prog.done(o)
 		outs = append(outs, o)
-		if l.cfg.hook != nil {
-			l.cfg.hook("run-done", l, spec)
+		if m.RunDone != nil {
+			m.RunDone(spec)
 		}
-		if store != nil {
-			if err := store.Insert(o.Run); err != nil {
-				l.logf("meshperf lab: %v", err)
+		if m.Store != nil {
+			if err := m.Store.Insert(o.Run); err != nil {
+				m.Logf("meshperf lab: %v", err)
 			}
 		}
-		if i < len(specs)-1 && !o.Run.Failed {
+		if i < len(m.Specs)-1 && !o.Run.Failed {
 			sleepCtx(ctx, spec.Cooldown)
 		}
 	}
@@ -75,11 +110,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // base fills the fields every run has, whatever happened to it.
 func (l *lab) base(spec scenario.RunSpec) results.Run {
+	return BaseRun(spec, l.cfg.RunID, l.kind(), l.prov.forMode(spec.Mode))
+}
+
+// BaseRun is the record of spec in invocation runID on network, before
+// anything is measured: the fields every run has, whatever happened to it.
+func BaseRun(spec scenario.RunSpec, runID string, network pod.Kind, prov results.Provenance) results.Run {
 	return results.Run{
-		RunID: l.cfg.RunID, Label: spec.Label(l.cfg.RunID), Scenario: spec.Scenario,
+		RunID: runID, Label: spec.Label(runID), Scenario: spec.Scenario,
 		Mode: string(spec.Mode), Protocol: string(spec.Protocol), Repetition: spec.Repetition,
 		Connections: spec.Connections, RequestedQPS: spec.QPS, PayloadSize: spec.PayloadSize,
-		MTLS: spec.MTLS, Network: string(l.kind()), StartTime: time.Now(), Provenance: l.prov.forMode(spec.Mode),
+		MTLS: spec.MTLS, Network: string(network), StartTime: time.Now(), Provenance: prov,
 		Latency: results.Latency{Min: math.NaN(), Max: math.NaN(), Avg: math.NaN(), P50: math.NaN(),
 			P75: math.NaN(), P90: math.NaN(), P99: math.NaN(), P999: math.NaN(), P9999: math.NaN()},
 		SendDelayP99: math.NaN(),
@@ -92,9 +133,9 @@ func (l *lab) failed(spec scenario.RunSpec, reason string) Outcome {
 	return Outcome{Run: r}
 }
 
-// jsonName is the run's result file: its Istio label, with the repetition
+// JSONName is the run's result file: its Istio label, with the repetition
 // after the first so repetitions do not overwrite each other.
-func jsonName(spec scenario.RunSpec, label string) string {
+func JSONName(spec scenario.RunSpec, label string) string {
 	if spec.Repetition > 1 {
 		label += "_rep" + strconv.Itoa(spec.Repetition)
 	}
@@ -141,7 +182,7 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 	for _, p := range l.infra() {
 		watched = append(watched, watchedProcess{roleOf(p), p})
 	}
-	jsonPath := filepath.Join(l.cfg.OutDir, jsonName(spec, r.Label))
+	jsonPath := filepath.Join(l.cfg.OutDir, JSONName(spec, r.Label))
 	args, env, err := l.loadCommand(spec, r, jsonPath, l.target(spec))
 	if err != nil {
 		return l.failed(spec, err.Error())
@@ -160,7 +201,7 @@ func (l *lab) runOne(ctx context.Context, spec scenario.RunSpec) Outcome {
 			l.logf("meshperf lab: --prometheus: %s: %v", r.Label, err)
 		}
 	}
-	checks := trafficChecks(spec, r.Calls, before, after)
+	checks := TrafficChecks(spec, r.Calls, before, after, LabIdentities())
 	for _, c := range checks {
 		if !c.OK && !r.Failed {
 			r.Failed, r.FailureReason = true, "traffic check: "+c.Name+": "+c.Detail
@@ -231,7 +272,7 @@ func (l *lab) runLoad(ctx context.Context, spec scenario.RunSpec, r results.Run,
 	if err != nil {
 		return r, winStart, winEnd, err.Error()
 	}
-	r = merge(r, got)
+	r = MergeLoad(r, got)
 	r.Processes = processes(sampler.Window(winStart, winEnd), r.ActualQPS)
 	return r, winStart, winEnd, ""
 }
@@ -329,8 +370,8 @@ func roleOfName(name string) string {
 	return ""
 }
 
-// merge lays the load generator's figures over the runner's fields.
-func merge(r, got results.Run) results.Run {
+// MergeLoad lays the load generator's figures over the runner's fields.
+func MergeLoad(r, got results.Run) results.Run {
 	r.StartTime, r.ActualQPS, r.Duration = got.StartTime, got.ActualQPS, got.Duration
 	r.Latency, r.Spectrum, r.Corrected, r.Calls, r.Errors, r.Codes = got.Latency, got.Spectrum, got.Corrected, got.Calls, got.Errors, got.Codes
 	r.ErrorPercent, r.ResponseSize, r.FortioJSON, r.SendDelayP99 = got.ErrorPercent, got.ResponseSize, got.FortioJSON, got.SendDelayP99
@@ -369,37 +410,38 @@ func processes(us []procstat.ProcessUsage, rps float64) []results.Process {
 	return out
 }
 
-// metricsSnapshot is the proxies' metrics at one moment ("" without one):
-// the sidecars', the node proxies' and the waypoint's.
-type metricsSnapshot struct {
-	client, server         string
-	clientNode, serverNode string
-	waypoint               string
+// MetricsSnapshot is the proxies' metrics at one moment ("" without one):
+// the sidecars', the node proxies' and the waypoint's, in Prometheus's
+// text format.
+type MetricsSnapshot struct {
+	Client, Server         string
+	ClientNode, ServerNode string
+	Waypoint               string
 }
 
-func (l *lab) scrape(ctx context.Context) (metricsSnapshot, error) {
-	var m metricsSnapshot
+func (l *lab) scrape(ctx context.Context) (MetricsSnapshot, error) {
+	var m MetricsSnapshot
 	var errs []error
 	var err error
 	if l.clientSC != nil {
-		m.client, err = newAdmin(l.client.IP()).metrics(ctx)
+		m.Client, err = newAdmin(l.client.IP()).metrics(ctx)
 		errs = append(errs, err)
 	}
 	if l.serverSC != nil {
-		m.server, err = newAdmin(l.server.IP()).metrics(ctx)
+		m.Server, err = newAdmin(l.server.IP()).metrics(ctx)
 		errs = append(errs, err)
 	}
 	if l.waypoint != nil {
-		m.waypoint, err = newAdmin(l.waypointPod.IP()).metrics(ctx)
+		m.Waypoint, err = newAdmin(l.waypointPod.IP()).metrics(ctx)
 		errs = append(errs, err)
 	}
 	for _, n := range l.nodes {
 		if n.proxy == nil {
 			continue
 		}
-		dst := &m.clientNode
+		dst := &m.ClientNode
 		if n.role == serverNodeProxy {
-			dst = &m.serverNode
+			dst = &m.ServerNode
 		}
 		*dst, err = nodeStats(n).metrics(ctx)
 		errs = append(errs, err)

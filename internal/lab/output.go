@@ -10,9 +10,9 @@ import (
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// writeOutputs writes the invocation's CSV and HTML report into the output
+// WriteOutputs writes the invocation's CSV and HTML report into the output
 // directory and prints the summary.
-func writeOutputs(rep *Report, out io.Writer) error {
+func WriteOutputs(rep *Report, out io.Writer) error {
 	runs := rep.Runs()
 	s := results.Summarize(runs)
 	s.Sweep = rep.Sweep
@@ -30,6 +30,9 @@ func writeOutputs(rep *Report, out io.Writer) error {
 	}
 	if err := results.WritePromVsProc(out, runs); err != nil {
 		return fmt.Errorf("lab: summary: %w", err)
+	}
+	if rep.Cluster != "" {
+		fmt.Fprintf(out, "cluster: %s\n", rep.Cluster)
 	}
 	for _, np := range rep.NodeProxies {
 		fmt.Fprintf(out, "node proxy: %s\n", np)

@@ -91,15 +91,15 @@ istio_requests_total{reporter="destination",source_principal="spiffe://cluster.l
 istio_requests_total{reporter="destination",source_principal="unknown",destination_service="server.lab.svc.cluster.local",connection_security_policy="none"} 3
 istio_requests_total_other{reporter="destination"} 99
 `
-	if got := sumMetric(text, "istio_requests_total", map[string]string{"reporter": "destination"}); got != 403 {
+	if got := SumMetric(text, "istio_requests_total", map[string]string{"reporter": "destination"}); got != 403 {
 		t.Errorf("all destination requests: %v, want 403", got)
 	}
-	got := sumMetric(text, "istio_requests_total", map[string]string{"connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})
+	got := SumMetric(text, "istio_requests_total", map[string]string{"connection_security_policy": "mutual_tls", "source_principal": SPIFFEID(ClientSA)})
 	if got != 400 {
 		t.Errorf("mTLS from client: %v, want 400", got)
 	}
 	// destination_service="server" must not match destination_service_name="server".
-	if got := sumMetric(text, "istio_requests_total", map[string]string{"destination_service": "server"}); got != 0 {
+	if got := SumMetric(text, "istio_requests_total", map[string]string{"destination_service": "server"}); got != 0 {
 		t.Errorf("label matched inside another label: %v", got)
 	}
 }
@@ -110,10 +110,10 @@ func TestTrafficChecks(t *testing.T) {
 	}
 	src := `reporter="source",destination_service="server.lab.svc.cluster.local"`
 	dst := `reporter="destination",source_principal="spiffe://cluster.local/ns/lab/sa/client",connection_security_policy="mutual_tls"`
-	before := metricsSnapshot{client: line(src, 10), server: line(dst, 10)}
-	after := metricsSnapshot{client: line(src, 2014), server: line(dst, 2014)}
+	before := MetricsSnapshot{Client: line(src, 10), Server: line(dst, 10)}
+	after := MetricsSnapshot{Client: line(src, 2014), Server: line(dst, 2014)}
 	spec := scenario.RunSpec{Mode: scenario.BothSidecars, MTLS: true, Protocol: scenario.HTTP, Connections: 4}
-	checks := trafficChecks(spec, 2000, before, after)
+	checks := TrafficChecks(spec, 2000, before, after, LabIdentities())
 	if len(checks) != 3 {
 		t.Fatalf("both sidecars with mTLS: %d checks, want 3: %+v", len(checks), checks)
 	}
@@ -123,25 +123,25 @@ func TestTrafficChecks(t *testing.T) {
 		}
 	}
 	// Traffic that bypassed the client sidecar fails its check.
-	checks = trafficChecks(spec, 2000, before, metricsSnapshot{client: before.client, server: after.server})
+	checks = TrafficChecks(spec, 2000, before, MetricsSnapshot{Client: before.Client, Server: after.Server}, LabIdentities())
 	if checks[0].OK || !strings.Contains(checks[0].Detail, "0 requests counted, want >= 2000") {
 		t.Errorf("bypassed client sidecar passed: %+v", checks[0])
 	}
-	if n := len(trafficChecks(scenario.RunSpec{Mode: scenario.NoMesh}, 2000, before, after)); n != 0 {
+	if n := len(TrafficChecks(scenario.RunSpec{Mode: scenario.NoMesh}, 2000, before, after, LabIdentities())); n != 0 {
 		t.Errorf("no-mesh has %d checks, want none", n)
 	}
 	// A gRPC run counts only calls the sidecars saw as gRPC: these were
 	// counted as plain HTTP, so every check fails.
 	spec.Protocol = scenario.GRPC
-	for _, c := range trafficChecks(spec, 2000, before, after) {
+	for _, c := range TrafficChecks(spec, 2000, before, after, LabIdentities()) {
 		if c.OK || !strings.Contains(c.Detail, "0 gRPC requests counted") {
 			t.Errorf("gRPC check passed on HTTP counts: %+v", c)
 		}
 	}
 	grpc := func(labels string) string { return labels + `,request_protocol="grpc"` }
-	before = metricsSnapshot{client: line(grpc(src), 0), server: line(grpc(dst), 0)}
-	after = metricsSnapshot{client: line(grpc(src), 2000), server: line(grpc(dst), 2000)}
-	for _, c := range trafficChecks(spec, 2000, before, after) {
+	before = MetricsSnapshot{Client: line(grpc(src), 0), Server: line(grpc(dst), 0)}
+	after = MetricsSnapshot{Client: line(grpc(src), 2000), Server: line(grpc(dst), 2000)}
+	for _, c := range TrafficChecks(spec, 2000, before, after, LabIdentities()) {
 		if !c.OK {
 			t.Errorf("gRPC check failed on gRPC counts: %+v", c)
 		}
@@ -161,10 +161,10 @@ func TestTrafficChecksWaypoint(t *testing.T) {
 			`",connection_security_policy="mutual_tls"} ` + strconv.Itoa(n) + "\n"
 	}
 	wp, client := SPIFFEID(WaypointSA), SPIFFEID(ClientSA)
-	before := metricsSnapshot{waypoint: req(5), clientNode: conns("source", client, 0), serverNode: conns("destination", wp, 0)}
-	after := metricsSnapshot{waypoint: req(2005), clientNode: conns("source", client, 4), serverNode: conns("destination", wp, 1)}
+	before := MetricsSnapshot{Waypoint: req(5), ClientNode: conns("source", client, 0), ServerNode: conns("destination", wp, 0)}
+	after := MetricsSnapshot{Waypoint: req(2005), ClientNode: conns("source", client, 4), ServerNode: conns("destination", wp, 1)}
 	spec := scenario.RunSpec{Mode: scenario.AmbientWaypoint, MTLS: true, Protocol: scenario.HTTP, Connections: 4}
-	checks := trafficChecks(spec, 2000, before, after)
+	checks := TrafficChecks(spec, 2000, before, after, LabIdentities())
 	var names []string
 	for _, c := range checks {
 		names = append(names, c.Name)
@@ -178,8 +178,8 @@ func TestTrafficChecksWaypoint(t *testing.T) {
 	}
 	// Traffic that bypassed the waypoint: the waypoint counted nothing, and
 	// the server's node proxy saw the client's identity.
-	after = metricsSnapshot{waypoint: req(5), clientNode: after.clientNode, serverNode: conns("destination", client, 4)}
-	checks = trafficChecks(spec, 2000, before, after)
+	after = MetricsSnapshot{Waypoint: req(5), ClientNode: after.ClientNode, ServerNode: conns("destination", client, 4)}
+	checks = TrafficChecks(spec, 2000, before, after, LabIdentities())
 	if checks[0].OK || !strings.Contains(checks[0].Detail, "0 requests counted, want >= 2000") {
 		t.Errorf("bypassed waypoint passed: %+v", checks[0])
 	}
@@ -188,17 +188,17 @@ func TestTrafficChecksWaypoint(t *testing.T) {
 	}
 	// A later run of the mode: the waypoint reuses its connections to the
 	// server's node proxy, which opens none; those since the set-up count.
-	later := metricsSnapshot{waypoint: req(4005), clientNode: conns("source", client, 8), serverNode: conns("destination", wp, 1)}
-	earlier := metricsSnapshot{waypoint: req(2005), clientNode: conns("source", client, 4), serverNode: conns("destination", wp, 1)}
-	for _, c := range trafficChecks(spec, 2000, earlier, later) {
+	later := MetricsSnapshot{Waypoint: req(4005), ClientNode: conns("source", client, 8), ServerNode: conns("destination", wp, 1)}
+	earlier := MetricsSnapshot{Waypoint: req(2005), ClientNode: conns("source", client, 4), ServerNode: conns("destination", wp, 1)}
+	for _, c := range TrafficChecks(spec, 2000, earlier, later, LabIdentities()) {
 		if !c.OK {
 			t.Errorf("a later waypoint run, its connections reused: %+v", c)
 		}
 	}
 	// Ambient L4 still wants the client's identity, on every connection.
 	spec.Mode = scenario.Ambient
-	l4 := metricsSnapshot{clientNode: conns("source", client, 4), serverNode: conns("destination", client, 4)}
-	for _, c := range trafficChecks(spec, 2000, metricsSnapshot{}, l4) {
+	l4 := MetricsSnapshot{ClientNode: conns("source", client, 4), ServerNode: conns("destination", client, 4)}
+	for _, c := range TrafficChecks(spec, 2000, MetricsSnapshot{}, l4, LabIdentities()) {
 		if !c.OK || c.Name == waypointRole {
 			t.Errorf("ambient L4: %+v", c)
 		}

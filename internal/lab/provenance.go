@@ -23,7 +23,7 @@ type labProvenance struct {
 // newLabProvenance asks the proxies their versions and hashes the
 // scenario's parameters; it fails when a binary cannot say what it is.
 func newLabProvenance(cfg Config) (labProvenance, error) {
-	hash, err := results.ParamsHash(measurementParams(cfg.Scenario))
+	hash, err := ScenarioParamsHash(cfg.Scenario)
 	if err != nil {
 		return labProvenance{}, fmt.Errorf("lab: %w", err)
 	}
@@ -64,6 +64,12 @@ func (p labProvenance) forMode(m scenario.Mode) results.Provenance {
 		out.DataPlane = p.proxy
 	}
 	return out
+}
+
+// ScenarioParamsHash identifies s's measurement (results.ParamsHash of
+// measurementParams): equal on every network the scenario runs on.
+func ScenarioParamsHash(s *scenario.Scenario) (string, error) {
+	return results.ParamsHash(measurementParams(s))
 }
 
 // measurementParams is what defines a scenario's measurement, for its

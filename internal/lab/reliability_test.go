@@ -311,7 +311,7 @@ func TestSoakShort(t *testing.T) {
 	if lines := strings.Count(string(data), "\n"); lines != len(rep.Samples)+1 {
 		t.Errorf("soak.csv has %d lines, want a header and %d samples", lines, len(rep.Samples))
 	}
-	st, err := openStore(filepath.Join(dir, "meshperf.db"))
+	st, err := OpenStore(filepath.Join(dir, "meshperf.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

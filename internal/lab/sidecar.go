@@ -296,36 +296,60 @@ func orNone(s string) string {
 	return s
 }
 
-// sumMetric adds up the samples of a Prometheus text metric whose labels
+// SumMetric adds up the samples of a Prometheus text metric whose labels
 // include every pair in want.
-func sumMetric(text, name string, want map[string]string) float64 {
+func SumMetric(text, name string, want map[string]string) float64 {
 	total := 0.0
 	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		// A leading comma makes every label start with one, so that
-		// destination_service never matches inside another label's name.
-		labels := "," + line[len(name)+1:end]
-		ok := true
-		for k, v := range want {
-			if !strings.Contains(labels, ","+k+`="`+v+`"`) {
-				ok = false
-				break
+		if f := sampleFields(line, name, want); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				total += v
 			}
-		}
-		if !ok {
-			continue
-		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64); err == nil {
-			total += v
 		}
 	}
 	return total
+}
+
+// MetricSample is the first sample of a Prometheus text metric whose
+// labels include every pair in want: its value, and its timestamp (ms
+// since the epoch) when the line has one (the kubelet's do), else 0.
+func MetricSample(text, name string, want map[string]string) (value float64, timestampMS int64, ok bool) {
+	for _, line := range strings.Split(text, "\n") {
+		f := sampleFields(line, name, want)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if len(f) > 1 {
+			timestampMS, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+		return v, timestampMS, true
+	}
+	return 0, 0, false
+}
+
+// sampleFields are the value and timestamp of line when it is a sample of
+// name whose labels include every pair in want; nil otherwise.
+func sampleFields(line, name string, want map[string]string) []string {
+	if !strings.HasPrefix(line, name+"{") {
+		return nil
+	}
+	end := strings.LastIndexByte(line, '}')
+	if end < 0 {
+		return nil
+	}
+	// A leading comma makes every label start with one, so that
+	// destination_service never matches inside another label's name.
+	labels := "," + line[len(name)+1:end]
+	for k, v := range want {
+		if !strings.Contains(labels, ","+k+`="`+v+`"`) {
+			return nil
+		}
+	}
+	return strings.Fields(line[end+1:])
 }
 
 // LoopbackSidecarArgs are meshperf-proxy's flags for a sidecar of pod p on

@@ -112,7 +112,7 @@ func Soak(ctx context.Context, cfg Config, interval time.Duration) (*SoakReport,
 	rep.Outcome = l.runOne(ctx, spec)
 	stopSampling()
 	<-done
-	store, err := openStore(l.cfg.DBPath)
+	store, err := OpenStore(l.cfg.DBPath)
 	if err != nil {
 		return rep, err
 	}

@@ -29,6 +29,9 @@ const (
 	// KindLoopback pods are distinct 127.0.0.0/8 addresses in the host
 	// namespace: no isolation and no capture (Istio's captureMode NONE).
 	KindLoopback Kind = "loopback"
+	// KindKubernetes pods are a Kubernetes cluster's (meshperf lab run
+	// --kube): no Network of this package makes them.
+	KindKubernetes Kind = "kubernetes"
 )
 
 // Prefix starts the name of every namespace and link the lab creates.

@@ -245,7 +245,7 @@ func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 func ManifestYAML(mo ManifestOptions) ([]byte, error) {
 	var out []byte
 	for i, obj := range Manifest(mo) {
-		b, err := cleanYAML(obj)
+		b, err := ObjectYAML(obj)
 		if err != nil {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
@@ -257,10 +257,11 @@ func ManifestYAML(mo ManifestOptions) ([]byte, error) {
 	return out, nil
 }
 
-// cleanYAML marshals obj without the fields a typed object always carries
+// ObjectYAML is obj as a manifest holds it (kubectl's serialisation of a
+// typed object): without the fields a typed object always carries
 // but a manifest never sets: its status, an empty spec, and null creation
 // timestamps.
-func cleanYAML(obj runtime.Object) ([]byte, error) {
+func ObjectYAML(obj runtime.Object) ([]byte, error) {
 	j, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
