@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/meshperf/meshperf/internal/kube/cluster"
 	"github.com/meshperf/meshperf/internal/kube/dist"
@@ -22,18 +23,16 @@ func clusterKubectl(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	cmd := newCommand("meshperf cluster kubectl", "[-state-dir DIR] [--] KUBECTL-ARGS...",
 		"Runs the pinned kubectl against the local cluster (its administrator's kubeconfig), e.g.\n"+
 			"`meshperf cluster kubectl get pods -A` or `meshperf pilot manifest | meshperf cluster kubectl apply -f -`.\n"+
-			"Only a leading -state-dir is meshperf's; the rest, flags included, is kubectl's. Exit status: kubectl's.")
+			"Only a leading -state-dir (and -h) is meshperf's; the rest, flags included, is kubectl's. Exit status: kubectl's.")
 	stateDir := cmd.flags.String("state-dir", cluster.DefaultStateDir, "the cluster's state directory")
-	// Go's flag parsing stops at the first argument that is not a flag, so
-	// kubectl's own flags after its verb are left alone.
-	if err := cmd.flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			cmd.printHelp(stdout)
-			return exitOK
-		}
-		return cmd.exit(stderr, usagef("%v (kubectl's flags go after its verb, or after --)", err))
+	rest, err := kubectlArgs(cmd, args)
+	if errors.Is(err, flag.ErrHelp) {
+		cmd.printHelp(stdout)
+		return exitOK
 	}
-	rest := cmd.flags.Args()
+	if err != nil {
+		return cmd.exit(stderr, err)
+	}
 	if len(rest) == 0 {
 		return cmd.exit(stderr, usagef("no kubectl arguments: e.g. meshperf cluster kubectl get pods -A"))
 	}
@@ -57,4 +56,35 @@ func clusterKubectl(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 		return cmd.exit(stderr, err)
 	}
 	return exitOK
+}
+
+// kubectlArgs parses meshperf's own leading flags (-state-dir, -h) and
+// returns the rest for kubectl untouched: kubectl's flags may come first
+// (`kubectl -n NS get pods`), so parsing stops at the first argument that
+// is not one of meshperf's.
+func kubectlArgs(cmd *command, args []string) ([]string, error) {
+	for len(args) > 0 {
+		name, _, _ := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		switch {
+		case args[0] == "--":
+			return args[1:], nil
+		case !strings.HasPrefix(args[0], "-") || (name != "state-dir" && name != "h" && name != "help"):
+			return args, nil
+		}
+		n := 1
+		if name == "state-dir" && !strings.Contains(args[0], "=") {
+			n = 2
+		}
+		if len(args) < n {
+			return nil, usagef("flag needs an argument: %s", args[0])
+		}
+		if err := cmd.flags.Parse(args[:n]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = args[n:]
+	}
+	return nil, nil
 }

@@ -34,7 +34,7 @@ func TestClusterKubectlUsesTheClustersKubeconfig(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "not-this-one"))
 
 	var stdout, stderr bytes.Buffer
-	code := clusterKubectl([]string{"-state-dir", stateDir, "get", "namespace", ns, "-o", "name"}, nil, &stdout, &stderr)
+	code := clusterKubectl([]string{"-state-dir", stateDir, "-o", "name", "get", "namespace", ns}, nil, &stdout, &stderr)
 	if code != exitOK || strings.TrimSpace(stdout.String()) != "namespace/"+ns {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and namespace/%s", code, stdout.String(), stderr.String(), ns)
 	}
@@ -55,7 +55,9 @@ func TestClusterKubectlBadInput(t *testing.T) {
 	}{
 		{nil, "no kubectl arguments"},
 		{[]string{"-state-dir", t.TempDir(), "get", "pods"}, "no cluster in "},
-		{[]string{"-n", "x", "get", "pods"}, "flag provided but not defined: -n (kubectl's flags go after its verb"},
+		{[]string{"-state-dir"}, "flag needs an argument: -state-dir"},
+		// kubectl's flags, even first, are kubectl's: here there is no cluster.
+		{[]string{"-state-dir=" + t.TempDir(), "-n", "x", "get", "pods"}, "no cluster in "},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := clusterKubectl(c.args, nil, &stdout, &stderr)
