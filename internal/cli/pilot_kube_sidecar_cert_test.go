@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -140,15 +139,17 @@ type sidecarProcess struct {
 // own, stopped when t ends.
 func startSidecar(t *testing.T, bin, name string, args []string) *sidecarProcess {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := ln.Addr().String()
-	ln.Close()
-	p := &sidecarProcess{admin: admin, log: &syncBuffer{}}
+	admin := closedPort(t)
 	cmd := exec.Command(bin, append(args, "--admin-address", admin, "--drain-duration", "0")...)
-	cmd.Stdout, cmd.Stderr = p.log, p.log
+	return &sidecarProcess{admin: admin, log: startLogged(t, name, cmd)}
+}
+
+// startLogged starts cmd with its output in the returned buffer; it is
+// killed when t ends, and its output logged if t failed.
+func startLogged(t *testing.T, name string, cmd *exec.Cmd) *syncBuffer {
+	t.Helper()
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +157,10 @@ func startSidecar(t *testing.T, bin, name string, args []string) *sidecarProcess
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, p.log.String())
+			t.Logf("%s's log:\n%s", name, log.String())
 		}
 	})
-	return p
+	return log
 }
 
 func (p *sidecarProcess) ready() error {

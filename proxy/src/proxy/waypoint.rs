@@ -44,8 +44,6 @@ use crate::state::{
     TcpHandler, TransportProtocol, Tunnel, UpstreamTransport, WORKLOAD_SECRET,
 };
 
-/// The SDS names of the waypoint's certificate and roots, Istio's.
-
 /// What one worker needs for HBONE: the shared SDS certificate and its own
 /// pool of outgoing HBONE connections (per worker, as Envoy's connection
 /// pools are, so a request and its tunnel stay on one thread).
