@@ -62,20 +62,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := exec.Command(containerd, "--config", filepath.Join(dir, "config.toml"))
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("containerd's log:\n%s", log.String())
-		}
-		_ = os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	startLogged(t, "containerd", exec.Command(containerd, "--config", filepath.Join(dir, "config.toml")))
 	testutil.Eventually(t, 30*time.Second, func() error {
 		_, err := os.Stat(sock)
 		return err

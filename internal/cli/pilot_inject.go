@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -82,6 +83,7 @@ func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*
 	}
 	opts := f.injection
 	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
+	opts.CAAddress = "https://" + net.JoinHostPort(host, strconv.Itoa(inject.PortSecureXDS))
 	wh, err := inject.NewWebhook(opts, log, srv.Metrics())
 	if err != nil {
 		return nil, err
@@ -105,4 +107,15 @@ func runCABundlePatcher(ctx context.Context, g *errgroup.Group, srv *discovery.S
 		}
 		return nil
 	})
+}
+
+// secureServingNames are the names the TLS xDS port's certificate carries:
+// istiod's (nil: discovery's defaults), and on Kubernetes the pilot's
+// Service too, the host injected sidecars dial for their certificates.
+func secureServingNames(f *pilotFlags) []string {
+	if f.kube.client == nil {
+		return nil
+	}
+	host := inject.ServiceHost(pilotNamespace())
+	return append(slices.Clone(discovery.DefaultServingNames), host, host+"."+f.domain)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/inject"
+	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -35,62 +36,8 @@ func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T)
 	s := kubetest.Start(t)
 	admin := s.Client(t)
 	ns := s.NewNamespace(t, nil)
-	doc, err := inject.ManifestYAML(inject.ManifestOptions{Namespace: ns, Injection: inject.Options{Tag: "test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = s.Kubectl(t, nil, "delete", "mutatingwebhookconfiguration/"+inject.WebhookConfigName, "clusterrole/"+inject.PilotName, "clusterrolebinding/"+inject.PilotName)
-	})
-	t.Setenv("POD_NAMESPACE", ns)
-
-	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")
-	cmd := newCommand("meshperf pilot", "", "")
-	f, err := parsePilotArgs(cmd, []string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
-		"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--webhookAddr", "127.0.0.1:0",
-		"--ready-file", readyFile, "--log_output_level", "warn"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.listeners.bind(); err != nil {
-		t.Fatal(err)
-	}
-	defer f.listeners.close()
-	// As in its pod: the manifest's service account, and the root kept in
-	// a Secret.
-	f.kube.client, f.kube.inPod = s.ClientAs(t, ns, inject.PilotName), true
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
-	done := make(chan int)
-	go func() { done <- runBoundPilot(ctx, f, &stdout, &stderr) }()
-	defer func() {
-		cancel()
-		if code := <-done; code != exitOK {
-			t.Errorf("exit %d; stderr %q", code, stderr.String())
-		}
-	}()
-	r := waitReadyFile(t, readyFile)
-
-	secret, err := admin.CoreV1().Secrets(ns).Get(ctx, ca.KubeRootSecretName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the root's secret: %v", err)
-	}
-	root := secret.Data["ca-cert.pem"]
-	testutil.Eventually(t, 30*time.Second, func() error {
-		cfg, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, inject.WebhookConfigName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, w := range cfg.Webhooks {
-			if !bytes.Equal(w.ClientConfig.CABundle, root) {
-				return errors.New("a caBundle is not the root in the secret")
-			}
-		}
-		return nil
-	})
+	r, root := startPilotOnKubernetes(t, s, ns)
+	ctx := context.Background()
 
 	// The certificate API, as a pod with the projected istio-ca token.
 	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
@@ -118,4 +65,72 @@ func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T)
 	if _, err := certs.CreateCertificate(callCtx, &pb.IstioCertificateRequest{Csr: testutil.SPIFFECSR(t, other)}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("another identity: %v, want PermissionDenied", err)
 	}
+}
+
+// startPilotOnKubernetes runs meshperf pilot on s as in its pod in ns: the
+// manifest applied, its service account's RBAC only, its root kept in a
+// Secret and the injector's caBundle set to it. It returns the pilot's
+// listeners and its root (PEM); the pilot stops, and must exit cleanly,
+// when t ends.
+func startPilotOnKubernetes(t *testing.T, s *kubetest.Server, ns string) (proc.Ready, []byte) {
+	t.Helper()
+	admin := s.Client(t)
+	doc, err := inject.ManifestYAML(inject.ManifestOptions{Namespace: ns, Injection: inject.Options{Tag: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_, _ = s.Kubectl(t, nil, "delete", "mutatingwebhookconfiguration/"+inject.WebhookConfigName, "clusterrole/"+inject.PilotName, "clusterrolebinding/"+inject.PilotName)
+	})
+	t.Setenv("POD_NAMESPACE", ns)
+
+	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")
+	cmd := newCommand("meshperf pilot", "", "")
+	f, err := parsePilotArgs(cmd, []string{"--dataDir", dataDir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+		"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--webhookAddr", "127.0.0.1:0",
+		"--ready-file", readyFile, "--log_output_level", "warn"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.listeners.bind(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.listeners.close)
+	// As in its pod: the manifest's service account, and the root kept in
+	// a Secret.
+	f.kube.client, f.kube.inPod = s.ClientAs(t, ns, inject.PilotName), true
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int)
+	go func() { done <- runBoundPilot(ctx, f, &stdout, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("exit %d; stderr %q", code, stderr.String())
+		}
+	})
+	r := waitReadyFile(t, readyFile)
+
+	secret, err := admin.CoreV1().Secrets(ns).Get(ctx, ca.KubeRootSecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the root's secret: %v", err)
+	}
+	root := secret.Data["ca-cert.pem"]
+	testutil.Eventually(t, 30*time.Second, func() error {
+		cfg, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, inject.WebhookConfigName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, w := range cfg.Webhooks {
+			if !bytes.Equal(w.ClientConfig.CABundle, root) {
+				return errors.New("a caBundle is not the root in the secret")
+			}
+		}
+		return nil
+	})
+
+	return r, root
 }

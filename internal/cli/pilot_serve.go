@@ -149,7 +149,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	monServer := &http.Server{Handler: mon, ReadHeaderTimeout: 10 * time.Second}
 	var secureServer *grpc.Server
 	if ls.get(listenerSecureGRPC) != nil {
-		cfg, err := srv.ServingTLS()
+		cfg, err := srv.ServingTLS(secureServingNames(f)...)
 		if err != nil {
 			return fmt.Errorf("TLS xDS: %w", err)
 		}

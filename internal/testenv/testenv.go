@@ -99,17 +99,8 @@ func NeedFortio(t testing.TB) string {
 // the test is skipped without one.
 func MeshperfWithProxy(t testing.TB, repoRoot string) string {
 	t.Helper()
-	proxy := os.Getenv("MESHPERF_PROXY_BIN")
-	for _, p := range []string{"proxy/target/release/meshperf-proxy", "bin/meshperf-proxy"} {
-		if proxy != "" {
-			break
-		}
-		if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
-			proxy, _ = filepath.Abs(filepath.Join(repoRoot, p))
-		}
-	}
+	proxy := ProxyBinary(t, repoRoot)
 	if proxy == "" {
-		Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
 		return ""
 	}
 	dir := t.TempDir()
@@ -121,6 +112,26 @@ func MeshperfWithProxy(t testing.TB, repoRoot string) string {
 		t.Fatal(err)
 	}
 	return meshperf
+}
+
+// ProxyBinary is meshperf-proxy for tests that run it themselves:
+// MESHPERF_PROXY_BIN, the Cargo release build or repoRoot's
+// bin/meshperf-proxy; t is skipped without one.
+func ProxyBinary(t testing.TB, repoRoot string) string {
+	t.Helper()
+	proxy := os.Getenv("MESHPERF_PROXY_BIN")
+	for _, p := range []string{"proxy/target/release/meshperf-proxy", "bin/meshperf-proxy"} {
+		if proxy != "" {
+			break
+		}
+		if _, err := os.Stat(filepath.Join(repoRoot, p)); err == nil {
+			proxy, _ = filepath.Abs(filepath.Join(repoRoot, p))
+		}
+	}
+	if proxy == "" {
+		Missing(t, "meshperf-proxy", "run `cd proxy && cargo build --release` or set MESHPERF_PROXY_BIN")
+	}
+	return proxy
 }
 
 // NeedKubernetes skips t unless the pinned Kubernetes binaries are built

@@ -5,6 +5,9 @@
 //! `--proxy-type ztunnel` selects the node proxy role, configured as ztunnel is
 //! off Kubernetes: by its environment variables (XDS_ADDRESS, CA_ADDRESS,
 //! XDS_ROOT_CA, INPOD_UDS, ...), each also a flag of the same meaning.
+//!
+//! A sidecar given `--ca-address` gets its own certificate from the CA, as
+//! Istio's agent does, authenticated by the token in `--auth-token`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,20 +36,29 @@ pub struct Cli {
     /// Node proxy: PEM root that signed the control plane's serving certificate.
     #[arg(long, env = "XDS_ROOT_CA")]
     pub xds_root_ca: Option<PathBuf>,
-    /// Node proxy: the certificate service, https://HOST:PORT (default: XDS_ADDRESS).
+    /// The certificate service, https://HOST:PORT (node proxy default:
+    /// XDS_ADDRESS). A sidecar given it gets its own certificate (`default`
+    /// and `ROOTCA`) from there instead of from SDS.
     #[arg(long, env = "CA_ADDRESS")]
     pub ca_address: Option<String>,
-    /// Node proxy: PEM root of the certificate service's serving certificate (default: XDS_ROOT_CA).
+    /// PEM root of the certificate service's serving certificate (node proxy
+    /// default: XDS_ROOT_CA; required for a sidecar's --ca-address).
     #[arg(long, env = "CA_ROOT_CA")]
     pub ca_root_ca: Option<PathBuf>,
-    /// Node proxy: the name the control plane's and CA's certificates are
-    /// verified against (default: the host of XDS_ADDRESS).
+    /// A file holding the token to authenticate to the CA with, sent as
+    /// `authorization: Bearer TOKEN` and re-read for every request (the pod's
+    /// projected istio-token, /var/run/secrets/tokens/istio-token on
+    /// Kubernetes); none: no token is sent.
+    #[arg(long, env = "AUTH_TOKEN")]
+    pub auth_token: Option<PathBuf>,
+    /// The name the control plane's and CA's certificates are verified
+    /// against (default: the host of XDS_ADDRESS, or of CA_ADDRESS).
     #[arg(long, env = "ALT_XDS_HOSTNAME")]
     pub alt_xds_hostname: Option<String>,
     /// Node proxy: the CNI's socket handing over pods' network namespaces (ZDS).
     #[arg(long, env = "INPOD_UDS", default_value = DEFAULT_INPOD_UDS)]
     pub inpod_uds: PathBuf,
-    /// Node proxy: the mesh's trust domain.
+    /// The mesh's trust domain (the node proxy's, a sidecar's certificate's).
     #[arg(long, env = "TRUST_DOMAIN", default_value = "cluster.local")]
     pub trust_domain: String,
     /// Node proxy: the cluster this node belongs to (`source_cluster` and `destination_cluster`).
@@ -191,6 +203,17 @@ pub struct NodeProxyConfig {
     pub stats_address: SocketAddr,
 }
 
+/// A sidecar's own certificate from the CA (`--ca-address`), Istio's agent's way.
+#[derive(Clone, Debug, Serialize)]
+pub struct SidecarCaConfig {
+    pub ca_address: String,
+    pub ca_tls: TlsServerName,
+    /// The token file sent to the CA, if any.
+    pub auth_token: Option<PathBuf>,
+    /// The SPIFFE id asked for: the pod's service account's.
+    pub identity: String,
+}
+
 /// How a TLS server (the control plane, the CA) is verified: the root that
 /// signed its certificate and the name that certificate must carry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -215,6 +238,9 @@ pub struct Config {
     /// Set for `--proxy-type ztunnel`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_proxy: Option<NodeProxyConfig>,
+    /// Set for a sidecar given `--ca-address`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sidecar_ca: Option<SidecarCaConfig>,
 }
 
 impl Cli {
@@ -236,6 +262,13 @@ impl Cli {
         let node_proxy = match self.proxy_type {
             ProxyType::Ztunnel => Some(self.node_proxy_config()?),
             ProxyType::Sidecar | ProxyType::Router | ProxyType::Waypoint => None,
+        };
+        let sidecar_ca = match (self.proxy_type, &self.ca_address) {
+            (ProxyType::Sidecar, Some(address)) => Some(self.sidecar_ca_config(address)?),
+            (ProxyType::Router | ProxyType::Waypoint, Some(_)) => {
+                return Err("--ca-address is for --proxy-type sidecar or ztunnel; a router or waypoint takes its certificate from SDS".into());
+            }
+            _ => None,
         };
         let kind = match self.proxy_type {
             ProxyType::Sidecar => "sidecar",
@@ -304,6 +337,35 @@ impl Cli {
             drain_duration: self.drain_duration,
             log_level: self.log_level,
             node_proxy,
+            sidecar_ca,
+        })
+    }
+
+    /// A sidecar's CA: over TLS only, verified by a root that can be read
+    /// now, for the identity of its service account.
+    fn sidecar_ca_config(&self, address: &str) -> Result<SidecarCaConfig, String> {
+        let host =
+            https_host(address).ok_or_else(|| format!("invalid --ca-address {address:?}: want https://HOST:PORT"))?;
+        let root =
+            self.ca_root_ca.clone().ok_or("--ca-root-ca (CA_ROOT_CA) is required with a sidecar's --ca-address")?;
+        std::fs::metadata(&root).map_err(|e| format!("--ca-root-ca {}: {e}", root.display()))?;
+        if let Some(token) = &self.auth_token {
+            // Only that it is there: its content is read (and checked) per
+            // request, as the kubelet rewrites it.
+            std::fs::metadata(token).map_err(|e| format!("--auth-token {}: {e}", token.display()))?;
+        }
+        let identity = format!("spiffe://{}/ns/{}/sa/{}", self.trust_domain, self.pod_namespace, self.service_account);
+        identity
+            .parse::<crate::identity::Identity>()
+            .map_err(|e| format!("invalid --trust-domain or --service-account: {e}"))?;
+        Ok(SidecarCaConfig {
+            ca_address: address.to_string(),
+            ca_tls: TlsServerName {
+                root_ca: root,
+                server_name: self.alt_xds_hostname.clone().unwrap_or_else(|| host.to_string()),
+            },
+            auth_token: self.auth_token.clone(),
+            identity,
         })
     }
 
@@ -446,6 +508,48 @@ mod tests {
         assert_eq!(c.node.workload_name, "cart-1");
         assert!(c.delta);
         assert_eq!(c.drain_duration, Duration::from_secs(5), "Istio's terminationDrainDuration default");
+    }
+
+    #[test]
+    fn a_sidecar_with_a_ca_address_asks_for_its_own_identity() {
+        let root = std::env::temp_dir().join(format!("meshperf-proxy-config-root-{}", std::process::id()));
+        std::fs::write(&root, "not read here").unwrap();
+        let root_arg = format!("--ca-root-ca={}", root.display());
+        let c = parse(&[
+            "--pod-namespace=shop",
+            "--service-account=cart",
+            "--ca-address=https://meshperf-pilot.meshperf-system.svc:15012",
+            &root_arg,
+            "--alt-xds-hostname=istiod.istio-system.svc",
+        ])
+        .unwrap();
+        let ca = c.sidecar_ca.expect("a sidecar CA");
+        assert_eq!(ca.identity, "spiffe://cluster.local/ns/shop/sa/cart");
+        assert_eq!(ca.ca_tls.server_name, "istiod.istio-system.svc");
+        assert_eq!(ca.auth_token, None);
+        assert!(parse(&[]).unwrap().sidecar_ca.is_none(), "without --ca-address: SDS, as before");
+
+        for (args, want) in [
+            (vec!["--ca-address=https://ca:15012"], "--ca-root-ca (CA_ROOT_CA) is required"),
+            (vec!["--ca-address=ca:15012", &root_arg], "want https://HOST:PORT"),
+            (vec!["--ca-address=https://ca:15012", "--ca-root-ca=/nonexistent/root.pem"], "--ca-root-ca /nonexistent"),
+            (
+                vec!["--ca-address=https://ca:15012", &root_arg, "--auth-token=/nonexistent/token"],
+                "--auth-token /nonexistent",
+            ),
+            (
+                vec!["--ca-address=https://ca:15012", &root_arg, "--service-account=a/b"],
+                "invalid --trust-domain or --service-account",
+            ),
+            (
+                vec!["--ca-address=https://ca:15012", &root_arg, "--proxy-type=waypoint"],
+                "is for --proxy-type sidecar or ztunnel",
+            ),
+        ] {
+            let err = parse(&args).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+        let _ = std::fs::remove_file(&root);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! admin endpoint on a current-thread control runtime, beside `--concurrency`
 //! traffic worker threads that each run a current-thread runtime of their own
 //! (see `proxy::workers`), until SIGTERM, SIGINT or `POST /quitquitquit`; then
-//! drains for up to `--drain-duration` and exits 0.
+//! drains for up to `--drain-duration` and exits 0. A sidecar given
+//! `--ca-address` also keeps its own certificate from the CA, and is ready
+//! once it has both its config and that certificate.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -13,14 +15,15 @@ use anyhow::Context;
 use clap::Parser;
 use clap::error::ErrorKind;
 use meshperf_proxy::admin::{Admin, AdminServer, ClusterStats};
-use meshperf_proxy::config::{Cli, Config};
+use meshperf_proxy::config::{Cli, Config, SidecarCaConfig};
+use meshperf_proxy::identity::{CaClientConfig, DEFAULT_CERTIFICATE_TTL, Identity, SecretManager};
 use meshperf_proxy::logging;
 use meshperf_proxy::proxy::{Proxy, Workers, drain};
-use meshperf_proxy::state::State;
+use meshperf_proxy::state::{ROOT_SECRET, Secret, State, WORKLOAD_SECRET};
 use meshperf_proxy::telemetry::{
     AccessLogOptions, AccessLogSink, AllocationCollector, CountingAllocator, Observer, Peer, Telemetry, XdsCollector,
 };
-use meshperf_proxy::xds::{XdsClient, XdsConfig};
+use meshperf_proxy::xds::{Readiness, XdsClient, XdsConfig};
 use tokio::sync::watch;
 
 // jemalloc, each allocation counted for meshperf_proxy_allocations_total.
@@ -82,12 +85,26 @@ fn run(config: Config) -> anyhow::Result<()> {
         .context("control runtime")?;
 
     let config = Arc::new(config);
-    let state = Arc::new(State::new());
+    // With a CA, `default` and `ROOTCA` are the proxy's own, not SDS's.
+    let state = Arc::new(match &config.sidecar_ca {
+        Some(_) => State::with_local_secrets([WORKLOAD_SECRET, ROOT_SECRET]),
+        None => State::new(),
+    });
     let (quit, _) = watch::channel(false);
     let (drain, drain_watch) = drain::channel();
     let xds_config =
         XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
-    let (client, ready) = XdsClient::new(xds_config, state.clone());
+    let (client, xds_ready) = XdsClient::new(xds_config, state.clone());
+    let (ready, own_certificate) = match &config.sidecar_ca {
+        Some(ca) => {
+            // The CA's gRPC channel starts its connection task on the
+            // runtime it is made in: the control runtime.
+            let _control = control.enter();
+            let (ready, certificate) = own_certificate(ca, state.clone(), xds_ready)?;
+            (ready, Some(certificate))
+        }
+        None => (xds_ready, None),
+    };
     let mut telemetry =
         Telemetry::new(AccessLogOptions { enabled: false, sink: AccessLogSink::Stdout, capacity: 1024 })?;
     telemetry.register_collector(Box::new(XdsCollector(client.metrics())));
@@ -124,10 +141,14 @@ fn run(config: Config) -> anyhow::Result<()> {
         // readiness says DRAINING.
         let (stop, stopped) = watch::channel(false);
         let xds = tokio::spawn(client.run(stopped.clone()));
+        let own_certificate = own_certificate.map(tokio::spawn);
         let admin = tokio::spawn(server.run(stopped));
         wait_for_signal(quit).await;
         drain.drain(config.drain_duration).await;
         stop.send_replace(true);
+        if let Some(task) = own_certificate {
+            task.abort();
+        }
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = xds.await;
             let _ = admin.await;
@@ -138,6 +159,51 @@ fn run(config: Config) -> anyhow::Result<()> {
     workers.join();
     tracing::info!("meshperf-proxy stopped");
     Ok(())
+}
+
+/// A sidecar's own certificate from the CA: the task that gets it, renews it
+/// and installs it as `default` and `ROOTCA`, and the readiness that waits
+/// for it as well as for xDS (Istio's agent does not answer SDS until it has
+/// the certificate, so Envoy is not ready before).
+fn own_certificate(
+    ca: &SidecarCaConfig,
+    state: Arc<State>,
+    xds_ready: Readiness,
+) -> anyhow::Result<(Readiness, impl std::future::Future<Output = ()> + Send + 'static)> {
+    let id: Identity = ca.identity.parse()?;
+    let secrets = SecretManager::new(CaClientConfig {
+        address: ca.ca_address.clone(),
+        root_ca: ca.ca_tls.root_ca.clone(),
+        alt_hostname: Some(ca.ca_tls.server_name.clone()),
+        ttl: DEFAULT_CERTIFICATE_TTL,
+        token: ca.auth_token.clone(),
+        impersonate: false,
+    })?;
+    let (has_certificate, mut certificate_ready) = watch::channel(false);
+    let (ready, readiness) = watch::channel(false);
+    let task = async move {
+        let both = async move {
+            let mut xds_ready = xds_ready;
+            if xds_ready.wait().await && certificate_ready.wait_for(|c| *c).await.is_ok() {
+                tracing::info!("config and own certificate in place: ready");
+                ready.send_replace(true);
+            }
+        };
+        let keep = async move {
+            secrets
+                .follow(&id, |cert| {
+                    let (certificate, roots) = cert.to_secrets();
+                    state.set_local_secrets([
+                        (WORKLOAD_SECRET.to_string(), Secret::Certificate(certificate)),
+                        (ROOT_SECRET.to_string(), Secret::Validation(roots)),
+                    ]);
+                    has_certificate.send_replace(true);
+                })
+                .await
+        };
+        tokio::join!(both, keep);
+    };
+    Ok((Readiness::new(readiness), task))
 }
 
 /// Returns on SIGTERM, SIGINT or /quitquitquit (which sets `quit`).

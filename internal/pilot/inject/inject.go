@@ -41,6 +41,13 @@ const (
 	TokenAudience   = "istio-ca"
 	// tokenLifetime is Istio's: istio-agent's token is re-read as the kubelet rotates it.
 	tokenLifetime = 43200
+	// RootCertVolumeName is Istio's volume of the mesh root, from the
+	// ConfigMap RootCertConfigMap the control plane publishes in every
+	// namespace; the sidecar verifies the CA with it, at RootCertPath.
+	RootCertVolumeName = "istiod-ca-cert"
+	RootCertConfigMap  = "istio-ca-root-cert"
+	RootCertMountDir   = "/var/run/secrets/istio"
+	RootCertPath       = RootCertMountDir + "/root-cert.pem"
 )
 
 // The control plane's names on Kubernetes (the contract of issue 20).
@@ -51,6 +58,7 @@ const (
 	WebhookName         = "sidecar-injector.meshperf.io"
 	WebhookPath         = "/inject"
 	DefaultPilotAddress = PilotName + "." + PilotNamespace + ".svc:15010"
+	DefaultCAAddress    = "https://" + PilotName + "." + PilotNamespace + ".svc:15012"
 	// WebhookServiceName is the name the webhook's serving certificate is
 	// for, in the default namespace (ServiceHost in another).
 	WebhookServiceName = PilotName + "." + PilotNamespace + ".svc"
@@ -80,6 +88,9 @@ type Options struct {
 	PullPolicy corev1.PullPolicy
 	// PilotAddress is the plaintext xDS address the sidecar connects to.
 	PilotAddress string
+	// CAAddress is the certificate API (https://HOST:PORT) the sidecar gets
+	// its certificate from with its token.
+	CAAddress string
 }
 
 func (o Options) withDefaults() Options {
@@ -91,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PilotAddress == "" {
 		o.PilotAddress = DefaultPilotAddress
+	}
+	if o.CAAddress == "" {
+		o.CAAddress = DefaultCAAddress
 	}
 	return o
 }
@@ -152,7 +166,7 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 		}
 	}
 	for _, v := range p.Spec.Volumes {
-		if v.Name == TokenVolumeName {
+		if v.Name == TokenVolumeName || v.Name == RootCertVolumeName {
 			return nil, cannot("the pod already has a volume named %s", v.Name)
 		}
 	}
@@ -163,25 +177,25 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 	st, err := json.Marshal(status{
 		InitContainers: []string{InitContainerName},
 		Containers:     []string{ProxyContainerName},
-		Volumes:        []string{TokenVolumeName},
+		Volumes:        []string{TokenVolumeName, RootCertVolumeName},
 		Revision:       "default",
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &Injection{
-		Init:   o.initContainer(capture),
-		Proxy:  o.proxyContainer(p),
-		Volume: tokenVolume(),
-		Status: string(st),
-		Labels: sidecarLabels(p),
+		Init:    o.initContainer(capture),
+		Proxy:   o.proxyContainer(p),
+		Volumes: []corev1.Volume{tokenVolume(), rootCertVolume()},
+		Status:  string(st),
+		Labels:  sidecarLabels(p),
 	}, nil
 }
 
 // Injection is what Sidecar adds to a pod.
 type Injection struct {
 	Init, Proxy corev1.Container
-	Volume      corev1.Volume
+	Volumes     []corev1.Volume
 	Status      string // the sidecar.istio.io/status annotation
 	// Labels are the labels Istio's injector gives the pod, those it does
 	// not have already: security.istio.io/tlsMode=istio, on which every
@@ -279,8 +293,13 @@ func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
 		Name:            ProxyContainerName,
 		Image:           image.Ref(o.ImageRepo, image.Proxy, o.Tag),
 		ImagePullPolicy: o.PullPolicy,
+		// The certificate from the CA, not SDS: the CA checks the token,
+		// where SDS would believe the identity the sidecar claims.
 		Args: []string{
 			"--xds-address", o.PilotAddress,
+			"--ca-address", o.CAAddress,
+			"--ca-root-ca", RootCertPath,
+			"--auth-token", TokenPath,
 			"--admin-address", "$(INSTANCE_IP):" + strconv.Itoa(ProxyAdminPort),
 			"--capture-mode", "iptables",
 		},
@@ -313,7 +332,10 @@ func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
 			ReadOnlyRootFilesystem:   ptr(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: TokenVolumeName, MountPath: TokenMountDir, ReadOnly: true}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: TokenVolumeName, MountPath: TokenMountDir, ReadOnly: true},
+			{Name: RootCertVolumeName, MountPath: RootCertMountDir, ReadOnly: true},
+		},
 	}
 }
 
@@ -324,6 +346,14 @@ func tokenVolume() corev1.Volume {
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
 			Audience: TokenAudience, ExpirationSeconds: ptr(int64(tokenLifetime)), Path: "istio-token",
 		}}},
+	}}}
+}
+
+// rootCertVolume is Istio's istiod-ca-cert: the mesh root from the
+// ConfigMap the control plane keeps in the pod's namespace.
+func rootCertVolume() corev1.Volume {
+	return corev1.Volume{Name: RootCertVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: RootCertConfigMap},
 	}}}
 }
 

@@ -173,7 +173,7 @@ type patchOp struct {
 
 // patch adds the injection to p: the capture first among the init
 // containers (before any of the pod's own, whose traffic it must already
-// see), the proxy after the pod's containers, the token volume and the
+// see), the proxy after the pod's containers, the token and root volumes and the
 // status annotation.
 func (inj *Injection) patch(p *corev1.Pod, hasMetadata bool) []patchOp {
 	var ops []patchOp
@@ -184,9 +184,11 @@ func (inj *Injection) patch(p *corev1.Pod, hasMetadata bool) []patchOp {
 	}
 	ops = append(ops, patchOp{"add", "/spec/containers/-", inj.Proxy})
 	if len(p.Spec.Volumes) == 0 {
-		ops = append(ops, patchOp{"add", "/spec/volumes", []corev1.Volume{inj.Volume}})
+		ops = append(ops, patchOp{"add", "/spec/volumes", inj.Volumes})
 	} else {
-		ops = append(ops, patchOp{"add", "/spec/volumes/-", inj.Volume})
+		for _, v := range inj.Volumes {
+			ops = append(ops, patchOp{"add", "/spec/volumes/-", v})
+		}
 	}
 	annotations := map[string]string{annotation.SidecarStatus.Name: inj.Status}
 	if !hasMetadata {

@@ -190,7 +190,10 @@ func TestWebhookInjectsPodInLabelledNamespace(t *testing.T) {
 	if proxy.Image != "registry.test/meshperf-proxy:v9" || *proxy.SecurityContext.RunAsUser != 1337 || !*proxy.SecurityContext.RunAsNonRoot {
 		t.Errorf("istio-proxy: image %s, security %+v", proxy.Image, proxy.SecurityContext)
 	}
-	if !slices.Equal(proxy.Args, []string{"--xds-address", DefaultPilotAddress, "--admin-address", "$(INSTANCE_IP):15000", "--capture-mode", "iptables"}) {
+	if !slices.Equal(proxy.Args, []string{"--xds-address", DefaultPilotAddress,
+		"--ca-address", "https://meshperf-pilot.meshperf-system.svc:15012", "--ca-root-ca", "/var/run/secrets/istio/root-cert.pem",
+		"--auth-token", "/var/run/secrets/tokens/istio-token",
+		"--admin-address", "$(INSTANCE_IP):15000", "--capture-mode", "iptables"}) {
 		t.Errorf("istio-proxy args %q", proxy.Args)
 	}
 	env := map[string]string{}
@@ -221,25 +224,33 @@ func TestWebhookInjectsPodInLabelledNamespace(t *testing.T) {
 	if p := proxy.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/ready" || p.HTTPGet.Port.IntValue() != ProxyAdminPort {
 		t.Errorf("istio-proxy readiness %+v, want GET /ready on %d", p, ProxyAdminPort)
 	}
-	if len(proxy.VolumeMounts) != 1 || proxy.VolumeMounts[0].Name != TokenVolumeName || proxy.VolumeMounts[0].MountPath+"/istio-token" != TokenPath {
-		t.Errorf("istio-proxy mounts %+v, want the token at %s", proxy.VolumeMounts, TokenPath)
+	mounts := proxy.VolumeMounts
+	if len(mounts) != 2 || mounts[0].Name != TokenVolumeName || mounts[0].MountPath+"/istio-token" != TokenPath ||
+		mounts[1].Name != "istiod-ca-cert" || mounts[1].MountPath+"/root-cert.pem" != RootCertPath {
+		t.Errorf("istio-proxy mounts %+v, want the token at %s and the root at %s", mounts, TokenPath, RootCertPath)
 	}
 
-	var token *corev1.Volume
+	var token, root *corev1.Volume
 	for i := range got.Spec.Volumes {
-		if got.Spec.Volumes[i].Name == TokenVolumeName {
+		switch got.Spec.Volumes[i].Name {
+		case TokenVolumeName:
 			token = &got.Spec.Volumes[i]
+		case "istiod-ca-cert":
+			root = &got.Spec.Volumes[i]
 		}
 	}
-	if token == nil || token.Projected == nil || token.Projected.Sources[0].ServiceAccountToken.Audience != "istio-ca" || len(got.Spec.Volumes) != 2 {
-		t.Errorf("volumes %+v, want the pod's and a projected token for istio-ca", got.Spec.Volumes)
+	if token == nil || token.Projected == nil || token.Projected.Sources[0].ServiceAccountToken.Audience != "istio-ca" || len(got.Spec.Volumes) != 3 {
+		t.Errorf("volumes %+v, want the pod's, a projected token for istio-ca and the root", got.Spec.Volumes)
+	}
+	if root == nil || root.ConfigMap == nil || root.ConfigMap.Name != "istio-ca-root-cert" {
+		t.Errorf("volumes %+v, want istiod-ca-cert from the ConfigMap istio-ca-root-cert", got.Spec.Volumes)
 	}
 
 	var st status
 	if err := json.Unmarshal([]byte(got.Annotations["sidecar.istio.io/status"]), &st); err != nil {
 		t.Fatalf("sidecar.istio.io/status: %v", err)
 	}
-	if !slices.Equal(st.InitContainers, []string{"istio-init"}) || !slices.Equal(st.Containers, []string{"istio-proxy"}) || !slices.Equal(st.Volumes, []string{"istio-token"}) {
+	if !slices.Equal(st.InitContainers, []string{"istio-init"}) || !slices.Equal(st.Containers, []string{"istio-proxy"}) || !slices.Equal(st.Volumes, []string{"istio-token", "istiod-ca-cert"}) {
 		t.Errorf("sidecar.istio.io/status %+v", st)
 	}
 	if got.Annotations["traffic.sidecar.istio.io/excludeInboundPorts"] != "9090" {

@@ -5,17 +5,24 @@
 //! identity's SPIFFE URI; the request names the identity in its `metadata`
 //! struct as `ImpersonatedIdentity` (ztunnel's way of saying "I act for this
 //! pod"; istiod checks the node proxy may), and asks for `ttl`. The answer is
-//! `[leaf, intermediates..., root]`. No bearer token is sent: off Kubernetes
-//! there is none (as ztunnel without `AUTH_TOKEN`).
+//! `[leaf, intermediates..., root]`.
+//!
+//! A sidecar asks for its own identity: no `ImpersonatedIdentity`, and the
+//! CA authenticates it by its pod's service-account token (audience
+//! `istio-ca`), sent as `authorization: Bearer TOKEN` as istio-agent does.
+//! The token file is re-read for every request because the kubelet rotates
+//! projected tokens. Without a token file nothing is sent: off Kubernetes
+//! there is none.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use prost_types::value::Kind;
 use prost_types::{Struct, Value};
 use rcgen::{CertificateParams, DistinguishedName, KeyPair, PKCS_ECDSA_P256_SHA256, SanType};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 
 use super::{Error, Identity, WorkloadCertificate};
@@ -29,8 +36,9 @@ pub const DEFAULT_CERTIFICATE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The metadata key naming the identity a node proxy asks for.
 const IMPERSONATED_IDENTITY: &str = "ImpersonatedIdentity";
 
-/// Where the CA is and how to trust it: ztunnel's `CA_ADDRESS`, `CA_ROOT_CA`,
-/// `ALT_XDS_HOSTNAME` and `SECRET_TTL`.
+/// Where the CA is, how to trust it and how to authenticate to it: ztunnel's
+/// `CA_ADDRESS`, `CA_ROOT_CA`, `ALT_XDS_HOSTNAME`, `SECRET_TTL` and
+/// `AUTH_TOKEN`.
 #[derive(Debug, Clone)]
 pub struct CaClientConfig {
     /// `https://HOST:PORT` (pilot's `--secureGRPCAddr`).
@@ -42,6 +50,12 @@ pub struct CaClientConfig {
     pub alt_hostname: Option<String>,
     /// The validity asked for; the CA may grant less.
     pub ttl: Duration,
+    /// A file holding the bearer token to send (the pod's projected
+    /// `istio-token`); None sends no token.
+    pub token: Option<PathBuf>,
+    /// True for a node proxy, which asks on behalf of its pods' identities
+    /// (`ImpersonatedIdentity`); false for a sidecar, which asks for its own.
+    pub impersonate: bool,
 }
 
 /// A connection (made on first use, remade as needed) to the CA.
@@ -49,6 +63,8 @@ pub struct CaClientConfig {
 pub struct CaClient {
     client: IstioCertificateServiceClient<Channel>,
     ttl: Duration,
+    token: Option<PathBuf>,
+    impersonate: bool,
 }
 
 impl CaClient {
@@ -59,22 +75,31 @@ impl CaClient {
                 tls::TlsError::RootCa { path, reason } => Error::RootCa { path, reason },
                 other => Error::CaAddress { address: config.address.clone(), reason: other.to_string() },
             })?;
-        Ok(CaClient { client: IstioCertificateServiceClient::new(channel), ttl: config.ttl })
+        Ok(CaClient {
+            client: IstioCertificateServiceClient::new(channel),
+            ttl: config.ttl,
+            token: config.token.clone(),
+            impersonate: config.impersonate,
+        })
     }
 
     /// A new key, its CSR, one CreateCertificate call: the certificate for `id`.
     pub async fn sign(&self, id: &Identity) -> Result<WorkloadCertificate, Error> {
         let (key, csr) = key_and_csr(id)?;
-        let request = IstioCertificateRequest {
+        let metadata = self.impersonate.then(|| Struct {
+            fields: BTreeMap::from([(
+                IMPERSONATED_IDENTITY.to_string(),
+                Value { kind: Some(Kind::StringValue(id.to_string())) },
+            )]),
+        });
+        let mut request = tonic::Request::new(IstioCertificateRequest {
             csr,
             validity_duration: i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX),
-            metadata: Some(Struct {
-                fields: BTreeMap::from([(
-                    IMPERSONATED_IDENTITY.to_string(),
-                    Value { kind: Some(Kind::StringValue(id.to_string())) },
-                )]),
-            }),
-        };
+            metadata,
+        });
+        if let Some(path) = &self.token {
+            request.metadata_mut().insert("authorization", bearer(path)?);
+        }
         let answer = self
             .client
             .clone()
@@ -84,6 +109,23 @@ impl CaClient {
             .into_inner();
         WorkloadCertificate::from_pem(id, key, &answer.cert_chain)
     }
+}
+
+/// `Bearer TOKEN` from the token file, read now: the kubelet rewrites a
+/// projected token before it expires, so a cached one would go stale.
+fn bearer(path: &Path) -> Result<MetadataValue<tonic::metadata::Ascii>, Error> {
+    let bad = |reason: String| Error::Token { path: path.display().to_string(), reason };
+    let raw = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let token = std::str::from_utf8(&raw).map_err(|_| bad("it is not text".into()))?.trim();
+    if token.is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    // A JWT is base64url and dots; anything else (a space, a control
+    // character) cannot go in a gRPC header and is not a token.
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(bad("it holds characters a bearer token cannot have".into()));
+    }
+    format!("Bearer {token}").parse().map_err(|_| bad("it cannot be sent as a gRPC header".into()))
 }
 
 /// A P-256 key and a PEM CSR whose URI SAN is `id` (the subject is empty:
@@ -102,6 +144,39 @@ fn key_and_csr(id: &Identity) -> Result<(PrivateKeyDer<'static>, String), Error>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_is_read_from_its_file_each_time() {
+        let path = token_path("rotated");
+        std::fs::write(&path, "aaa.bbb.ccc\n").unwrap();
+        assert_eq!(bearer(&path).unwrap(), "Bearer aaa.bbb.ccc");
+        std::fs::write(&path, "ddd.eee.fff").unwrap();
+        assert_eq!(bearer(&path).unwrap(), "Bearer ddd.eee.fff", "a rotated token is sent");
+    }
+
+    #[test]
+    fn bad_token_files_are_errors_not_panics() {
+        let path = token_path("bad");
+        for (content, want) in [
+            (&b""[..], "it is empty"),
+            (b" \n", "it is empty"),
+            (b"\xff\xfe", "it is not text"),
+            (b"two words", "characters a bearer token cannot have"),
+            (b"a\x07b", "characters a bearer token cannot have"),
+        ] {
+            std::fs::write(&path, content).unwrap();
+            let err = bearer(&path).unwrap_err().to_string();
+            assert!(err.contains(want), "{content:?}: {err}");
+        }
+        let _ = std::fs::remove_file(&path);
+        let err = bearer(&path).unwrap_err().to_string();
+        assert!(err.contains("cannot read the CA token") && err.contains("bad"), "{err}");
+    }
+
+    /// A token file path of this test process's own.
+    fn token_path(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("meshperf-proxy-token-{}-{name}", std::process::id()))
+    }
 
     #[test]
     fn the_csr_names_the_identity_only() {

@@ -24,6 +24,10 @@ pub struct WorkloadCertificate {
     /// The last certificate of the CA's answer: the mesh root (as ztunnel
     /// takes it).
     root: CertificateDer<'static>,
+    /// The key, and every root of the trust store: what a sidecar installs
+    /// as its `default` and `ROOTCA` secrets.
+    key: Arc<PrivateKeyDer<'static>>,
+    roots: Arc<RootCertStore>,
     not_before: SystemTime,
     not_after: SystemTime,
     client: Arc<ClientConfig>,
@@ -76,13 +80,16 @@ impl WorkloadCertificate {
         let bad = |reason: String| Error::BadCertificate { id: identity.clone(), reason };
         let (not_before, not_after) = validity(&certs[0]).ok_or_else(|| bad("the leaf does not parse".into()))?;
         let tls_err = |e: tls::TlsError| Error::Tls { id: identity.clone(), reason: e.to_string() };
-        let key = tls::certified_key(&CertificateSecret { chain: certs.clone(), key }).map_err(tls_err)?;
-        let client = tls::hbone_client_config(Arc::clone(&key), Arc::clone(&roots)).map_err(tls_err)?;
-        let server = tls::hbone_server_config(key, roots).map_err(tls_err)?;
+        let certified =
+            tls::certified_key(&CertificateSecret { chain: certs.clone(), key: Arc::clone(&key) }).map_err(tls_err)?;
+        let client = tls::hbone_client_config(Arc::clone(&certified), Arc::clone(&roots)).map_err(tls_err)?;
+        let server = tls::hbone_server_config(certified, Arc::clone(&roots)).map_err(tls_err)?;
         Ok(WorkloadCertificate {
             identity: identity.clone(),
             chain: certs,
             root,
+            key,
+            roots,
             not_before,
             not_after,
             client: Arc::new(client),
@@ -113,6 +120,16 @@ impl WorkloadCertificate {
     pub fn refresh_at(&self) -> SystemTime {
         let life = self.not_after.duration_since(self.not_before).unwrap_or(Duration::ZERO);
         self.not_before + life / 2
+    }
+
+    /// This certificate as SDS would have sent it: `default` (chain and key)
+    /// and `ROOTCA` (the mesh root), for a sidecar that gets its certificate
+    /// from the CA itself.
+    pub fn to_secrets(&self) -> (CertificateSecret, ValidationSecret) {
+        (
+            CertificateSecret { chain: self.chain.clone(), key: Arc::clone(&self.key) },
+            ValidationSecret { roots: Arc::clone(&self.roots), certificates: vec![self.root.clone()] },
+        )
     }
 
     /// HBONE's client config with this certificate (see `tls::hbone_client_config`).

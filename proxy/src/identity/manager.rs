@@ -86,6 +86,40 @@ impl SecretManager {
         self.certificates.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
     }
 
+    /// Keeps `id`'s certificate for good, calling `issued` with the first one
+    /// and with each renewal: a sidecar's own certificate. Where `fetch`
+    /// gives up on a failed first request, this retries it with backoff
+    /// (each refusal logged with the CA's reason by the renewer), so a
+    /// sidecar started before its token or the CA is usable gets its
+    /// certificate once they are. Returns only when the runtime stops.
+    pub async fn follow(&self, id: &Identity, mut issued: impl FnMut(Arc<WorkloadCertificate>)) {
+        let mut retry = FIRST_RETRY;
+        loop {
+            match self.fetch(id).await {
+                Ok(cert) => {
+                    retry = FIRST_RETRY;
+                    issued(Arc::clone(&cert));
+                    let state = self
+                        .certificates
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get(id)
+                        .map(|e| e.state.clone());
+                    if let Some(mut state) = state {
+                        // Until the renewer has a new certificate, or has
+                        // given up on this one (expired, renewal refused).
+                        let _ = state.wait_for(|s| !matches!(s, CertState::Ready(c) if Arc::ptr_eq(c, &cert))).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::info!(%id, "retrying the certificate request in {retry:?} ({e})");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(MAX_RETRY);
+                }
+            }
+        }
+    }
+
     /// The identities that have (or are getting) a certificate.
     pub fn identities(&self) -> Vec<Identity> {
         let certificates = self.certificates.lock().unwrap_or_else(PoisonError::into_inner);

@@ -123,6 +123,8 @@ pub enum Error {
     InvalidIdentity { id: String, why: &'static str },
     #[error("cannot read the CA's root certificate {path}: {reason}")]
     RootCa { path: String, reason: String },
+    #[error("cannot read the CA token {path}: {reason}")]
+    Token { path: String, reason: String },
     #[error("bad CA address {address:?}: {reason}")]
     CaAddress { address: String, reason: String },
     #[error("cannot make a key and CSR for {id}: {reason}")]

@@ -64,6 +64,8 @@ pub fn run(
         root_ca: node.ca_tls.root_ca.clone(),
         alt_hostname: Some(node.ca_tls.server_name.clone()),
         ttl: DEFAULT_CERTIFICATE_TTL,
+        token: None,
+        impersonate: true,
     })?);
     let hbone = HboneConfig::default();
     let ctx = Arc::new(NodeContext {

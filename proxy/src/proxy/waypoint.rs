@@ -40,13 +40,9 @@ use crate::hbone::{
 };
 use crate::identity::{self, CertificateSource, Identity, WorkloadCertificate};
 use crate::state::{
-    DiscoveryType, EndpointAddress, Handler, ListenerKind, RouteAction, RouteConfig, Secret, State, TcpHandler,
-    TransportProtocol, Tunnel, UpstreamTransport,
+    DiscoveryType, EndpointAddress, Handler, ListenerKind, ROOT_SECRET, RouteAction, RouteConfig, Secret, State,
+    TcpHandler, TransportProtocol, Tunnel, UpstreamTransport, WORKLOAD_SECRET,
 };
-
-/// The SDS names of the waypoint's certificate and roots, Istio's.
-const WORKLOAD_SECRET: &str = "default";
-const ROOT_SECRET: &str = "ROOTCA";
 
 /// What one worker needs for HBONE: the shared SDS certificate and its own
 /// pool of outgoing HBONE connections (per worker, as Envoy's connection

@@ -18,9 +18,9 @@ mod listener;
 mod route;
 mod secret;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -41,7 +41,7 @@ pub use route::{
     ClusterTarget, Fault, FaultAbort, FaultDelay, Forward, HeaderMatch, HeaderValueMatch, PathMatch, Redirect, RetryOn,
     RetryPolicy, Route, RouteAction, RouteConfig, RouteMatch, VirtualHost, WeightedCluster,
 };
-pub use secret::{CertificateSecret, Secret, ValidationSecret};
+pub use secret::{CertificateSecret, ROOT_SECRET, Secret, ValidationSecret, WORKLOAD_SECRET};
 
 /// Why a resource could not be converted. The message names the resource type
 /// and name and the field that was wrong; it is sent back as the NACK's detail.
@@ -171,23 +171,86 @@ pub struct Snapshot {
     pub versions: BTreeMap<&'static str, String>,
 }
 
-/// The currently active [`Snapshot`]; readers never block, the xDS client is
-/// the only writer.
+/// The currently active [`Snapshot`]; readers never block. The xDS client
+/// publishes everything but the local secrets: secrets the proxy gets
+/// itself (a sidecar's own certificate from the CA), which every published
+/// snapshot carries and which the xDS client does not ask SDS for.
 #[derive(Debug, Default)]
 pub struct State {
     current: ArcSwap<Snapshot>,
+    local_names: BTreeSet<String>,
+    /// Held while publishing, so an xDS snapshot and a new local secret
+    /// never overwrite each other.
+    local: Mutex<BTreeMap<String, Arc<Secret>>>,
 }
 
 impl State {
     pub fn new() -> State {
         State::default()
     }
+
+    /// A state whose secrets `names` come from the proxy itself
+    /// ([`State::set_local_secrets`]), not from SDS.
+    pub fn with_local_secrets<'a>(names: impl IntoIterator<Item = &'a str>) -> State {
+        State { local_names: names.into_iter().map(str::to_string).collect(), ..State::default() }
+    }
+
+    /// True for a secret the proxy gets itself: the xDS client leaves it out
+    /// of its SDS subscription.
+    pub fn is_local_secret(&self, name: &str) -> bool {
+        self.local_names.contains(name)
+    }
+
+    /// Installs the local secrets (only names given to
+    /// [`State::with_local_secrets`]) in the current snapshot and every later one.
+    pub fn set_local_secrets(&self, secrets: impl IntoIterator<Item = (String, Secret)>) {
+        let mut local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        for (name, secret) in secrets {
+            if self.local_names.contains(&name) {
+                local.insert(name, Arc::new(secret));
+            }
+        }
+        let mut snapshot = (*self.current.load_full()).clone();
+        snapshot.secrets.extend(local.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
+        self.current.store(Arc::new(snapshot));
+    }
     /// The active snapshot; cheap, lock free.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
     }
     /// Publishes a new snapshot; readers holding the old one keep it until they drop it.
-    pub fn publish(&self, snapshot: Snapshot) {
+    pub fn publish(&self, mut snapshot: Snapshot) {
+        let local = self.local.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot.secrets.extend(local.iter().map(|(k, v)| (k.clone(), Arc::clone(v))));
         self.current.store(Arc::new(snapshot));
+    }
+}
+
+#[cfg(test)]
+mod local_secret_tests {
+    use super::*;
+
+    fn roots() -> Secret {
+        Secret::Validation(ValidationSecret { roots: Arc::new(rustls::RootCertStore::empty()), certificates: vec![] })
+    }
+
+    #[test]
+    fn local_secrets_outlive_every_xds_snapshot() {
+        let state = State::with_local_secrets([ROOT_SECRET]);
+        assert!(state.is_local_secret(ROOT_SECRET) && !state.is_local_secret(WORKLOAD_SECRET));
+        state.set_local_secrets([(ROOT_SECRET.to_string(), roots()), ("other".to_string(), roots())]);
+        assert_eq!(state.snapshot().secrets.keys().collect::<Vec<_>>(), [ROOT_SECRET], "only declared names");
+        // An xDS snapshot without it, or with SDS's own: the local one stays.
+        let mine = Arc::clone(&state.snapshot().secrets[ROOT_SECRET]);
+        let mut from_xds = Snapshot::default();
+        from_xds.secrets.insert(ROOT_SECRET.to_string(), Arc::new(roots()));
+        state.publish(from_xds);
+        assert!(Arc::ptr_eq(&state.snapshot().secrets[ROOT_SECRET], &mine));
+        state.publish(Snapshot::default());
+        assert!(Arc::ptr_eq(&state.snapshot().secrets[ROOT_SECRET], &mine));
+        // Without local secrets, nothing is added.
+        let plain = State::new();
+        plain.set_local_secrets([(ROOT_SECRET.to_string(), roots())]);
+        assert!(plain.snapshot().secrets.is_empty());
     }
 }

@@ -17,6 +17,11 @@ use super::{Bad, ConvertError, at, decode_resource};
 
 const KIND: &str = "secret";
 
+/// Istio's SDS name of a workload's own certificate.
+pub const WORKLOAD_SECRET: &str = "default";
+/// Istio's SDS name of the mesh roots.
+pub const ROOT_SECRET: &str = "ROOTCA";
+
 #[derive(Debug)]
 pub enum Secret {
     Certificate(CertificateSecret),
@@ -40,21 +45,28 @@ pub struct ValidationSecret {
 impl Serialize for Secret {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Secret", 3)?;
+        let mut st = s.serialize_struct("Secret", 4)?;
         match self {
             Secret::Certificate(c) => {
                 st.serialize_field("type", "tls_certificate")?;
                 st.serialize_field("certificate_chain_len", &c.chain.len())?;
+                st.serialize_field("certificate_chain", &pem_list(&c.chain))?;
                 st.serialize_field("private_key", "[redacted]")?;
             }
             Secret::Validation(v) => {
                 st.serialize_field("type", "validation_context")?;
                 st.serialize_field("trusted_ca_len", &v.certificates.len())?;
                 st.serialize_field("root_store_len", &v.roots.len())?;
+                st.serialize_field("trusted_ca", &pem_list(&v.certificates))?;
             }
         }
         st.end()
     }
+}
+
+/// Certificates as PEM, for the dump: what a reader verifies a chain with.
+fn pem_list(certs: &[CertificateDer<'_>]) -> Vec<String> {
+    certs.iter().map(|c| pem::encode(&pem::Pem::new("CERTIFICATE", c.as_ref().to_vec()))).collect()
 }
 
 impl Secret {

@@ -24,13 +24,11 @@ use super::build::{AppProtocol, certified_key, client_config_with, server_config
 use super::identity::{PeerIdentities, spiffe_id};
 use crate::identity::trust_domain;
 use crate::state::{
-    CertificateSecret, Cluster, DownstreamTls, Secret, Snapshot, TlsMode, UpstreamTls, UpstreamTransport,
-    ValidationSecret,
+    CertificateSecret, Cluster, DownstreamTls, ROOT_SECRET, Secret, Snapshot, TlsMode, UpstreamTls, UpstreamTransport,
+    ValidationSecret, WORKLOAD_SECRET,
 };
 
-/// The SDS names and ALPN of Istio's inbound mesh mTLS, for [`TlsConfigs::mesh_server`].
-const WORKLOAD_SECRET: &str = "default";
-const ROOT_SECRET: &str = "ROOTCA";
+/// The ALPN of Istio's inbound mesh mTLS, for [`TlsConfigs::mesh_server`].
 const SERVER_ALPN: [&str; 2] = ["h2", "http/1.1"];
 
 /// The TLS configs for one set of secrets; built lazily, then shared.

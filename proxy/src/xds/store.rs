@@ -67,7 +67,8 @@ pub(crate) struct ResourceStore {
 impl ResourceStore {
     pub fn new(state: Arc<State>) -> (ResourceStore, Readiness) {
         let (ready, rx) = watch::channel(false);
-        let snap = (*state.snapshot()).clone();
+        let mut snap = (*state.snapshot()).clone();
+        snap.secrets.retain(|name, _| !state.is_local_secret(name));
         let store = ResourceStore {
             state,
             snap,
@@ -160,11 +161,14 @@ impl ResourceStore {
             ResourceType::Route => {
                 s.listeners.values().flat_map(|l| l.route_names().map(str::to_string).collect::<Vec<_>>()).collect()
             }
+            // Not the secrets the proxy gets itself: SDS would only send
+            // what the proxy has from a better source.
             ResourceType::Secret => s
                 .clusters
                 .values()
                 .flat_map(|c| c.secret_names().map(str::to_string).collect::<Vec<_>>())
                 .chain(s.listeners.values().flat_map(|l| l.secret_names().map(str::to_string).collect::<Vec<_>>()))
+                .filter(|name| !self.state.is_local_secret(name))
                 .collect(),
             ResourceType::Cluster | ResourceType::Listener | ResourceType::Address | ResourceType::Authorization => {
                 BTreeSet::new()

@@ -96,6 +96,55 @@ async fn a_refused_certificate_is_an_error_and_the_next_fetch_asks_again() {
     assert_eq!(ca.requests().len(), 2, "a failure is not cached");
 }
 
+/// A sidecar's own certificate: its token from the file (re-read for each
+/// request), no impersonation, renewals followed, and a refusal retried.
+#[tokio::test]
+async fn a_sidecar_follows_its_own_certificate_with_its_token() {
+    let ca = start_ca("ca-sidecar", Duration::from_secs(4), &["spiffe://cluster.local/ns/shop/sa/evil"]).await;
+    let dir = TestDir::new("sidecar-token");
+    let token = dir.join("istio-token");
+    std::fs::write(&token, "first.token.jwt\n").unwrap();
+    let config = CaClientConfig { token: Some(token.clone()), impersonate: false, ..ca.config.clone() };
+    let secrets = Arc::new(SecretManager::new(config).unwrap());
+
+    let issued: Arc<Mutex<Vec<Arc<identity::WorkloadCertificate>>>> = Arc::default();
+    let follower = {
+        let (secrets, issued) = (Arc::clone(&secrets), Arc::clone(&issued));
+        tokio::spawn(async move { secrets.follow(&id("cart"), |c| issued.lock().unwrap().push(c)).await })
+    };
+    eventually("the first certificate", WAIT, async || (!issued.lock().unwrap().is_empty()).then_some(())).await;
+    // The kubelet rotates the token: the renewal (at 2 s of 4) sends the new one.
+    std::fs::write(&token, "second.token.jwt").unwrap();
+    eventually("the renewal is followed", WAIT, async || (issued.lock().unwrap().len() >= 2).then_some(())).await;
+    follower.abort();
+    let requests = ca.requests();
+    assert_eq!(requests[0].authorization.as_deref(), Some("Bearer first.token.jwt"));
+    assert_eq!(requests[1].authorization.as_deref(), Some("Bearer second.token.jwt"));
+    for r in &requests {
+        assert_eq!(r.impersonated, None, "a sidecar asks for its own identity");
+        assert_eq!(r.csr_sans, ["spiffe://cluster.local/ns/shop/sa/cart"]);
+    }
+    let issued = issued.lock().unwrap().clone();
+    assert!(issued.iter().all(|c| c.identity() == &id("cart")));
+    assert!(!Arc::ptr_eq(&issued[0], &issued[1]), "the renewal is a new certificate");
+
+    // Refused: asked again (with backoff) rather than given up on.
+    let evil_requests =
+        || ca.requests().iter().filter(|r| r.csr_sans == ["spiffe://cluster.local/ns/shop/sa/evil"]).count();
+    let refused = {
+        let secrets = Arc::clone(&secrets);
+        tokio::spawn(async move { secrets.follow(&id("evil"), |_| panic!("evil was refused")).await })
+    };
+    eventually("the refusal is retried", WAIT, async || (evil_requests() >= 2).then_some(())).await;
+    refused.abort();
+
+    // An unreadable token is a failed request, not a panic.
+    std::fs::remove_file(&token).unwrap();
+    secrets.forget(&id("cart"));
+    let err = secrets.fetch(&id("cart")).await.unwrap_err();
+    assert!(matches!(err, identity::Error::Token { .. }), "{err}");
+}
+
 #[test]
 fn a_bad_ca_configuration_is_refused_up_front() {
     let config = CaClientConfig {
@@ -103,6 +152,8 @@ fn a_bad_ca_configuration_is_refused_up_front() {
         root_ca: "/nonexistent/root-cert.pem".into(),
         alt_hostname: None,
         ttl: identity::DEFAULT_CERTIFICATE_TTL,
+        token: None,
+        impersonate: true,
     };
     let err = SecretManager::new(config.clone()).err().expect("plain-text address");
     assert!(matches!(err, identity::Error::CaAddress { .. }), "{err}");
@@ -423,6 +474,8 @@ async fn meshperf_pilot_signs_workload_certificates() {
         root_ca: root,
         alt_hostname: Some(CA_HOSTNAME.to_string()),
         ttl: Duration::from_secs(3600),
+        token: None,
+        impersonate: true,
     })
     .unwrap();
     let cert = secrets.fetch(&id("cart")).await.unwrap();

@@ -40,6 +40,8 @@ pub struct CaRequest {
     pub impersonated: Option<String>,
     pub csr_sans: Vec<String>,
     pub ttl: i64,
+    /// The `authorization` metadata sent, if any.
+    pub authorization: Option<String>,
 }
 
 /// A CA like istiod's: signs the CSR for the impersonated identity (else the
@@ -61,6 +63,7 @@ impl IstioCertificateService for CaService {
         &self,
         request: tonic::Request<IstioCertificateRequest>,
     ) -> Result<tonic::Response<IstioCertificateResponse>, tonic::Status> {
+        let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
         let request = request.into_inner();
         let csr = CertificateSigningRequestParams::from_pem(&request.csr)
             .map_err(|e| tonic::Status::invalid_argument(format!("CSR: {e}")))?;
@@ -82,6 +85,7 @@ impl IstioCertificateService for CaService {
             impersonated: impersonated.clone(),
             csr_sans: csr_sans.clone(),
             ttl: request.validity_duration,
+            authorization,
         });
         let identity = impersonated.or_else(|| csr_sans.first().cloned()).unwrap_or_default();
         if self.0.refused.contains(&identity) {
@@ -155,6 +159,8 @@ pub async fn start_ca(name: &str, ttl: Duration, refused: &[&str]) -> RunningCa 
         root_ca: dir.join("root-cert.pem"),
         alt_hostname: Some(CA_HOSTNAME.to_string()),
         ttl,
+        token: None,
+        impersonate: true,
     };
     RunningCa { ca, config, _dir: dir }
 }
