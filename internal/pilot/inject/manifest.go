@@ -97,6 +97,11 @@ func clusterRules() []rbacv1.PolicyRule {
 		// resourceNames).
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{WebhookConfigName}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		// The root published to every namespace (ca.RootConfigMapName):
+		// watched by name, created and kept. Create cannot be limited by
+		// name.
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ca.RootConfigMapName}, Verbs: []string{"list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 	}
 }
 
