@@ -22,7 +22,8 @@ import (
 
 // The pilot's parts that exist only on Kubernetes: the CA's root kept in a
 // Secret, the certificate API authenticated by service-account tokens, and
-// the injection webhook's caBundle kept current. Off Kubernetes the pilot
+// the injection webhook's caBundle kept current, the root published to
+// every namespace. Off Kubernetes the pilot
 // behaves as it always has.
 
 // pilotNamespace is where the pilot's own objects live: its pod's
@@ -118,4 +119,20 @@ func secureServingNames(f *pilotFlags) []string {
 	}
 	host := inject.ServiceHost(pilotNamespace())
 	return append(slices.Clone(discovery.DefaultServingNames), host, host+"."+f.domain)
+}
+
+// runRootPublisher publishes the pilot's root to every namespace as
+// ConfigMap istio-ca-root-cert, on Kubernetes, as istiod does: proxies and
+// users read the mesh's trust anchor there.
+func runRootPublisher(ctx context.Context, g *errgroup.Group, srv *discovery.Server, f *pilotFlags, log *slog.Logger) {
+	if f.kube.client == nil {
+		return
+	}
+	p := ca.NewRootPublisher(f.kube.client, srv.RootPEM(), inject.IgnoredNamespaces, log)
+	g.Go(func() error {
+		if err := p.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("root publisher: %w", err)
+		}
+		return nil
+	})
 }

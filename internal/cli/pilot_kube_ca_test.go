@@ -30,7 +30,8 @@ import (
 
 // meshperf pilot on Kubernetes, with only the RBAC its manifest grants:
 // it keeps its root in its namespace's Secret, sets the injector's
-// caBundle to that root, and its certificate API gives a pod's token that
+// caBundle to that root, publishes it as ConfigMap istio-ca-root-cert,
+// and its certificate API gives a pod's token that
 // pod's identity and nothing else.
 func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T) {
 	s := kubetest.Start(t)
@@ -38,6 +39,19 @@ func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T)
 	ns := s.NewNamespace(t, nil)
 	r, root := startPilotOnKubernetes(t, s, ns)
 	ctx := context.Background()
+
+	// The root, published to every namespace as istiod publishes it, by
+	// the manifest's RBAC.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, ca.RootConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Data[ca.RootConfigMapKey] != string(root) {
+			return errors.New(ca.RootConfigMapName + " does not hold the root in the secret")
+		}
+		return nil
+	})
 
 	// The certificate API, as a pod with the projected istio-ca token.
 	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {

@@ -184,6 +184,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		serve("the injection webhook", listenerWebhook, func(ln net.Listener) error { return webhookServer.ServeTLS(ln, "", "") })
 		runCABundlePatcher(gctx, g, srv, f, scopeLog(injectScope))
 	}
+	runRootPublisher(gctx, g, srv, f, scopeLog(defaultScope))
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()

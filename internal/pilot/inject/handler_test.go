@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"istio.io/api/annotation"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,10 @@ func FuzzWebhookReview(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"labels":{"sidecar.istio.io/inject":"false"}},"spec":{}}`))
 	f.Add([]byte(`{"spec":{"initContainers":[{"name":"x"}],"volumes":[{"name":"v"}],"containers":null}}`))
 	f.Add([]byte(`null`))
+	// Keys a JSON Pointer must escape, null and existing members.
+	f.Add([]byte(`{"metadata":{"name":"a/b~c","labels":{"app":"x","a/b~c":"1"},"annotations":null},"spec":{"containers":[{"name":"app"}]}}`))
+	f.Add([]byte(`{"metadata":{"labels":{"security.istio.io/tlsMode":"disabled"},"annotations":{"x~/y":"1"}},"spec":{"containers":[]}}`))
+	f.Add([]byte(`{"metadata":{"labels":null,"annotations":{}},"spec":{"containers":[{"name":"app"}]}}`))
 	wh, err := NewWebhook(testOptions, nil, nil)
 	if err != nil {
 		f.Fatal(err)
@@ -100,6 +105,35 @@ func FuzzWebhookReview(f *testing.F) {
 		}
 		if container(&got, ProxyContainerName, false) == nil || got.Spec.InitContainers[0].Name != InitContainerName {
 			t.Fatalf("patched pod lacks the sidecar: %s", patched)
+		}
+		// What the patch claims: the pod's own labels and annotations
+		// kept, the injection's labels added where the pod had none, the
+		// status annotation set.
+		var orig corev1.Pod
+		if err := json.Unmarshal(pod, &orig); err != nil {
+			t.Fatal(err)
+		}
+		inj, err := testOptions.Sidecar(&orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range orig.Labels {
+			if got.Labels[k] != v {
+				t.Errorf("label %q = %q after the patch, was %q; patch %s", k, got.Labels[k], v, resp.Patch)
+			}
+		}
+		for k, v := range inj.Labels {
+			if got.Labels[k] != v {
+				t.Errorf("label %q = %q after the patch, want %q; patch %s", k, got.Labels[k], v, resp.Patch)
+			}
+		}
+		for k, v := range orig.Annotations {
+			if k != annotation.SidecarStatus.Name && got.Annotations[k] != v {
+				t.Errorf("annotation %q = %q after the patch, was %q; patch %s", k, got.Annotations[k], v, resp.Patch)
+			}
+		}
+		if got.Annotations[annotation.SidecarStatus.Name] != inj.Status {
+			t.Errorf("status annotation = %q, want %q; patch %s", got.Annotations[annotation.SidecarStatus.Name], inj.Status, resp.Patch)
 		}
 	})
 }

@@ -75,8 +75,9 @@ const (
 	ProxyAdminPort = 15000
 )
 
-// ignoredNamespaces are never injected, whatever their labels: Istio's list.
-var ignoredNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
+// IgnoredNamespaces are never injected, whatever their labels, nor given
+// the root ConfigMap: Istio's list.
+var IgnoredNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
 
 // Options are what every injected pod shares.
 type Options struct {
@@ -128,7 +129,7 @@ func Required(p *corev1.Pod) (bool, string) {
 	switch {
 	case p.Spec.HostNetwork:
 		return false, "host network"
-	case slices.Contains(ignoredNamespaces, p.Namespace):
+	case slices.Contains(IgnoredNamespaces, p.Namespace):
 		return false, "system namespace " + p.Namespace
 	case p.Annotations[annotation.SidecarStatus.Name] != "":
 		return false, "already injected"

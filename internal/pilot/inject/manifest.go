@@ -83,20 +83,27 @@ func Manifest(mo ManifestOptions) []runtime.Object {
 // one webhook configuration whose caBundle it keeps, and token reviews for
 // the certificate API.
 func clusterRules() []rbacv1.PolicyRule {
-	read := []string{"get", "list", "watch"}
+	// Informers list and watch; the pilot gets none of these by name.
+	read := []string{"list", "watch"}
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{"networking.istio.io"}, Resources: []string{"serviceentries", "workloadentries", "virtualservices", "destinationrules", "gateways", "sidecars"}, Verbs: read},
 		{APIGroups: []string{"security.istio.io"}, Resources: []string{"peerauthentications", "authorizationpolicies"}, Verbs: read},
 		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways"}, Verbs: read},
 		{APIGroups: []string{""}, Resources: []string{"services", "pods", "namespaces", "nodes"}, Verbs: read},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: read},
-		// --install-crds: create or update Istio's CRDs, then wait until Established.
-		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		// --install-crds: server-side apply of Istio's CRDs (patch, and
+		// create for one absent), then get each until Established.
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "create", "patch"}},
 		// The caBundle patcher watches its one configuration by name
 		// (a metadata.name field selector, which RBAC matches against
 		// resourceNames).
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{WebhookConfigName}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{WebhookConfigName}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		// The root published to every namespace (ca.RootConfigMapName):
+		// watched by name, created and kept. Create cannot be limited by
+		// name.
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ca.RootConfigMapName}, Verbs: []string{"list", "watch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 	}
 }
 

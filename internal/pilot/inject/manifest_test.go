@@ -10,8 +10,10 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
@@ -138,6 +140,26 @@ func TestManifestRBACLetsThePilotDoItsJob(t *testing.T) {
 	}
 	if _, err := pilot.CoreV1().Secrets("default").List(context.Background(), metav1.ListOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("listing secrets: %v, want forbidden", err)
+	}
+	if _, err := pilot.AdmissionregistrationV1().MutatingWebhookConfigurations().Patch(context.Background(), WebhookConfigName, types.MergePatchType, []byte(`{}`), metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("patching the webhook configuration (the patcher updates): %v, want forbidden", err)
+	}
+	if _, err := pilot.CoreV1().Pods(ns).Get(context.Background(), "any", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("getting a pod (informers only list and watch): %v, want forbidden", err)
+	}
+	// --install-crds applies (create, patch) and gets Istio's CRDs, and
+	// nothing else.
+	for verb, want := range map[string]bool{"get": true, "create": true, "patch": true, "list": false, "watch": false, "update": false, "delete": false} {
+		review, err := admin.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":" + PilotName, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != want {
+			t.Errorf("the pilot may %s customresourcedefinitions: %v, want %v", verb, review.Status.Allowed, want)
+		}
 	}
 	if err := pilot.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), WebhookConfigName, metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("deleting the webhook configuration: %v, want forbidden", err)

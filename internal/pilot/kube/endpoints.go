@@ -152,7 +152,15 @@ func (w *watch) endpoints(s *discoveryv1.EndpointSlice) []registry.SliceEndpoint
 		if e.NodeName != nil {
 			nodeName = *e.NodeName
 		}
-		if pod := w.pod(s.Namespace, e.TargetRef); pod != nil {
+		pod, expected := w.pod(s.Namespace, e.TargetRef)
+		if pod == nil && expected {
+			// A Pod not seen yet (or already deleted): without it there is no
+			// service account for the client's SAN check and no tlsMode,
+			// so the endpoint waits for the Pod (whose add rebuilds this
+			// slice through the pod index), as istiod makes it wait.
+			continue
+		}
+		if pod != nil {
 			base.Labels, base.ServiceAccount, base.WorkloadName = pod.Labels, pod.Spec.ServiceAccountName, pod.Name
 			base.Namespace = pod.Namespace
 			nodeName = cmp.Or(nodeName, pod.Spec.NodeName)
@@ -167,16 +175,18 @@ func (w *watch) endpoints(s *discoveryv1.EndpointSlice) []registry.SliceEndpoint
 	return out
 }
 
-func (w *watch) pod(namespace string, ref *corev1.ObjectReference) *corev1.Pod {
+// pod is the endpoint's target Pod from the informer's cache; expected
+// says the endpoint names a Pod at all (not another kind, or nothing).
+func (w *watch) pod(namespace string, ref *corev1.ObjectReference) (pod *corev1.Pod, expected bool) {
 	if ref == nil || ref.Kind != "Pod" {
-		return nil
+		return nil, false
 	}
 	obj, ok, err := w.pods.GetIndexer().GetByKey(podKey(cmp.Or(ref.Namespace, namespace), ref.Name))
 	if err != nil || !ok {
-		return nil
+		return nil, true
 	}
-	pod, _ := obj.(*corev1.Pod)
-	return pod
+	pod, _ = obj.(*corev1.Pod)
+	return pod, true
 }
 
 // locality is the node's "region/zone", "" when it has neither label.
