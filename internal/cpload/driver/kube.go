@@ -170,4 +170,3 @@ func (k *kubeRun) stop() {
 	}
 	_ = os.RemoveAll(k.dir)
 }
-
