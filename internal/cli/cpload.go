@@ -101,14 +101,15 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.meshName, "mesh-name", "", "with --target: the control plane's `name` (e.g. istiod), recorded in the results' provenance")
 	fs.StringVar(&f.meshVersion, "mesh-version", "", "with --target: its `version` (e.g. 1.24.0)")
 	fs.StringVar(&f.labels, "labels", "", "labels recorded with the run (compare and history select runs by them)")
-	fs.BoolVar(&f.kube, "kube", false, "on a Kubernetes API server: the shape's services and pods as real objects, pods on kwok's fake nodes, meshperf pilot reading them (default shape uniform 10 x 10 x 10, churn none)")
+	fs.BoolVar(&f.kube, "kube", false, "on a Kubernetes API server: the shape's services and pods as real objects, pods on kwok's fake nodes, meshperf pilot reading them (default shape uniform 10 x 10 x 10, churn endpoints: pods created and deleted)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --kube: the API server's kubeconfig `file` (e.g. the local cluster's /var/lib/meshperf/cluster/kubeconfig/admin)")
 	fs.StringVar(&f.kwokCIDR, "kwok-cidr", kwok.DefaultCIDR, "with --kube: kwok's pod IP `range`")
 }
 
 // kubeDefaults gives --kube its own defaults for what the user left unset:
 // 1000 pods over 100 services (uniform, 10 namespaces x 10 services x 10
-// replicas) and no churn (churn through the API server is not built yet).
+// replicas) and endpoint churn (pods created and deleted), as perftest's
+// churn is config, which --kube cannot apply yet.
 func (f *cploadRunFlags) kubeDefaults(fs *flag.FlagSet) {
 	if !f.kube {
 		return
@@ -125,7 +126,7 @@ func (f *cploadRunFlags) kubeDefaults(fs *flag.FlagSet) {
 		}
 	}
 	if !set["churn"] {
-		f.churn = "none"
+		f.churn = "endpoints"
 	}
 }
 

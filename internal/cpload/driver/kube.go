@@ -11,15 +11,19 @@ import (
 	"path/filepath"
 	"time"
 
+	networking "istio.io/api/networking/v1alpha3"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshperf/meshperf/internal/cpload/kubeload"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
+	"github.com/meshperf/meshperf/internal/pilot/config"
 )
 
 // KubeOptions runs the test on a Kubernetes API server: the mesh's
@@ -46,6 +50,7 @@ const podsPerNode = 100
 type kubeRun struct {
 	client  kubernetes.Interface
 	kwok    *kwok.Kwok
+	nodes   []string
 	run     string
 	dir     string
 	timeout time.Duration
@@ -150,6 +155,7 @@ func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigu
 	if err != nil {
 		return fail(err)
 	}
+	k.nodes = nodes
 	m := *c.Mesh
 	m.Proxies = proxies
 	return k, &m, &KubeFigures{Nodes: len(nodes), Pods: len(proxies), CreateMs: ms(t.Create), ReadyMs: ms(t.Ready)}, nil
@@ -170,3 +176,42 @@ func (k *kubeRun) stop() {
 	}
 	_ = os.RemoveAll(k.dir)
 }
+
+// podApplier is endpoint churn on Kubernetes: each WorkloadEntry the churn
+// adds becomes a pod with its labels on a kwok node (kwok gives it an IP
+// and makes it Ready, the controller manager adds it to its Service's
+// EndpointSlice, the pilot's informer sees that), and each it deletes, the
+// pod's deletion. Other kinds of config are not built yet.
+type podApplier struct {
+	client kubernetes.Interface
+	node   string
+}
+
+func (a *podApplier) Apply(ctx context.Context, rs []*config.Resource) error {
+	for _, r := range rs {
+		we, ok := r.Spec.(*networking.WorkloadEntry)
+		if r.Kind != config.KindWorkloadEntry || !ok {
+			return fmt.Errorf("--kube: applying %s is not built yet (only endpoint churn)", r.Kind)
+		}
+		pod := kubeload.Pod(sim.ProxySpec{Name: r.Meta.Name, Namespace: r.Meta.Namespace, Labels: we.Labels}, a.node)
+		if _, err := a.client.CoreV1().Pods(r.Meta.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pod %s/%s: %w", r.Meta.Namespace, r.Meta.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *podApplier) Delete(ctx context.Context, rs []*config.Resource) error {
+	for _, r := range rs {
+		if r.Kind != config.KindWorkloadEntry {
+			return fmt.Errorf("--kube: deleting %s is not built yet (only endpoint churn)", r.Kind)
+		}
+		err := a.client.CoreV1().Pods(r.Meta.Namespace).Delete(ctx, r.Meta.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting pod %s/%s: %w", r.Meta.Namespace, r.Meta.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *podApplier) ConfigDumpBytes(context.Context, string) int64 { return 0 }

@@ -20,7 +20,9 @@ import (
 // a real API server with the controller manager and kwok: meshperf pilot
 // reads the mesh through its informers, every simulated proxy (connecting
 // as a kwok pod, with its IP) gets its first config, and the run deletes
-// its namespaces and nodes after.
+// its namespaces and nodes after. Endpoint churn (pods created and
+// deleted, their EndpointSlices changed by the controller manager) reaches
+// the proxies.
 func TestRunOnKube(t *testing.T) {
 	s := kubetest.Start(t).WithControllerManager(t)
 	c := s.Client(t)
@@ -31,7 +33,8 @@ func TestRunOnKube(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Churn: driver.ChurnNone, Scoping: driver.ScopeNone,
+	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Scoping: driver.ScopeNone,
+		Churn: driver.ChurnEndpoints, Namespace: "cpk-0", Service: "svc-0", Rate: 10, Duration: time.Second,
 		Kube: &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t)}, PilotCommand: pilotCommand(t), Timeout: time.Minute, Progress: &progress})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
@@ -41,6 +44,12 @@ func TestRunOnKube(t *testing.T) {
 	t.Log(out.String())
 	if r.Proxies != 8 || r.Kube == nil || r.Kube.Pods != 8 || r.Kube.Nodes != 1 {
 		t.Fatalf("report: %d proxies, kube %+v; want 8 proxies, 8 pods on 1 node", r.Proxies, r.Kube)
+	}
+	if r.Churn == nil || r.Churn.Changes != 10 || r.Churn.Missed != 0 {
+		t.Errorf("endpoint churn (pods created and deleted): %+v, want 10 changes, none missed", r.Churn)
+	}
+	if r.ControlPlane == nil || r.ControlPlane.Pushes == 0 {
+		t.Errorf("the pods' churn pushed nothing: %+v", r.ControlPlane)
 	}
 	if r.ConfigSize.SidecarMax == 0 {
 		t.Errorf("no config reached the proxies: %+v", r.ConfigSize)

@@ -189,8 +189,8 @@ func (c *Config) Validate() error {
 		switch {
 		case c.Target != "":
 			return errors.New("--kube starts meshperf pilot on the API server: not with --target")
-		case c.Churn != ChurnNone:
-			return errors.New("--kube: only --churn none so far (endpoint and config churn through the API server are not built yet)")
+		case c.Churn != ChurnNone && c.Churn != ChurnEndpoints:
+			return errors.New("--kube: only --churn endpoints or none so far (config churn through istio.io/client-go is not built yet)")
 		case len(c.Exclude) > 0 || (c.Scoping != ScopeNone && c.Scoping != ""):
 			return errors.New("--kube: no --sidecar or --discovery-selectors so far")
 		}
@@ -335,6 +335,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		meshConfig = DiscoverySelectorsMeshConfig
 	}
 	var kubeFigures *KubeFigures
+	var kubeChurn applier
 	if c.Kube != nil {
 		k, m, kf, err := startKube(ctx, &c)
 		if err != nil {
@@ -342,6 +343,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 		defer k.stop()
 		c.Mesh, kubeFigures = m, kf
+		kubeChurn = &podApplier{client: k.client, node: k.nodes[0]}
 		command := c.PilotCommand
 		if len(command) == 0 {
 			exe, err := os.Executable()
@@ -358,10 +360,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	defer e.stop()
 	if c.Kube != nil {
-		// The mesh is on the API server; the pilot's API is not its source.
-		e.api = nil
+		// The mesh is on the API server, and so are its changes: the
+		// pilot's API is not its source.
+		e.api = kubeChurn
 	}
-	if e.api != nil {
+	if e.api != nil && c.Kube == nil {
 		rs := append(c.Mesh.All(), scopeResources(c.Mesh, c.Scoping)...)
 		for _, ns := range c.Exclude {
 			rs = append(rs, excludedNamespace(ns))
