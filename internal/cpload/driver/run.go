@@ -344,15 +344,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		defer k.stop()
 		c.Mesh, kubeFigures = m, kf
 		kubeChurn = &podApplier{client: k.client, node: k.nodes[0]}
-		command := c.PilotCommand
-		if len(command) == 0 {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, fmt.Errorf("finding meshperf to run its pilot: %w", err)
-			}
-			command = []string{exe, "pilot"}
+		command, err := PilotCommand(c.PilotCommand)
+		if err != nil {
+			return nil, err
 		}
-		c.PilotCommand = append(append([]string(nil), command...), "--kubeconfig", c.Kube.Kubeconfig, "--install-crds")
+		c.PilotCommand = append(command, "--kubeconfig", c.Kube.Kubeconfig, "--install-crds")
 	}
 	e, err := startEnv(ctx, &c, dataDir, meshConfig)
 	if err != nil {
