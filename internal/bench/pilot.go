@@ -247,15 +247,11 @@ func runPilotOnce(ctx context.Context, c *PilotConfig, mesh *shape.Mesh, subject
 
 // startMeshperfPilot runs meshperf pilot --configDir with the knobs.
 func startMeshperfPilot(ctx context.Context, c *PilotConfig, configDir, dataDir string) (*controlPlane, error) {
-	command := c.Meshperf
-	if len(command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding meshperf to run its pilot: %w", err)
-		}
-		command = []string{exe, "pilot"}
+	command, err := driver.PilotCommand(c.Meshperf)
+	if err != nil {
+		return nil, err
 	}
-	command = append(append([]string(nil), command...), "--configDir", configDir)
+	command = append(command, "--configDir", configDir)
 	p, err := proc.StartPilot(ctx, proc.PilotOptions{Command: command, DataDir: dataDir, LogLevel: "warn",
 		Env: debounceEnv(c), LogPath: filepath.Join(dataDir, "pilot.log"), Name: "meshperf pilot"}, 30*time.Second)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/kube/kwok"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -58,6 +59,8 @@ type cploadRunFlags struct {
 	timeout                            time.Duration
 	jsonOut, db, name                  string
 	meshName, meshVersion, labels      string
+	kube                               bool
+	kubeconfig, kwokCIDR               string
 }
 
 func (f *cploadRunFlags) define(fs *flag.FlagSet) {
@@ -98,6 +101,33 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.meshName, "mesh-name", "", "with --target: the control plane's `name` (e.g. istiod), recorded in the results' provenance")
 	fs.StringVar(&f.meshVersion, "mesh-version", "", "with --target: its `version` (e.g. 1.24.0)")
 	fs.StringVar(&f.labels, "labels", "", "labels recorded with the run (compare and history select runs by them)")
+	fs.BoolVar(&f.kube, "kube", false, "on a Kubernetes API server: the shape's services and pods as real objects, pods on kwok's fake nodes, meshperf pilot reading them (default shape uniform 10 x 10 x 10, churn endpoints: pods created and deleted)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --kube: the API server's kubeconfig `file` (e.g. the local cluster's /var/lib/meshperf/cluster/kubeconfig/admin)")
+	fs.StringVar(&f.kwokCIDR, "kwok-cidr", kwok.DefaultCIDR, "with --kube: kwok's pod IP `range`")
+}
+
+// kubeDefaults gives --kube its own defaults for what the user left unset:
+// 1000 pods over 100 services (uniform, 10 namespaces x 10 services x 10
+// replicas) and endpoint churn (pods created and deleted), as perftest's
+// churn is config, which --kube cannot apply yet.
+func (f *cploadRunFlags) kubeDefaults(fs *flag.FlagSet) {
+	if !f.kube {
+		return
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if !set["shape"] {
+		f.shape = "uniform"
+		if !set["namespaces"] {
+			f.namespaces = 10
+		}
+		if !set["replicas"] {
+			f.replicas = 10
+		}
+	}
+	if !set["churn"] {
+		f.churn = "endpoints"
+	}
 }
 
 func (f *cploadRunFlags) mesh() (*shape.Mesh, string, error) {
@@ -150,6 +180,11 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 		Target: f.target, MeshName: f.meshName, MeshVersion: f.meshVersion, Labels: f.labels, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
 		Prometheus: f.prometheus, PromURL: f.promURL, PromInterval: f.promInterval, PilotCommand: pilotCommand,
 		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
+	if f.kube {
+		c.Kube = &driver.KubeOptions{Kubeconfig: f.kubeconfig, CIDR: f.kwokCIDR}
+	} else if f.kubeconfig != "" {
+		return driver.Config{}, usagef("--kubeconfig goes with --kube")
+	}
 	if f.excludeNS != "" {
 		c.Exclude = strings.Split(f.excludeNS, ",")
 	}
@@ -178,6 +213,7 @@ func cploadRun(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
+	f.kubeDefaults(cmd.flags)
 	c, err := f.config(pilotCommand, stderr)
 	if err != nil {
 		return cmd.exit(stderr, err)

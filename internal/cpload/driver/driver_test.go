@@ -14,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cli"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/results"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(pilotEnv) == "1" {
 		os.Exit(cli.Pilot(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(kubetest.Main(m))
 }
 
 func pilotCommand(t *testing.T) []string {

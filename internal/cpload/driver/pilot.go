@@ -19,12 +19,9 @@ const pilotStartTimeout = 30 * time.Second
 // executable's `pilot`), env adds the knobs' variables, and meshConfig,
 // when given, is written beside the store.
 func startPilot(ctx context.Context, command []string, dataDir, meshConfig string, env []string) (*proc.Pilot, error) {
-	if len(command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding meshperf to run its pilot: %w", err)
-		}
-		command = []string{exe, "pilot"}
+	command, err := PilotCommand(command)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("pilot's data directory: %w", err)
@@ -38,4 +35,17 @@ func startPilot(ctx context.Context, command []string, dataDir, meshConfig strin
 		}
 	}
 	return proc.StartPilot(ctx, o, pilotStartTimeout)
+}
+
+// PilotCommand is command, or when empty this executable's `pilot`: how
+// meshperf pilot is run, to which callers add their flags.
+func PilotCommand(command []string) ([]string, error) {
+	if len(command) > 0 {
+		return append([]string(nil), command...), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding meshperf to run its pilot: %w", err)
+	}
+	return []string{exe, "pilot"}, nil
 }

@@ -46,6 +46,7 @@ type Report struct {
 	ControlPlane *ControlPlaneFigures `json:"controlPlane,omitempty"`
 	Prometheus   *PromFigures         `json:"prometheus,omitempty"`
 	Process      *ProcessFigures      `json:"process,omitempty"`
+	Kube         *KubeFigures         `json:"kube,omitempty"`
 	Notes        []string             `json:"notes,omitempty"`
 	// Provenance says what was measured and where: meshperf's build, the
 	// control plane (no data plane: the proxies are simulated), the
@@ -270,6 +271,10 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "  discoverySelectors exclude: %s\n", strings.Join(r.Exclude, ", "))
 	}
 	fmt.Fprintf(w, "  control plane %s%s\n", r.Target, knobs(r.Knobs))
+	if k := r.Kube; k != nil {
+		fmt.Fprintf(w, "kubernetes: %d pods on %d kwok nodes; objects created in %s, every pod Running with its IP after %s\n",
+			k.Pods, k.Nodes, msStr(k.CreateMs), msStr(k.ReadyMs))
+	}
 	fmt.Fprintf(w, "connect: all connected %s, all synced %s; first config per proxy p50 %s p99 %s\n",
 		msStr(r.Connect.AllConnected), msStr(r.Connect.AllSynced), msStr(r.Connect.FirstConfig.P50), msStr(r.Connect.FirstConfig.P99))
 	cs := r.ConfigSize

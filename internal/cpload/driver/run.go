@@ -104,6 +104,10 @@ type Config struct {
 	Rate      float64       // endpoints/config changes per second
 	Duration  time.Duration // endpoints/config: for how long
 
+	// Kube runs the test on a Kubernetes API server (kube.go): nil runs
+	// it on meshperf pilot's own store.
+	Kube *KubeOptions
+
 	// Target is an existing ADS server; empty starts meshperf pilot.
 	Target string
 	// MeshName and MeshVersion name an external Target's control plane
@@ -180,6 +184,19 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("--churn %q: want perftest, endpoints, config or none", c.Churn)
+	}
+	if c.Kube != nil {
+		switch {
+		case c.Target != "":
+			return errors.New("--kube starts meshperf pilot on the API server: not with --target")
+		case c.Churn != ChurnNone && c.Churn != ChurnEndpoints:
+			return errors.New("--kube: only --churn endpoints or none so far (config churn through istio.io/client-go is not built yet)")
+		case len(c.Exclude) > 0 || (c.Scoping != ScopeNone && c.Scoping != ""):
+			return errors.New("--kube: no --sidecar or --discovery-selectors so far")
+		}
+		if err := CheckKubeInput(c.Kube, len(c.Mesh.Proxies)); err != nil {
+			return err
+		}
 	}
 	if c.Target != "" && c.ApplyWith == "none" && c.Churn != ChurnNone && c.Churn != "" {
 		return errors.New("--churn needs a way to change config: --apply-with meshperf-api or dir:PATH, or --churn none")
@@ -317,12 +334,33 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if len(c.Exclude) > 0 {
 		meshConfig = DiscoverySelectorsMeshConfig
 	}
+	var kubeFigures *KubeFigures
+	var kubeChurn applier
+	if c.Kube != nil {
+		k, m, kf, err := startKube(ctx, &c)
+		if err != nil {
+			return nil, err
+		}
+		defer k.stop()
+		c.Mesh, kubeFigures = m, kf
+		kubeChurn = &podApplier{client: k.client, node: k.nodes[0]}
+		command, err := PilotCommand(c.PilotCommand)
+		if err != nil {
+			return nil, err
+		}
+		c.PilotCommand = append(command, "--kubeconfig", c.Kube.Kubeconfig, "--install-crds")
+	}
 	e, err := startEnv(ctx, &c, dataDir, meshConfig)
 	if err != nil {
 		return nil, err
 	}
 	defer e.stop()
-	if e.api != nil {
+	if c.Kube != nil {
+		// The mesh is on the API server, and so are its changes: the
+		// pilot's API is not its source.
+		e.api = kubeChurn
+	}
+	if e.api != nil && c.Kube == nil {
 		rs := append(c.Mesh.All(), scopeResources(c.Mesh, c.Scoping)...)
 		for _, ns := range c.Exclude {
 			rs = append(rs, excludedNamespace(ns))
@@ -332,7 +370,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			return nil, fmt.Errorf("loading the mesh: %w", err)
 		}
 	}
-	return runStep(ctx, &c, e)
+	r, err := runStep(ctx, &c, e)
+	if r != nil {
+		r.Kube = kubeFigures
+	}
+	return r, err
 }
 
 // changes builds the churn's changes.

@@ -55,6 +55,10 @@ type Server struct {
 	caPEM     []byte // signs the serving certificate
 	token     string // the admin's bearer token
 	next      atomic.Int64
+
+	cmOnce sync.Once
+	cm     *proc.Process // kube-controller-manager, once a test asked for it
+	cmErr  error
 }
 
 var (
@@ -150,16 +154,71 @@ func (s *Server) Client(t testing.TB) kubernetes.Interface {
 // --kubeconfig.
 func (s *Server) Kubeconfig(t testing.TB) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := s.writeKubeconfig(path); err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	return path
+}
+
+func (s *Server) writeKubeconfig(path string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: s.host, CertificateAuthorityData: s.caPEM}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: s.token}
 	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin"}
 	cfg.CurrentContext = "kubetest"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatalf("kubetest: %v", err)
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// ControllerManagerControllers are the controllers WithControllerManager
+// runs: EndpointSlices of Services' ready pods, as a control plane's
+// informers see them on a cluster, and namespace deletion, so that a test
+// can check that what it deleted is gone.
+var ControllerManagerControllers = []string{"endpointslice", "namespace"}
+
+// WithControllerManager also runs the pinned kube-controller-manager
+// (ControllerManagerControllers) against the server, from the first test
+// that asks until the server stops; tests that do not ask pay nothing.
+func (s *Server) WithControllerManager(t testing.TB) *Server {
+	t.Helper()
+	bins := testenv.NeedKubernetes(t)
+	s.cmOnce.Do(func() { s.cmErr = s.startControllerManager(bins.Path(dist.ControllerManager)) })
+	if s.cmErr != nil {
+		t.Fatalf("kubetest: %v", s.cmErr)
 	}
-	return path
+	if s.cm.Exited() {
+		t.Fatalf("kubetest: kube-controller-manager %s", s.cm.ExitReason())
+	}
+	return s
+}
+
+func (s *Server) startControllerManager(path string) error {
+	kubeconfig := filepath.Join(s.dir, "controller-manager.kubeconfig")
+	if err := s.writeKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	var err error
+	s.cm, err = proc.Start(proc.Spec{
+		Name: "kube-controller-manager", Path: path, LogPath: filepath.Join(s.dir, "kube-controller-manager.log"),
+		Args: []string{"--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+			"--controllers", strings.Join(ControllerManagerControllers, ","),
+			"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
+			"--service-account-private-key-file", filepath.Join(s.dir, "sa.key"),
+			// Short syncs: a test waits on these, a cluster would not care.
+			"--concurrent-service-endpoint-syncs", "10", "--endpointslice-updates-batch-period", "0s"},
+		ParentDeathSignal: syscall.SIGKILL,
+	})
+	if err != nil {
+		return err
+	}
+	// It has no readiness to ask for (serving is off); a start that fails
+	// (a bad flag, an unreachable server) exits within a second.
+	select {
+	case <-s.cm.Done():
+		return fmt.Errorf("kube-controller-manager %s", s.cm.ExitReason())
+	case <-time.After(time.Second):
+	}
+	return nil
 }
 
 // NewNamespace creates a namespace with a name unique to this test binary
@@ -354,7 +413,7 @@ func freePorts(n int) ([]int, error) {
 
 // stop stops the API server, then etcd, and removes the directory.
 func (s *Server) stop() {
-	for _, p := range []*proc.Process{s.apiserver, s.etcd} {
+	for _, p := range []*proc.Process{s.cm, s.apiserver, s.etcd} {
 		if p != nil {
 			_ = p.Stop()
 		}
