@@ -209,6 +209,13 @@ func (r Render) deployment(app, sa string, spec scenario.RunSpec, sidecar bool, 
 				Containers: []corev1.Container{{
 					Name: "app", Image: image.Ref(r.ImageRepo, image.Meshperf, ""), ImagePullPolicy: r.Pull,
 					Command: []string{image.BinaryPath}, Args: args,
+					// Requests, so that every mode's pods are of one QoS
+					// class (Burstable): without them the no-mesh pods
+					// would be BestEffort, whose CPU share on a busy node
+					// is a sliver of a sidecar mode's, and the baseline
+					// would be measured under other rules.
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
 				}},
 			},
 		},

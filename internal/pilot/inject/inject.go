@@ -175,6 +175,10 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 	if err != nil {
 		return nil, err
 	}
+	settings, err := proxySettingsOf(p.Annotations)
+	if err != nil {
+		return nil, err
+	}
 	st, err := json.Marshal(status{
 		InitContainers: []string{InitContainerName},
 		Containers:     []string{ProxyContainerName},
@@ -186,7 +190,7 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 	}
 	return &Injection{
 		Init:    o.initContainer(capture),
-		Proxy:   o.proxyContainer(p),
+		Proxy:   o.proxyContainer(p, settings),
 		Volumes: []corev1.Volume{tokenVolume(), rootCertVolume()},
 		Status:  string(st),
 		Labels:  sidecarLabels(p),
@@ -285,8 +289,8 @@ func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 // its identity from the downward API (the proxy reads Istio's variable
 // names), the labels the pod has at admission, and readiness on its admin
 // port's /ready (bound to the pod's IP, as in the lab, so the kubelet
-// reaches it).
-func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
+// reaches it), and the worker threads and resources the pod asks for.
+func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Container {
 	field := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
 	}
@@ -314,10 +318,10 @@ func (o Options) proxyContainer(p *corev1.Pod) corev1.Container {
 			// The workload its telemetry names (source_workload and
 			// destination_workload): the Deployment, not the pod.
 			{Name: "WORKLOAD_NAME", Value: WorkloadName(p)},
-			{Name: "ISTIO_META_CONCURRENCY", Value: "2"},
+			{Name: "ISTIO_META_CONCURRENCY", Value: settings.concurrencyEnv()},
 		},
 		Ports:     []corev1.ContainerPort{{Name: "http-admin", ContainerPort: ProxyAdminPort, Protocol: corev1.ProtocolTCP}},
-		Resources: resources("100m", "128Mi"),
+		Resources: settings.resources,
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(ProxyAdminPort)}},
 			PeriodSeconds:    2,

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,4 +29,64 @@ func TestWorkloadName(t *testing.T) {
 			t.Errorf("WorkloadName(%s owned by %v, labels %v) = %q, want %q", c.pod.GenerateName+c.pod.Name, c.pod.OwnerReferences, c.pod.Labels, got, c.want)
 		}
 	}
+}
+
+func TestProxySettingsOf(t *testing.T) {
+	s, err := proxySettingsOf(nil)
+	if err != nil || s.concurrency != 2 || s.resources.Requests.Cpu().String() != "100m" ||
+		s.resources.Requests.Memory().String() != "128Mi" || len(s.resources.Limits) != 0 {
+		t.Fatalf("defaults: %+v, %v; want concurrency 2, requests 100m/128Mi, no limits", s, err)
+	}
+	s, err = proxySettingsOf(map[string]string{
+		"proxy.istio.io/config":             "concurrency: 4\ntracing: {}\n",
+		"sidecar.istio.io/proxyCPU":         "1",
+		"sidecar.istio.io/proxyMemoryLimit": "64Mi",
+		"sidecar.istio.io/proxyCPULimit":    "1500m",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.concurrency != 4 || s.concurrencyEnv() != "4" {
+		t.Errorf("concurrency %d, want 4", s.concurrency)
+	}
+	r := s.resources
+	if r.Requests.Cpu().String() != "1" || r.Limits.Cpu().String() != "1500m" || r.Limits.Memory().String() != "64Mi" ||
+		r.Requests.Memory().String() != "64Mi" {
+		t.Errorf("resources %+v; want requests cpu 1 and memory 64Mi (down to its limit), limits 1500m/64Mi", r)
+	}
+	for _, bad := range []map[string]string{
+		{"proxy.istio.io/config": "concurrency: [1"},
+		{"proxy.istio.io/config": "concurrency: 0"},
+		{"proxy.istio.io/config": "concurrency: 2.5"},
+		{"proxy.istio.io/config": "concurrency: two"},
+		{"proxy.istio.io/config": "concurrency: 1000"},
+		{"sidecar.istio.io/proxyCPU": "lots"},
+		{"sidecar.istio.io/proxyMemory": "-1Mi"},
+		{"sidecar.istio.io/proxyCPULimit": "0"},
+	} {
+		if _, err := proxySettingsOf(bad); !errors.Is(err, ErrCannotInject) {
+			t.Errorf("%v: err %v, want ErrCannotInject", bad, err)
+		}
+	}
+}
+
+func FuzzProxySettingsOf(f *testing.F) {
+	f.Add("concurrency: 3", "250m", "1Gi")
+	f.Add("{concurrency: 1e3}", "1e-3", "0.5")
+	f.Fuzz(func(t *testing.T, config, cpu, memory string) {
+		s, err := proxySettingsOf(map[string]string{"proxy.istio.io/config": config,
+			"sidecar.istio.io/proxyCPU": cpu, "sidecar.istio.io/proxyMemoryLimit": memory})
+		if err != nil {
+			if !errors.Is(err, ErrCannotInject) {
+				t.Fatalf("error %v does not wrap ErrCannotInject", err)
+			}
+			return
+		}
+		if s.concurrency < 1 || s.concurrency > maxProxyConcurrency {
+			t.Fatalf("concurrency %d accepted", s.concurrency)
+		}
+		if l, ok := s.resources.Limits[corev1.ResourceMemory]; ok && s.resources.Requests.Memory().Cmp(l) > 0 {
+			t.Fatalf("request %s above limit %s", s.resources.Requests.Memory(), &l)
+		}
+	})
 }
