@@ -122,10 +122,14 @@ func secureServingNames(f *pilotFlags) []string {
 }
 
 // runRootPublisher publishes the pilot's root to every namespace as
-// ConfigMap istio-ca-root-cert, on Kubernetes, as istiod does: proxies and
-// users read the mesh's trust anchor there.
+// ConfigMap istio-ca-root-cert, on Kubernetes in its pod, as istiod does:
+// proxies and users read the mesh's trust anchor there.
 func runRootPublisher(ctx context.Context, g *errgroup.Group, srv *discovery.Server, f *pilotFlags, log *slog.Logger) {
-	if f.kube.client == nil {
+	// Only the pilot in its pod is the cluster's CA, its root kept in a
+	// Secret: a pilot run from a host with --kubeconfig (cpload's, a
+	// developer's) has a root of its own for the run, which would replace
+	// the cluster's in every namespace.
+	if f.kube.client == nil || !f.kube.inPod {
 		return
 	}
 	p := ca.NewRootPublisher(f.kube.client, srv.RootPEM(), inject.IgnoredNamespaces, log)

@@ -43,15 +43,15 @@ func TestSidecarGetsItsCertificateFromThePilotWithItsToken(t *testing.T) {
 	r, root := startPilotOnKubernetes(t, s, ns)
 	ctx := context.Background()
 
-	// The root as the pod mounts it (the pilot publishes this ConfigMap;
-	// here the test does).
-	cm, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: inject.RootCertConfigMap},
-		Data:       map[string]string{"root-cert.pem": string(root)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The root as the pod mounts it: the ConfigMap the pilot publishes.
+	var cm *corev1.ConfigMap
+	testutil.Eventually(t, 30*time.Second, func() (err error) {
+		cm, err = admin.CoreV1().ConfigMaps(ns).Get(ctx, inject.RootCertConfigMap, metav1.GetOptions{})
+		if err == nil && cm.Data["root-cert.pem"] != string(root) {
+			err = errors.New(inject.RootCertConfigMap + " does not hold the pilot's root")
+		}
+		return err
+	})
 	dir := t.TempDir()
 	rootFile := filepath.Join(dir, "root-cert.pem")
 	if err := os.WriteFile(rootFile, []byte(cm.Data["root-cert.pem"]), 0o644); err != nil {

@@ -24,6 +24,11 @@ const (
 	RootConfigMapKey  = "root-cert.pem"
 	// rootConfigMapLabel is istiod's mark on the ConfigMaps it owns.
 	rootConfigMapLabel = "istio.io/config"
+	// RootConfigMapOwnerLabel marks the ConfigMaps meshperf pilot wrote:
+	// only those it rewrites, so that it never replaces another CA's root
+	// (istiod's, in a cluster that runs Istio too).
+	RootConfigMapOwnerLabel = "meshperf.io/ca-root"
+	rootConfigMapOwner      = "meshperf-pilot"
 )
 
 // RootPublisher keeps ConfigMap istio-ca-root-cert, key root-cert.pem, the
@@ -127,8 +132,9 @@ func (p *RootPublisher) publish(ctx context.Context, namespaces, configMaps cach
 	}
 	if !ok {
 		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: RootConfigMapName, Namespace: ns, Labels: map[string]string{rootConfigMapLabel: "true"}},
-			Data:       map[string]string{RootConfigMapKey: p.root},
+			ObjectMeta: metav1.ObjectMeta{Name: RootConfigMapName, Namespace: ns,
+				Labels: map[string]string{rootConfigMapLabel: "true", RootConfigMapOwnerLabel: rootConfigMapOwner}},
+			Data: map[string]string{RootConfigMapKey: p.root},
 		}
 		_, err := api.Create(ctx, cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -137,7 +143,13 @@ func (p *RootPublisher) publish(ctx context.Context, namespaces, configMaps cach
 		return err
 	}
 	cm := obj.(*corev1.ConfigMap)
-	if cm.Data[RootConfigMapKey] == p.root && cm.Labels[rootConfigMapLabel] == "true" {
+	owned := cm.Labels[RootConfigMapOwnerLabel] == rootConfigMapOwner
+	if cm.Data[RootConfigMapKey] == p.root && cm.Labels[rootConfigMapLabel] == "true" && owned {
+		return nil
+	}
+	if !owned && cm.Data[RootConfigMapKey] != p.root {
+		p.log.Warn("left alone: another CA's root (not written by meshperf pilot) is in this namespace's ConfigMap; "+
+			"its pods' sidecars will not trust meshperf pilot's CA", "namespace", ns, "configmap", RootConfigMapName)
 		return nil
 	}
 	cm = cm.DeepCopy()
@@ -149,6 +161,7 @@ func (p *RootPublisher) publish(ctx context.Context, namespaces, configMaps cach
 	}
 	cm.Data[RootConfigMapKey] = p.root
 	cm.Labels[rootConfigMapLabel] = "true"
+	cm.Labels[RootConfigMapOwnerLabel] = rootConfigMapOwner
 	_, err = api.Update(ctx, cm, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // a newer version's event brings it back here

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -43,6 +44,16 @@ func TestRootPublishedToEveryNamespace(t *testing.T) {
 	ctx := context.Background()
 	before := s.NewNamespace(t, nil)
 	skipped := s.NewNamespace(t, nil)
+	// Another CA's root (istiod's, say) is there first: it is not ours
+	// to replace.
+	istios := s.NewNamespace(t, nil)
+	const istioRoot = "-----BEGIN CERTIFICATE-----\nistio\n-----END CERTIFICATE-----\n"
+	if _, err := c.CoreV1().ConfigMaps(istios).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ca.RootConfigMapName, Labels: map[string]string{"istio.io/config": "true"}},
+		Data:       map[string]string{ca.RootConfigMapKey: istioRoot},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	const root = "-----BEGIN CERTIFICATE-----\nroot\n-----END CERTIFICATE-----\n"
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -62,8 +73,8 @@ func TestRootPublishedToEveryNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm.Labels["istio.io/config"] != "true" {
-		t.Errorf("labels = %v, want istio.io/config=true", cm.Labels)
+	if cm.Labels["istio.io/config"] != "true" || cm.Labels[ca.RootConfigMapOwnerLabel] != "meshperf-pilot" {
+		t.Errorf("labels = %v, want istio.io/config=true and %s=meshperf-pilot", cm.Labels, ca.RootConfigMapOwnerLabel)
 	}
 	cm.Data[ca.RootConfigMapKey] = "edited"
 	if _, err := c.CoreV1().ConfigMaps(after).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
@@ -75,6 +86,9 @@ func TestRootPublishedToEveryNamespace(t *testing.T) {
 	}
 	waitRoot(t, c, before, root)
 
+	if got := rootIn(t, c, istios); got != istioRoot {
+		t.Errorf("another CA's root in %s was replaced: %q", istios, got)
+	}
 	if got := rootIn(t, c, skipped); got != "absent" {
 		t.Errorf("the skipped namespace %s has the root ConfigMap: %q", skipped, got)
 	}
