@@ -194,15 +194,22 @@ func labEndEvent(rep *lab.Report, failed int, interrupted, err error) live.Event
 }
 
 // labContext ends on Ctrl-C or SIGTERM, saying that the lab is cleaning
-// up; a second Ctrl-C ends meshperf at once.
+// up; a second Ctrl-C ends meshperf at once, leaving what it started for
+// `meshperf lab clean`.
 func labContext(stderr io.Writer) (context.Context, context.CancelFunc) {
+	return labContextCleanedBy(stderr, "run meshperf lab clean")
+}
+
+// labContextCleanedBy is labContext saying how to remove what a forced
+// stop leaves (afterForce).
+func labContextCleanedBy(stderr io.Writer, afterForce string) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		// Restoring the default handling lets a second Ctrl-C end meshperf
-		// at once, leaving what it started for `meshperf lab clean`.
+		// at once.
 		stop()
-		fmt.Fprintln(stderr, "\nmeshperf lab: stopping and cleaning up (Ctrl-C again to force; then run meshperf lab clean)")
+		fmt.Fprintf(stderr, "\nmeshperf lab: stopping and cleaning up (Ctrl-C again to force; then %s)\n", afterForce)
 	}()
 	return ctx, stop
 }
@@ -313,6 +320,11 @@ func parseLabRun(cmd *command, args []string, stdout io.Writer, opts labRunOptio
 	}
 	if f.ztunnel != "" {
 		s.WithZtunnelTwins()
+	}
+	if opts.kube != nil {
+		if err := opts.kube.checkOnlyWithKube(fs); err != nil {
+			return lab.Config{}, err
+		}
 	}
 	if opts.kube != nil && opts.kube.on {
 		if err := opts.kube.check(s, f); err != nil {

@@ -29,6 +29,24 @@ func (k *kubeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&k.promURL, "prom-url", "", "--kube: take CPU and memory from this Prometheus `URL` (Istio's benchmark's queries) instead of the kubelets")
 }
 
+// checkOnlyWithKube refuses the cluster's flags without --kube, where
+// they would be ignored and the lab would run on this machine instead.
+func (k *kubeFlags) checkOnlyWithKube(fs *flag.FlagSet) error {
+	if k.on {
+		return nil
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "kubeconfig", "mesh", "image-repo", "prom-url":
+			if err == nil {
+				err = usagef("-%s is for a cluster: add --kube, or leave it out to run on this machine's pods", f.Name)
+			}
+		}
+	})
+	return err
+}
+
 // check validates the flags for s: the netns lab's flags a cluster run
 // does not take, the mesh, the modes the mesh can run.
 func (k *kubeFlags) check(s *scenario.Scenario, f labRunFlags) error {
@@ -62,7 +80,7 @@ func (k *kubeFlags) check(s *scenario.Scenario, f labRunFlags) error {
 // succeeded; 1 a run failed or the lab could not start on the cluster; 2 a
 // precondition (no kubeconfig, no API server, no mesh), nothing created.
 func runKubeLab(cmd *command, base lab.Config, k *kubeFlags, publish *publishFlags, stdout, stderr io.Writer) int {
-	ctx, stop := labContext(stderr)
+	ctx, stop := labContextCleanedBy(stderr, "delete its namespace: kubectl delete namespace -l "+kubelab.RunLabel)
 	defer stop()
 	base.Out, base.Progress, base.ProgressTTY = stdout, stdout, isTerminal(stdout)
 	pub := startLabPublishing(publish, &base, stderr)

@@ -125,6 +125,12 @@ func (k *kubeLab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 			return err
 		}
 	}
+	if o.PeerAuth == nil {
+		// no-mesh after a mode with mTLS: the namespace's policy goes too.
+		if err := k.c.remove(ctx, "PeerAuthentication", ns, "default"); err != nil {
+			return err
+		}
+	}
 	if o.Waypoint == nil && k.cfg.Mesh == MeshIstio {
 		if err := k.c.remove(ctx, "Gateway", ns, lab.WaypointGateway); err != nil {
 			return err
@@ -158,14 +164,20 @@ func sidecarMismatch(mode scenario.Mode, client, server *corev1.Pod) string {
 		case p.want && !has:
 			out = append(out, fmt.Sprintf("pod %s has no %s container: it was not injected (the injector admitted it without a sidecar)", p.pod.Name, inject.ProxyContainerName))
 		case !p.want && has:
-			out = append(out, fmt.Sprintf("pod %s has a %s container the mode does not want", p.pod.Name, inject.ProxyContainerName))
+			out = append(out, fmt.Sprintf("pod %s has a sidecar (%s) the mode does not want", p.pod.Name, inject.ProxyContainerName))
 		}
 	}
 	return strings.Join(out, "; ")
 }
 
 func hasContainer(p *corev1.Pod, name string) bool {
-	return slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+	named := func(c corev1.Container) bool { return c.Name == name }
+	// A native sidecar (Istio's default since 1.27 on Kubernetes 1.29 and
+	// later) is an init container that keeps running.
+	native := func(c corev1.Container) bool {
+		return named(c) && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	}
+	return slices.ContainsFunc(p.Spec.Containers, named) || slices.ContainsFunc(p.Spec.InitContainers, native)
 }
 
 // imagePullReasons are the container states of an image the node cannot

@@ -331,3 +331,27 @@ container_memory_working_set_bytes{container="istio-proxy",namespace="ns",pod="c
 		t.Error("a sample for a pod that has none")
 	}
 }
+
+// A sidecar is an istio-proxy container, or (Istio's native sidecars) an
+// istio-proxy init container that keeps running; an istio-proxy init
+// container that runs to completion is not one.
+func TestSidecarMismatchSeesNativeSidecars(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := func(name string, containers, inits []corev1.Container) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: containers, InitContainers: inits}}
+	}
+	app := corev1.Container{Name: "app"}
+	classic := pod("client", []corev1.Container{app, {Name: "istio-proxy"}}, nil)
+	native := pod("server", []corev1.Container{app}, []corev1.Container{{Name: "istio-init"}, {Name: "istio-proxy", RestartPolicy: &always}})
+	oneShot := pod("server", []corev1.Container{app}, []corev1.Container{{Name: "istio-proxy"}})
+	bare := pod("client", []corev1.Container{app}, nil)
+	if got := sidecarMismatch(scenario.BothSidecars, classic, native); got != "" {
+		t.Errorf("classic client, native server in both-sidecars: %q, want no mismatch", got)
+	}
+	if got := sidecarMismatch(scenario.BothSidecars, classic, oneShot); !strings.Contains(got, "pod server has no istio-proxy") {
+		t.Errorf("a one-shot istio-proxy init container: %q, want the server reported without a sidecar", got)
+	}
+	if got := sidecarMismatch(scenario.NoMesh, bare, native); !strings.Contains(got, "pod server has a sidecar (istio-proxy) the mode does not want") {
+		t.Errorf("native sidecar in no-mesh: %q, want it reported", got)
+	}
+}

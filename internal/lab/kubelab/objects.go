@@ -2,6 +2,7 @@ package kubelab
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -192,7 +193,11 @@ func (r Render) deployment(app, sa string, spec scenario.RunSpec, sidecar bool, 
 		annotations["proxy.istio.io/config"] = fmt.Sprintf("concurrency: %d", spec.ProxyConcurrency)
 	}
 	if sidecar && spec.ProxyCPULimit > 0 {
-		annotations["sidecar.istio.io/proxyCPULimit"] = resource.NewMilliQuantity(int64(spec.ProxyCPULimit*1000), resource.DecimalSI).String()
+		limit := int64(math.Round(spec.ProxyCPULimit * 1000))
+		annotations["sidecar.istio.io/proxyCPULimit"] = resource.NewMilliQuantity(limit, resource.DecimalSI).String()
+		// The request too, never above the limit: an injector's default
+		// request (Istio's 100m) over a smaller limit makes the pod invalid.
+		annotations["sidecar.istio.io/proxyCPU"] = resource.NewMilliQuantity(min(limit, 100), resource.DecimalSI).String()
 	}
 	meta := r.meta(app)
 	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
