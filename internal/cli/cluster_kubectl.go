@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/meshperf/meshperf/internal/kube/cluster"
 	"github.com/meshperf/meshperf/internal/kube/dist"
@@ -51,6 +52,9 @@ func clusterKubectl(args []string, stdin io.Reader, stdout, stderr io.Writer) in
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()) // as a shell reports a killed command
+		}
 		return exit.ExitCode()
 	case err != nil:
 		return cmd.exit(stderr, err)

@@ -336,12 +336,19 @@ const pollInterval = 10 * time.Millisecond
 // names the awaited event in errors. A check that should be retried on
 // failure returns (false, nil) and keeps its last error itself.
 func (p *Process) Poll(ctx context.Context, timeout time.Duration, what string, check func() (bool, error)) error {
+	return p.PollEvery(ctx, pollInterval, timeout, what, check)
+}
+
+// PollEvery is Poll with checks at most every interval: for a check that
+// costs more than a read (a subprocess, a TLS handshake), which every
+// pollInterval would take the CPU from the process coming up.
+func (p *Process) PollEvery(ctx context.Context, interval, timeout time.Duration, what string, check func() (bool, error)) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		ok, err := check()

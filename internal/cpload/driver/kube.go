@@ -141,7 +141,8 @@ func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigu
 		return nil, nil, nil, err
 	}
 	c.progress("starting kwok (run %s, pods in %s)", k.run, orDefault(c.Kube.CIDR, kwok.DefaultCIDR))
-	k.kwok, err = kwok.Start(kwok.Options{Bins: bins, Kubeconfig: c.Kube.Kubeconfig, CIDR: c.Kube.CIDR, Run: k.run, LogPath: filepath.Join(k.dir, "kwok.log")})
+	k.kwok, err = kwok.Start(kwok.Options{Bins: bins, Kubeconfig: c.Kube.Kubeconfig, CIDR: c.Kube.CIDR, Run: k.run,
+		LogPath: filepath.Join(k.dir, "kwok.log"), Home: k.dir})
 	if err != nil {
 		return fail(err)
 	}

@@ -37,7 +37,7 @@ func TestApplyOnKwok(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := kwok.Start(kwok.Options{Bins: bins, Kubeconfig: s.Kubeconfig(t), Run: run, LogPath: filepath.Join(t.TempDir(), "kwok.log")})
+	k, err := kwok.Start(kwok.Options{Bins: bins, Kubeconfig: s.Kubeconfig(t), Run: run, LogPath: filepath.Join(t.TempDir(), "kwok.log"), Home: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

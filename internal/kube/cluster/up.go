@@ -350,7 +350,9 @@ const checkTimeout = 5 * time.Second
 // reason is the error), or the bring-up's time runs out.
 func (u *upper) waitFor(p *proc.Process, what string, check func(context.Context) error) error {
 	var last error
-	err := p.Poll(u.ctx, 0, what, func() (bool, error) {
+	// A check here is a subprocess (ctr), an API request or a DNS query:
+	// every 200 ms, so that the checks leave the components the CPU.
+	err := p.PollEvery(u.ctx, 200*time.Millisecond, 0, what, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(u.ctx, checkTimeout)
 		defer cancel()
 		last = check(ctx)

@@ -107,6 +107,10 @@ type Options struct {
 	CIDR       string // pods' IPs; DefaultCIDR if empty
 	Run        string // this run's identity, the NodeAnnotation value
 	LogPath    string // kwok's output; empty keeps its tail in memory
+	// Home is a directory of this run's own, kwok's HOME: kwok reads
+	// $HOME/.kwok/kwok.yaml whatever its flags say, and a shared
+	// directory (/tmp) would let anyone plant one for a root process.
+	Home string
 }
 
 // Kwok is a running kwok.
@@ -129,6 +133,9 @@ func Start(o Options) (*Kwok, error) {
 	if o.Run == "" {
 		return nil, errors.New("kwok: a run identity is needed")
 	}
+	if o.Home == "" {
+		return nil, errors.New("kwok: a home directory of the run's own is needed")
+	}
 	bin := o.Bins.Path(dist.Kwok)
 	if st, err := os.Stat(bin); err != nil || st.Mode()&0o111 == 0 {
 		return nil, fmt.Errorf("%w: no %s: run `meshperf cluster build`", dist.ErrNotBuilt, bin)
@@ -143,7 +150,7 @@ func Start(o Options) (*Kwok, error) {
 		args = append(args, "--config", s)
 	}
 	p, err := proc.Start(proc.Spec{Name: "kwok", Path: bin, Args: args, LogPath: o.LogPath,
-		Env:               append(os.Environ(), "HOME="+os.TempDir()), // kwok reads ~/.kwok/kwok.yaml by default: not the user's
+		Env:               append(os.Environ(), "HOME="+o.Home),
 		ParentDeathSignal: syscall.SIGKILL})
 	if err != nil {
 		return nil, err

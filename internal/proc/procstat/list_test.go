@@ -24,7 +24,9 @@ func TestParseCmdline(t *testing.T) {
 
 // A started child is listed with its command line; once reaped it is gone.
 func TestPIDsAndCmdlineOfAChild(t *testing.T) {
-	cmd := exec.Command("sleep", "30", "with args")
+	// Two valid intervals (sleep adds them): an invalid one would make it
+	// exit at once, a zombie with no command line.
+	cmd := exec.Command("sleep", "30", "1")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("cannot start sleep: %v", err)
 	}
@@ -37,7 +39,7 @@ func TestPIDsAndCmdlineOfAChild(t *testing.T) {
 		t.Errorf("PIDs lacks the child %d or this process %d", pid, os.Getpid())
 	}
 	args, err := Cmdline(pid)
-	if err != nil || !slices.Equal(args, []string{"sleep", "30", "with args"}) {
+	if err != nil || !slices.Equal(args, []string{"sleep", "30", "1"}) {
 		t.Errorf("Cmdline = %q, %v", args, err)
 	}
 	_ = cmd.Process.Kill()
