@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/driver"
+	"github.com/meshperf/meshperf/internal/cpload/istiod"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
@@ -215,6 +216,9 @@ func runPilotOnce(ctx context.Context, c *PilotConfig, mesh *shape.Mesh, subject
 		Subject: subject, Labels: c.Labels, Timeout: c.Timeout}
 	if subject == SubjectIstiod {
 		dc.MeshName = "istiod"
+		if v, err := istiod.Version(ctx, c.Istiod); err == nil {
+			dc.MeshVersion = v
+		}
 	} else {
 		dc.MeshName = "meshperf"
 		dc.MeshVersion = results.ThisBuild().Version
