@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/bench"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
@@ -60,7 +61,7 @@ type cploadRunFlags struct {
 	jsonOut, db, name                  string
 	meshName, meshVersion, labels      string
 	kube                               bool
-	kubeconfig, kwokCIDR               string
+	kubeconfig, kwokCIDR, istiod       string
 }
 
 func (f *cploadRunFlags) define(fs *flag.FlagSet) {
@@ -104,12 +105,13 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.kube, "kube", false, "on a Kubernetes API server: the shape's services and pods as real objects, pods on kwok's fake nodes, meshperf pilot reading them (default shape uniform 10 x 10 x 10, churn endpoints: pods created and deleted)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --kube: the API server's kubeconfig `file` (e.g. the local cluster's /var/lib/meshperf/cluster/kubeconfig/admin)")
 	fs.StringVar(&f.kwokCIDR, "kwok-cidr", kwok.DefaultCIDR, "with --kube: kwok's pod IP `range`")
+	fs.StringVar(&f.istiod, "istiod", "", "with --kube: istiod instead of meshperf pilot on the API server, the `PATH` of a pilot-discovery built from istio/istio")
 }
 
 // kubeDefaults gives --kube its own defaults for what the user left unset:
 // 1000 pods over 100 services (uniform, 10 namespaces x 10 services x 10
-// replicas) and endpoint churn (pods created and deleted), as perftest's
-// churn is config, which --kube cannot apply yet.
+// replicas) and endpoint churn (pods created and deleted), the changes a
+// cluster makes most.
 func (f *cploadRunFlags) kubeDefaults(fs *flag.FlagSet) {
 	if !f.kube {
 		return
@@ -182,8 +184,18 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
 	if f.kube {
 		c.Kube = &driver.KubeOptions{Kubeconfig: f.kubeconfig, CIDR: f.kwokCIDR}
-	} else if f.kubeconfig != "" {
-		return driver.Config{}, usagef("--kubeconfig goes with --kube")
+		if f.istiod != "" {
+			if f.meshName != "" || f.meshVersion != "" {
+				return driver.Config{}, usagef("-istiod names its control plane itself (istiod, with `pilot-discovery version -s`): no --mesh-name or --mesh-version")
+			}
+			path, err := bench.LookPeer(bench.Istiod, f.istiod)
+			if err != nil {
+				return driver.Config{}, inputError{err}
+			}
+			c.Kube.Istiod = path
+		}
+	} else if f.kubeconfig != "" || f.istiod != "" {
+		return driver.Config{}, usagef("--kubeconfig and -istiod go with --kube (against istiod off Kubernetes: --target, docs/cpload.md)")
 	}
 	if f.excludeNS != "" {
 		c.Exclude = strings.Split(f.excludeNS, ",")

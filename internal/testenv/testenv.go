@@ -179,3 +179,23 @@ func isStaticELF(path string) bool {
 	}
 	return true
 }
+
+// IstiodEnv names the variable that gives the tests an istiod: the path of
+// a pilot-discovery built from istio/istio, which meshperf never ships.
+const IstiodEnv = "MESHPERF_ISTIOD_BIN"
+
+// NeedIstiod skips t unless IstiodEnv names an executable pilot-discovery,
+// and returns its path. It skips even under RequireAllEnv: no machine
+// meshperf sets up has istiod (the user builds and gives it), so CI cannot
+// be asked for it.
+func NeedIstiod(t testing.TB) string {
+	t.Helper()
+	p := os.Getenv(IstiodEnv)
+	if p == "" {
+		t.Skipf("needs istiod: set %s to a pilot-discovery built from istio/istio (go build ./pilot/cmd/pilot-discovery)", IstiodEnv)
+	}
+	if st, err := os.Stat(p); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+		t.Fatalf("%s=%s: not an executable file", IstiodEnv, p)
+	}
+	return p
+}

@@ -11,19 +11,17 @@ import (
 	"path/filepath"
 	"time"
 
-	networking "istio.io/api/networking/v1alpha3"
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshperf/meshperf/internal/cpload/kubeload"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
-	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
-	"github.com/meshperf/meshperf/internal/pilot/config"
 )
 
 // KubeOptions runs the test on a Kubernetes API server: the mesh's
@@ -32,6 +30,9 @@ import (
 type KubeOptions struct {
 	Kubeconfig string
 	CIDR       string // kwok's pod range; kwok.DefaultCIDR if empty
+	// Istiod is pilot-discovery's path: istiod instead of meshperf pilot
+	// reads the API server (kubeistiod.go).
+	Istiod string
 }
 
 // KubeFigures say how long the API objects took.
@@ -49,11 +50,14 @@ const podsPerNode = 100
 // kubeRun is what a run on Kubernetes created, for stop to delete.
 type kubeRun struct {
 	client  kubernetes.Interface
+	rest    *rest.Config
 	kwok    *kwok.Kwok
 	nodes   []string
 	run     string
-	dir     string
+	dir     string // kwok's home and log, istiod's log
 	timeout time.Duration
+	// keepLogs keeps dir after a failed run, for kwok's and istiod's logs.
+	keepLogs bool
 }
 
 // CheckKubeInput says what is wrong with the options themselves, before
@@ -80,29 +84,29 @@ func CheckKubeInput(o *KubeOptions, pods int) error {
 // checkKube refuses, before anything is created, what cannot work: no
 // kubeconfig, an unreachable API server, a user that may not create what
 // the run needs, kwok not built, more pods than kwok's range holds.
-func checkKube(ctx context.Context, o *KubeOptions, pods int) (kubernetes.Interface, dist.Bins, error) {
+func checkKube(ctx context.Context, o *KubeOptions, pods int) (*rest.Config, kubernetes.Interface, dist.Bins, error) {
 	if err := CheckKubeInput(o, pods); err != nil {
-		return nil, dist.Bins{}, err
+		return nil, nil, dist.Bins{}, err
 	}
 	bins, err := dist.Find()
 	if err != nil {
-		return nil, bins, err
+		return nil, nil, bins, err
 	}
 	if _, err := kwok.Stages(bins); err != nil {
-		return nil, bins, err
+		return nil, nil, bins, err
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
-		return nil, bins, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
+		return nil, nil, bins, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
 	}
 	rc.QPS, rc.Burst = 200, 400 // creating a thousand pods at the default 5/s would take minutes
 	rc.Timeout = 10 * time.Second
 	c, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, bins, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
+		return nil, nil, bins, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
 	}
 	if _, err := c.Discovery().ServerVersion(); err != nil {
-		return nil, bins, fmt.Errorf("the API server at %s is unreachable: %v", rc.Host, err)
+		return nil, nil, bins, fmt.Errorf("the API server at %s is unreachable: %v", rc.Host, err)
 	}
 	for _, r := range []authorizationv1.ResourceAttributes{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"},
@@ -112,19 +116,19 @@ func checkKube(ctx context.Context, o *KubeOptions, pods int) (kubernetes.Interf
 		rv, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &r}}, metav1.CreateOptions{})
 		if err != nil {
-			return nil, bins, fmt.Errorf("asking the API server what --kubeconfig's user may do: %w", err)
+			return nil, nil, bins, fmt.Errorf("asking the API server what --kubeconfig's user may do: %w", err)
 		}
 		if !rv.Status.Allowed {
-			return nil, bins, fmt.Errorf("RBAC: --kubeconfig's user may not %s %s, which --kube needs (cluster-admin does)", r.Verb, r.Resource)
+			return nil, nil, bins, fmt.Errorf("RBAC: --kubeconfig's user may not %s %s, which --kube needs (cluster-admin does)", r.Verb, r.Resource)
 		}
 	}
-	return c, bins, nil
+	return rc, c, bins, nil
 }
 
 // startKube makes the mesh real on the API server: kwok, its nodes, the
 // mesh's objects. It returns the mesh with its pods' IPs, and what to stop.
 func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigures, error) {
-	client, bins, err := checkKube(ctx, c.Kube, len(c.Mesh.Proxies))
+	rc, client, bins, err := checkKube(ctx, c.Kube, len(c.Mesh.Proxies))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -132,11 +136,12 @@ func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigu
 	if _, err := rand.Read(id); err != nil {
 		return nil, nil, nil, err
 	}
-	k := &kubeRun{client: client, run: hex.EncodeToString(id), timeout: c.timeout()}
+	k := &kubeRun{client: client, rest: rc, run: hex.EncodeToString(id), timeout: c.timeout()}
 	if k.dir, err = os.MkdirTemp("", "meshperf-cpload-kwok-"); err != nil {
 		return nil, nil, nil, err
 	}
 	fail := func(err error) (*kubeRun, *shape.Mesh, *KubeFigures, error) {
+		k.keepLogs = true
 		k.stop()
 		return nil, nil, nil, err
 	}
@@ -175,44 +180,19 @@ func (k *kubeRun) stop() {
 		}
 		_ = k.kwok.Stop()
 	}
+	if k.keepLogs {
+		fmt.Fprintf(os.Stderr, "cpload: the run failed; kwok's log (and istiod's, if it ran) kept in %s\n", k.dir)
+		return
+	}
 	_ = os.RemoveAll(k.dir)
 }
 
-// podApplier is endpoint churn on Kubernetes: each WorkloadEntry the churn
-// adds becomes a pod with its labels on a kwok node (kwok gives it an IP
-// and makes it Ready, the controller manager adds it to its Service's
-// EndpointSlice, the pilot's informer sees that), and each it deletes, the
-// pod's deletion. Other kinds of config are not built yet.
-type podApplier struct {
-	client kubernetes.Interface
-	node   string
-}
-
-func (a *podApplier) Apply(ctx context.Context, rs []*config.Resource) error {
-	for _, r := range rs {
-		we, ok := r.Spec.(*networking.WorkloadEntry)
-		if r.Kind != config.KindWorkloadEntry || !ok {
-			return fmt.Errorf("--kube: applying %s is not built yet (only endpoint churn)", r.Kind)
-		}
-		pod := kubeload.Pod(sim.ProxySpec{Name: r.Meta.Name, Namespace: r.Meta.Namespace, Labels: we.Labels}, a.node)
-		if _, err := a.client.CoreV1().Pods(r.Meta.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating pod %s/%s: %w", r.Meta.Namespace, r.Meta.Name, err)
-		}
+// applier is the run's churn through the API server (kubeapply.go), on
+// the first kwok node.
+func (k *kubeRun) applier() (*kubeApplier, error) {
+	ic, err := istioclient.NewForConfig(k.rest)
+	if err != nil {
+		return nil, fmt.Errorf("the Istio client for %s: %w", k.rest.Host, err)
 	}
-	return nil
+	return newKubeApplier(k.client, ic, k.nodes[0]), nil
 }
-
-func (a *podApplier) Delete(ctx context.Context, rs []*config.Resource) error {
-	for _, r := range rs {
-		if r.Kind != config.KindWorkloadEntry {
-			return fmt.Errorf("--kube: deleting %s is not built yet (only endpoint churn)", r.Kind)
-		}
-		err := a.client.CoreV1().Pods(r.Meta.Namespace).Delete(ctx, r.Meta.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting pod %s/%s: %w", r.Meta.Namespace, r.Meta.Name, err)
-		}
-	}
-	return nil
-}
-
-func (a *podApplier) ConfigDumpBytes(context.Context, string) int64 { return 0 }

@@ -72,3 +72,33 @@ func TestRunOnKube(t *testing.T) {
 		t.Errorf("node %s left after the run", nodes.Items[0].Name)
 	}
 }
+
+// TestRunOnKubeConfigChurn churns config through the API server against
+// meshperf pilot reading it: a ServiceEntry written with istio.io/client-go
+// and renamed at a rate reaches every proxy through the pilot's informer,
+// as the same churn reaches istiod (TestRunIstiodOnKube).
+func TestRunOnKubeConfigChurn(t *testing.T) {
+	s := kubetest.Start(t).WithControllerManager(t)
+	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 2, ServicesPerNamespace: 2, Replicas: 2, NamespacePrefix: "cpc-", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Scoping: driver.ScopeNone,
+		Churn: driver.ChurnConfig, Namespace: "cpc-0", Rate: 5, Duration: 2 * time.Second,
+		Kube: &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t)}, PilotCommand: pilotCommand(t), Timeout: time.Minute, Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	t.Log(out.String())
+	if r.Churn == nil || r.Churn.Changes != 10 || r.Churn.Missed != 0 || r.Churn.Expected != 80 {
+		t.Errorf("config churn through the API server: %+v, want 10 changes to 8 proxies, none missed", r.Churn)
+	}
+	if r.ControlPlane == nil || r.ControlPlane.Pushes == 0 {
+		t.Errorf("the ServiceEntry's changes pushed nothing: %+v", r.ControlPlane)
+	}
+}

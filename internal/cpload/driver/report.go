@@ -134,7 +134,9 @@ func newReport(c *Config, e *env, proxies int) *Report {
 	r := &Report{Name: c.Name, Shape: c.Shape, Started: time.Now().UTC(), Target: e.xds, External: c.Target != "",
 		Delta: c.Delta, Proxies: proxies, Resources: len(c.Mesh.All()), Services: c.Mesh.Count(config.KindService),
 		Scoping: c.Scoping, Exclude: c.Exclude, Knobs: c.Knobs}
-	if r.External {
+	// istiod started by the run (-istiod) gets the knobs as meshperf pilot does.
+	startedIstiod := c.Kube != nil && c.Kube.Istiod != ""
+	if r.External && !startedIstiod {
 		r.Notes = append(r.Notes, "external control plane: knobs were not set by meshperf")
 		if e.metricsURL == "" {
 			r.Notes = append(r.Notes, "no --metrics-url: push counts, convergence, CPU and memory are unavailable; only the proxies' figures are shown")
@@ -270,7 +272,11 @@ func (r *Report) Print(w io.Writer) {
 	if len(r.Exclude) > 0 {
 		fmt.Fprintf(w, "  discoverySelectors exclude: %s\n", strings.Join(r.Exclude, ", "))
 	}
-	fmt.Fprintf(w, "  control plane %s%s\n", r.Target, knobs(r.Knobs))
+	if cp := r.Provenance.ControlPlane; r.External && cp.Name != "" && cp.Name != unknownControlPlane {
+		fmt.Fprintf(w, "  control plane %s %s at %s%s\n", cp.Name, cp.Version, r.Target, knobs(r.Knobs))
+	} else {
+		fmt.Fprintf(w, "  control plane %s%s\n", r.Target, knobs(r.Knobs))
+	}
 	if k := r.Kube; k != nil {
 		fmt.Fprintf(w, "kubernetes: %d pods on %d kwok nodes; objects created in %s, every pod Running with its IP after %s\n",
 			k.Pods, k.Nodes, msStr(k.CreateMs), msStr(k.ReadyMs))

@@ -189,8 +189,6 @@ func (c *Config) Validate() error {
 		switch {
 		case c.Target != "":
 			return errors.New("--kube starts meshperf pilot on the API server: not with --target")
-		case c.Churn != ChurnNone && c.Churn != ChurnEndpoints:
-			return errors.New("--kube: only --churn endpoints or none so far (config churn through istio.io/client-go is not built yet)")
 		case len(c.Exclude) > 0 || (c.Scoping != ScopeNone && c.Scoping != ""):
 			return errors.New("--kube: no --sidecar or --discovery-selectors so far")
 		}
@@ -317,7 +315,7 @@ func (e *env) stop() {
 }
 
 // Run runs one load test: control plane, mesh, proxies, churn, figures.
-func Run(ctx context.Context, c Config) (*Report, error) {
+func Run(ctx context.Context, c Config) (_ *Report, err error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -341,14 +339,27 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer k.stop()
+		defer func() {
+			k.keepLogs = k.keepLogs || err != nil
+			k.stop()
+		}()
 		c.Mesh, kubeFigures = m, kf
-		kubeChurn = &podApplier{client: k.client, node: k.nodes[0]}
-		command, err := PilotCommand(c.PilotCommand)
-		if err != nil {
+		if kubeChurn, err = k.applier(); err != nil {
 			return nil, err
 		}
-		c.PilotCommand = append(command, "--kubeconfig", c.Kube.Kubeconfig, "--install-crds")
+		if c.Kube.Istiod != "" {
+			ki, err := k.startIstiod(ctx, &c)
+			if err != nil {
+				return nil, err
+			}
+			defer ki.stop()
+		} else {
+			command, err := PilotCommand(c.PilotCommand)
+			if err != nil {
+				return nil, err
+			}
+			c.PilotCommand = append(command, "--kubeconfig", c.Kube.Kubeconfig, "--install-crds")
+		}
 	}
 	e, err := startEnv(ctx, &c, dataDir, meshConfig)
 	if err != nil {
@@ -356,8 +367,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	defer e.stop()
 	if c.Kube != nil {
-		// The mesh is on the API server, and so are its changes: the
-		// pilot's API is not its source.
+		// The mesh is on the API server, and so are its changes: neither
+		// the pilot's API nor a config directory is the source.
 		e.api = kubeChurn
 	}
 	if e.api != nil && c.Kube == nil {
