@@ -19,7 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
@@ -28,7 +30,7 @@ import (
 )
 
 // RunLabel marks the namespaces (and with them everything in them) a run
-// created, with the run's identity.
+// created, and the pods it waits for, with the run's identity.
 const RunLabel = "meshperf.io/cpload-run"
 
 // Timing says how long the API objects took.
@@ -65,11 +67,11 @@ func Apply(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, o Options
 	if err := createServices(ctx, c, m); err != nil {
 		return nil, t, err
 	}
-	if err := createPods(ctx, c, m, o.Nodes); err != nil {
+	if err := createPods(ctx, c, m, o.Run, o.Nodes); err != nil {
 		return nil, t, err
 	}
 	t.Create = time.Since(start)
-	proxies, err = waitPods(ctx, c, m, o.Timeout)
+	proxies, err = waitPods(ctx, c, m, o.Run, o.Timeout)
 	t.Ready = time.Since(start)
 	return proxies, t, err
 }
@@ -111,7 +113,7 @@ func createServices(ctx context.Context, c kubernetes.Interface, m *shape.Mesh) 
 	return nil
 }
 
-func createPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, nodes []string) error {
+func createPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, run string, nodes []string) error {
 	accounts := map[[2]string]bool{}
 	for i, p := range m.Proxies {
 		if sa := p.ServiceAccount; sa != "" && !accounts[[2]string{p.Namespace, sa}] {
@@ -121,7 +123,9 @@ func createPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, node
 				return fmt.Errorf("creating service account %s/%s: %w", p.Namespace, sa, err)
 			}
 		}
-		if _, err := c.CoreV1().Pods(p.Namespace).Create(ctx, Pod(p, nodes[i%len(nodes)]), metav1.CreateOptions{}); err != nil {
+		pod := Pod(p, nodes[i%len(nodes)])
+		pod.Labels[RunLabel] = run
+		if _, err := c.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
@@ -151,47 +155,56 @@ func Pod(p sim.ProxySpec, node string) *corev1.Pod {
 }
 
 // waitPods waits until every proxy's pod is Running with an IP and returns
-// the proxies with those IPs.
-func waitPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, timeout time.Duration) ([]sim.ProxySpec, error) {
-	deadline := time.Now().Add(timeout)
-	namespaces := map[string]bool{}
-	for _, p := range m.Proxies {
-		namespaces[p.Namespace] = true
+// the proxies with those IPs. It watches the run's pods (by RunLabel)
+// with an informer and looks again at each event, rather than listing
+// every pod of the shape's namespaces over and over: a thousand pods
+// listed five times a second load the API server the run measures.
+func waitPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, run string, timeout time.Duration) ([]sim.ProxySpec, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = RunLabel + "=" + run
+	}))
+	defer f.Shutdown()
+	pods := f.Core().V1().Pods()
+	changed := make(chan struct{}, 1)
+	notify := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
 	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: notify, UpdateFunc: func(_, o any) { notify(o) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching the run's pods: %w", err)
+	}
+	f.Start(wctx.Done())
+	lister := pods.Lister()
+	out := make([]sim.ProxySpec, len(m.Proxies))
+	copy(out, m.Proxies)
+	done := 0 // out[:done] have their IPs
 	for {
-		ips := map[[2]string]string{}
-		for ns := range namespaces {
-			list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("listing pods in %s: %w", ns, err)
+		for done < len(out) {
+			p := &out[done]
+			pod, err := lister.Pods(p.Namespace).Get(p.Name)
+			if err != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+				break
 			}
-			for _, pod := range list.Items {
-				if pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" {
-					ips[[2]string{ns, pod.Name}] = pod.Status.PodIP
-				}
-			}
+			p.IP = pod.Status.PodIP
+			done++
 		}
-		out := make([]sim.ProxySpec, len(m.Proxies))
-		missing := ""
-		for i, p := range m.Proxies {
-			out[i] = p
-			ip, ok := ips[[2]string{p.Namespace, p.Name}]
-			if !ok {
-				missing = p.Namespace + "/" + p.Name
-				continue
-			}
-			out[i].IP = ip
-		}
-		if missing == "" {
+		if done == len(out) {
 			return out, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("pod %s not Running with an IP after %s: is kwok running for its node?", missing, timeout)
-		}
 		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-changed:
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			missing := out[done]
+			return nil, fmt.Errorf("pod %s/%s not Running with an IP after %s: is kwok running for its node?", missing.Namespace, missing.Name, timeout)
 		}
 	}
 }
