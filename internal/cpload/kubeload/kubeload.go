@@ -161,11 +161,13 @@ func Pod(p sim.ProxySpec, node string) *corev1.Pod {
 // listed five times a second load the API server the run measures.
 func waitPods(ctx context.Context, c kubernetes.Interface, m *shape.Mesh, run string, timeout time.Duration) ([]sim.ProxySpec, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = RunLabel + "=" + run
 	}))
-	defer f.Shutdown()
+	defer func() {
+		cancel() // stops the informer, which Shutdown then waits for
+		f.Shutdown()
+	}()
 	pods := f.Core().V1().Pods()
 	changed := make(chan struct{}, 1)
 	notify := func(any) {
