@@ -75,6 +75,10 @@ func (k *kubeRun) startIstiod(ctx context.Context, c *Config) (*kubeIstiod, erro
 	env := append(c.Knobs.env(), "POD_NAME=istiod-cpload-"+k.run, "REVISION=default", "KUBECONFIG="+c.Kube.Kubeconfig)
 	ki.i, err = istiod.Start(ctx, istiod.Options{Path: c.Kube.Istiod, Source: istiod.KubeMode(c.Kube.Kubeconfig), Env: env, Dir: k.dir})
 	if err != nil {
+		// What it wrote before it failed goes as after a run.
+		if derr := ki.deleteCreated(context.WithoutCancel(ctx)); derr != nil {
+			err = fmt.Errorf("%w (and cleaning up after istiod: %v)", err, derr)
+		}
 		k.keepLogs = true
 		return nil, err
 	}
