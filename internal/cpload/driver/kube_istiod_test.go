@@ -1,18 +1,15 @@
 package driver_test
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/meshperf/meshperf/internal/cpload/driver"
-	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
@@ -27,31 +24,10 @@ import (
 func TestRunIstiodOnKube(t *testing.T) {
 	bin := testenv.NeedIstiod(t)
 	s := kubetest.Start(t).WithControllerManager(t)
-	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 2, ServicesPerNamespace: 2, Replicas: 2, NamespacePrefix: "cpi-", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	before := clusterObjects(t, s)
-	var progress bytes.Buffer
-	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Scoping: driver.ScopeNone,
-		Churn: driver.ChurnConfig, Namespace: "cpi-0", Rate: 5, Duration: 2 * time.Second,
-		Kube: &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t), Istiod: bin}, Timeout: time.Minute, Progress: &progress})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
-	}
-	var out bytes.Buffer
-	r.Print(&out)
-	t.Log(out.String())
-	if r.Proxies != 8 || r.Kube == nil || r.Kube.Pods != 8 {
-		t.Fatalf("report: %d proxies, kube %+v; want 8 proxies and pods", r.Proxies, r.Kube)
-	}
+	r := runConfigChurnOnKube(t, s, "cpi-", &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t), Istiod: bin}, nil)
 	if got := r.Provenance.ControlPlane.Name; got != "istiod" || r.Provenance.ControlPlane.Version == "" {
 		t.Errorf("control plane in the provenance: %+v, want istiod with its version", r.Provenance.ControlPlane)
-	}
-	if r.Churn == nil || r.Churn.Changes != 10 || r.Churn.Missed != 0 {
-		t.Errorf("config churn through the API server: %+v, want 10 changes, none missed", r.Churn)
 	}
 	if r.ControlPlane == nil || r.ControlPlane.Pushes == 0 {
 		t.Errorf("istiod's metrics count no push for the churn: %+v", r.ControlPlane)

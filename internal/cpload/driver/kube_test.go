@@ -79,26 +79,38 @@ func TestRunOnKube(t *testing.T) {
 // as the same churn reaches istiod (TestRunIstiodOnKube).
 func TestRunOnKubeConfigChurn(t *testing.T) {
 	s := kubetest.Start(t).WithControllerManager(t)
-	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 2, ServicesPerNamespace: 2, Replicas: 2, NamespacePrefix: "cpc-", Seed: 1})
+	r := runConfigChurnOnKube(t, s, "cpc-", &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t)}, pilotCommand(t))
+	if r.ControlPlane == nil || r.ControlPlane.Pushes == 0 {
+		t.Errorf("the ServiceEntry's changes pushed nothing: %+v", r.ControlPlane)
+	}
+}
+
+// runConfigChurnOnKube runs 2 x 2 x 2 pods (namespaces PREFIX0, PREFIX1) with 10
+// config changes at 5/s through the API server, and checks that each
+// reached all 8 proxies.
+func runConfigChurnOnKube(t *testing.T, s *kubetest.Server, prefix string, k *driver.KubeOptions, pilot []string) *driver.Report {
+	t.Helper()
+	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 2, ServicesPerNamespace: 2, Replicas: 2, NamespacePrefix: prefix, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Scoping: driver.ScopeNone,
-		Churn: driver.ChurnConfig, Namespace: "cpc-0", Rate: 5, Duration: 2 * time.Second,
-		Kube: &driver.KubeOptions{Kubeconfig: s.Kubeconfig(t)}, PilotCommand: pilotCommand(t), Timeout: time.Minute, Progress: &progress})
+		Churn: driver.ChurnConfig, Namespace: prefix + "0", Rate: 5, Duration: 2 * time.Second,
+		Kube: k, PilotCommand: pilot, Timeout: time.Minute, Progress: &progress})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	var out bytes.Buffer
 	r.Print(&out)
 	t.Log(out.String())
+	if r.Proxies != 8 || r.Kube == nil || r.Kube.Pods != 8 {
+		t.Fatalf("report: %d proxies, kube %+v; want 8 proxies and pods", r.Proxies, r.Kube)
+	}
 	if r.Churn == nil || r.Churn.Changes != 10 || r.Churn.Missed != 0 || r.Churn.Expected != 80 {
 		t.Errorf("config churn through the API server: %+v, want 10 changes to 8 proxies, none missed", r.Churn)
 	}
-	if r.ControlPlane == nil || r.ControlPlane.Pushes == 0 {
-		t.Errorf("the ServiceEntry's changes pushed nothing: %+v", r.ControlPlane)
-	}
+	return r
 }
