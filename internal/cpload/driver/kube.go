@@ -84,7 +84,7 @@ func CheckKubeInput(o *KubeOptions, pods int) error {
 // checkKube refuses, before anything is created, what cannot work: no
 // kubeconfig, an unreachable API server, a user that may not create what
 // the run needs, kwok not built, more pods than kwok's range holds.
-func checkKube(ctx context.Context, o *KubeOptions, pods int) (*rest.Config, kubernetes.Interface, dist.Bins, error) {
+func checkKube(ctx context.Context, o *KubeOptions, pods int, access []authorizationv1.ResourceAttributes) (*rest.Config, kubernetes.Interface, dist.Bins, error) {
 	if err := CheckKubeInput(o, pods); err != nil {
 		return nil, nil, dist.Bins{}, err
 	}
@@ -108,27 +108,53 @@ func checkKube(ctx context.Context, o *KubeOptions, pods int) (*rest.Config, kub
 	if _, err := c.Discovery().ServerVersion(); err != nil {
 		return nil, nil, bins, fmt.Errorf("the API server at %s is unreachable: %v", rc.Host, err)
 	}
-	for _, r := range []authorizationv1.ResourceAttributes{
-		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"},
-		{Verb: "create", Resource: "nodes"}, {Verb: "delete", Resource: "nodes"}, {Verb: "create", Resource: "pods"},
-		{Verb: "create", Resource: "services"}, {Verb: "create", Resource: "serviceaccounts"},
-	} {
+	for _, r := range access {
 		rv, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &r}}, metav1.CreateOptions{})
 		if err != nil {
 			return nil, nil, bins, fmt.Errorf("asking the API server what --kubeconfig's user may do: %w", err)
 		}
 		if !rv.Status.Allowed {
-			return nil, nil, bins, fmt.Errorf("RBAC: --kubeconfig's user may not %s %s, which --kube needs (cluster-admin does)", r.Verb, r.Resource)
+			what := r.Resource
+			if r.Group != "" {
+				what += "." + r.Group
+			}
+			return nil, nil, bins, fmt.Errorf("RBAC: --kubeconfig's user may not %s %s, which --kube needs (cluster-admin does)", r.Verb, what)
 		}
 	}
 	return rc, c, bins, nil
 }
 
+// kubeAccess is what the run does on the API server, for checkKube to ask
+// before anything is created: the mesh's objects and kwok's nodes, the
+// churn's kinds, and with istiod its namespace's leases.
+func (c *Config) kubeAccess() []authorizationv1.ResourceAttributes {
+	out := []authorizationv1.ResourceAttributes{
+		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"},
+		{Verb: "create", Resource: "nodes"}, {Verb: "delete", Resource: "nodes"}, {Verb: "create", Resource: "pods"},
+		{Verb: "create", Resource: "services"}, {Verb: "create", Resource: "serviceaccounts"},
+	}
+	const net = "networking.istio.io"
+	switch c.Churn {
+	case ChurnEndpoints:
+		out = append(out, authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods"})
+	case ChurnConfig:
+		out = append(out, authorizationv1.ResourceAttributes{Verb: "create", Group: net, Resource: "serviceentries"},
+			authorizationv1.ResourceAttributes{Verb: "update", Group: net, Resource: "serviceentries"})
+	case ChurnPerfTest:
+		out = append(out, authorizationv1.ResourceAttributes{Verb: "create", Group: net, Resource: "gateways"},
+			authorizationv1.ResourceAttributes{Verb: "create", Group: net, Resource: "virtualservices"})
+	}
+	if c.Kube.Istiod != "" {
+		out = append(out, authorizationv1.ResourceAttributes{Verb: "create", Group: "coordination.k8s.io", Resource: "leases"})
+	}
+	return out
+}
+
 // startKube makes the mesh real on the API server: kwok, its nodes, the
 // mesh's objects. It returns the mesh with its pods' IPs, and what to stop.
 func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigures, error) {
-	rc, client, bins, err := checkKube(ctx, c.Kube, len(c.Mesh.Proxies))
+	rc, client, bins, err := checkKube(ctx, c.Kube, len(c.Mesh.Proxies), c.kubeAccess())
 	if err != nil {
 		return nil, nil, nil, err
 	}
