@@ -34,6 +34,7 @@ type CertificateService struct {
 	log          *slog.Logger
 	auth         Authenticator
 	nodeAccounts sets.Set[Identity]
+	nodes        NodeAuthorizer // nil: node proxies may ask for any identity
 }
 
 // ServiceOption configures a CertificateService.
@@ -49,6 +50,12 @@ func WithAuthenticator(a Authenticator) ServiceOption {
 // accounts whose callers may impersonate (istiod's CA_TRUSTED_NODE_ACCOUNTS).
 func WithTrustedNodeAccounts(ids ...Identity) ServiceOption {
 	return func(s *CertificateService) { s.nodeAccounts = sets.New(ids...) }
+}
+
+// WithNodeAuthorizer limits the node proxies' impersonation to the
+// identities of pods on their own node (on Kubernetes).
+func WithNodeAuthorizer(n NodeAuthorizer) ServiceOption {
+	return func(s *CertificateService) { s.nodes = n }
 }
 
 // NewCertificateService serves ca's signing; log receives one line per
@@ -94,7 +101,7 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *pb.Isti
 func (s *CertificateService) create(ctx context.Context, req *pb.IstioCertificateRequest) (*Signed, error) {
 	// Authenticate first: an anonymous caller learns nothing from how its
 	// request would have been refused.
-	var caller Identity
+	var caller Caller
 	if s.auth != nil {
 		var err error
 		if caller, err = s.auth.Authenticate(ctx); err != nil {
@@ -120,7 +127,7 @@ func (s *CertificateService) create(ctx context.Context, req *pb.IstioCertificat
 		return nil, err
 	}
 	if s.auth != nil {
-		if err := authorize(caller, id, impersonating, s.nodeAccounts); err != nil {
+		if err := authorize(caller, id, impersonating, s.nodeAccounts, s.nodes); err != nil {
 			return nil, err
 		}
 	}
