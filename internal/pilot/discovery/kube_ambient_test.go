@@ -133,7 +133,10 @@ func runPod(t *testing.T, c kubernetes.Interface, ns, name, ip string, labels ma
 	if sidecar {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "istio-proxy", Image: "meshperf.local/meshperf-proxy:test"})
 	}
-	create(t, func() error { _, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); return err })
+	create(t, func() error {
+		_, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+		return err
+	})
 	setPodStatus(t, c, ns, name, ip)
 }
 

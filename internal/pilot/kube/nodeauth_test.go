@@ -149,4 +149,3 @@ func serveCertificates(t *testing.T, svc *ca.CertificateService) pb.IstioCertifi
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewIstioCertificateServiceClient(conn)
 }
-
