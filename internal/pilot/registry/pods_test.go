@@ -4,9 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
 
@@ -69,5 +71,25 @@ func TestPodsAreWorkloadsWithTheirServices(t *testing.T) {
 	r.DeletePodWorkload("shop", "cart-1")
 	if types, _ := rec.take(); len(types) != 0 {
 		t.Errorf("deleting an unknown pod asked for %v", types)
+	}
+}
+
+// A sidecar connected from a pod is that pod: a ServiceEntry selecting both
+// has it once among its endpoints.
+func TestSidecarOfAPodIsOneEndpoint(t *testing.T) {
+	r, _, _ := newTestRegistry(Options{EndpointSlices: true})
+	r.Update(nil, &config.Resource{Kind: config.KindServiceEntry, Meta: meta("shop", "cart-mesh", nil),
+		Spec: &networking.ServiceEntry{
+			Hosts:            []string{"cart.mesh.internal"},
+			Ports:            []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},
+			Resolution:       networking.ServiceEntry_STATIC,
+			WorkloadSelector: &networking.WorkloadSelector{Labels: map[string]string{"app": "cart"}},
+		}})
+	labels := map[string]string{"app": "cart"}
+	r.SetPodWorkload(&PodWorkload{Namespace: "shop", Name: "cart-1", Address: "10.0.0.1", Labels: labels, Ready: true, Sidecar: true})
+	r.ProxyConnected(&model.Proxy{ID: "cart-1.shop", Namespace: "shop", Labels: labels, IPAddresses: []string{"10.0.0.1"}})
+	snap := r.Snapshot()
+	if got := endpointList(snap, snap.Services[0], 80); got != "10.0.0.1:80+istio" {
+		t.Errorf("endpoints of the ServiceEntry = %q, want the pod once", got)
 	}
 }

@@ -348,8 +348,19 @@ func (r *Registry) Snapshot() *Snapshot {
 	}
 	byNamespace := map[string][]*workload{}
 	views := map[*workload]*model.Workload{}
+	podAddresses := map[string]bool{} // "NS/IP" of pods
+	for _, w := range r.workloads {
+		if w.pod != nil {
+			podAddresses[w.namespace+"/"+w.address] = true
+		}
+	}
 	for _, w := range r.workloads {
 		if r.visibleLocked(w.namespace) {
+			if w.pod == nil && strings.HasPrefix(w.id, proxyIDPrefix) && podAddresses[w.namespace+"/"+w.address] {
+				// A sidecar's pod is the workload already: selected twice it
+				// would be a ServiceEntry's endpoint twice.
+				continue
+			}
 			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)
 			v := w.view()
 			views[w] = v
