@@ -2,15 +2,12 @@ package kube_test
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -134,18 +131,5 @@ func token(t *testing.T, c kubernetes.Interface, ns, sa string, bound *authnv1.B
 
 func serveCertificates(t *testing.T, svc *ca.CertificateService) pb.IstioCertificateServiceClient {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	svc.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return pb.NewIstioCertificateServiceClient(conn)
+	return pb.NewIstioCertificateServiceClient(testutil.ServeGRPC(t, svc.Register))
 }
