@@ -26,8 +26,9 @@ const ImpersonatedIdentityKey = "ImpersonatedIdentity"
 // reaches it may ask for any identity of the trust domain, as with istiod
 // without token authentication. With one (WithAuthenticator, on
 // Kubernetes) a caller gets only its own identity, or, from a trusted node
-// proxy's service account, the identity it impersonates. Serve it on the
-// TLS port only.
+// proxy's service account, the identity it impersonates (with
+// WithNodeAuthorizer, only that of a pod on the node proxy's node). Serve
+// it on the TLS port only.
 type CertificateService struct {
 	pb.UnimplementedIstioCertificateServiceServer
 	ca           *CA
