@@ -66,8 +66,8 @@ func TestNodeProxyGetsKubernetesPodsAsWorkloads(t *testing.T) {
 	ports := cart1.GetServices()[serviceName].GetPorts()
 	if cart1.GetTunnelProtocol() != workloadapi.TunnelProtocol_HBONE || cart1.GetServiceAccount() != "cart" ||
 		cart1.GetNode() != "node-a" || !bytes.Equal(cart1.GetAddresses()[0], []byte{10, 1, 0, 5}) ||
-		cart1.GetStatus() != workloadapi.WorkloadStatus_HEALTHY {
-		t.Errorf("cart-1 = %v, want enrolled (HBONE), service account cart, on node-a at 10.1.0.5, healthy", cart1)
+		cart1.GetStatus() != workloadapi.WorkloadStatus_HEALTHY || cart1.GetWorkloadName() != "cart" {
+		t.Errorf("cart-1 = %v, want enrolled (HBONE), service account cart, on node-a at 10.1.0.5, healthy, of workload cart (its Deployment)", cart1)
 	}
 	if len(ports) != 1 || ports[0].GetServicePort() != 80 || ports[0].GetTargetPort() != 8080 {
 		t.Errorf("cart-1's services = %v, want %s with 80 -> 8080 (targetPort named web)", cart1.GetServices(), serviceName)
@@ -115,13 +115,15 @@ func applyAddresses(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse, workloa
 	}
 }
 
-// runPod creates a pod of service account cart on node-a, with a container
-// port named web (8080) and, if sidecar, an istio-proxy container, then
-// gives it the status the kubelet would: running, ready, at ip.
+// runPod creates a pod of Deployment cart (through its ReplicaSet), of
+// service account cart on node-a, with a container port named web (8080)
+// and, if sidecar, an istio-proxy container, then gives it the status the
+// kubelet would: running, ready, at ip.
 func runPod(t *testing.T, c kubernetes.Interface, ns, name, ip string, labels map[string]string, sidecar bool) {
 	t.Helper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "cart"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "cart", "pod-template-hash": "7d9f"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "cart-7d9f", UID: "cart-7d9f", Controller: ptr(true)}}},
 		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "cart", Containers: []corev1.Container{{
 			Name: "app", Image: "meshperf.local/meshperf:test",
 			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}},

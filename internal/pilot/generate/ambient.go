@@ -82,7 +82,7 @@ func AmbientWorkload(in WorkloadInput) *workloadapi.Workload {
 		ServiceAccount:        w.ServiceAccount,
 		TrustDomain:           in.TrustDomain,
 		Node:                  cmp.Or(w.Node, w.Labels[NodeLabel]),
-		WorkloadName:          w.Name,
+		WorkloadName:          cmp.Or(w.WorkloadName, w.Name),
 		WorkloadType:          workloadapi.WorkloadType_POD,
 		CanonicalName:         firstLabel(w.Labels, canonicalNameLabels, w.Name),
 		CanonicalRevision:     firstLabel(w.Labels, canonicalRevisionLabels, "latest"),

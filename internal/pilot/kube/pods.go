@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshperf/meshperf/internal/pilot/inject"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
 )
 
@@ -50,7 +51,7 @@ func podWorkload(p *corev1.Pod) *registry.PodWorkload {
 	}
 	w := &registry.PodWorkload{
 		Namespace: p.Namespace, Name: p.Name, Address: p.Status.PodIP, Labels: p.Labels,
-		ServiceAccount: serviceAccount(p), Node: p.Spec.NodeName,
+		ServiceAccount: serviceAccount(p), Node: p.Spec.NodeName, WorkloadName: inject.WorkloadName(p),
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -16,6 +16,9 @@ type Workload struct {
 	// Node is the Kubernetes node a pod runs on ("" for the others: a
 	// WorkloadEntry names its node by label).
 	Node string
+	// WorkloadName is what telemetry names a pod's workload (its
+	// Deployment); "" for the others, named by Name.
+	WorkloadName string
 	// NotReady is a pod whose Ready condition is false: node proxies send
 	// it no service traffic.
 	NotReady bool

@@ -27,6 +27,9 @@ type PodWorkload struct {
 	Labels         map[string]string
 	ServiceAccount string
 	Node           string // spec.nodeName
+	// WorkloadName is the workload it belongs to as Istio reports it (a
+	// Deployment's pod: the Deployment), which telemetry names.
+	WorkloadName string
 	// Ready is the pod's Ready condition: a node proxy sends a service's
 	// traffic to ready pods only.
 	Ready bool
@@ -40,7 +43,7 @@ type PodWorkload struct {
 
 func (p *PodWorkload) equal(q *PodWorkload) bool {
 	return p.Namespace == q.Namespace && p.Name == q.Name && p.Address == q.Address &&
-		maps.Equal(p.Labels, q.Labels) && p.ServiceAccount == q.ServiceAccount && p.Node == q.Node &&
+		maps.Equal(p.Labels, q.Labels) && p.ServiceAccount == q.ServiceAccount && p.Node == q.Node && p.WorkloadName == q.WorkloadName &&
 		p.Ready == q.Ready && p.Sidecar == q.Sidecar && maps.Equal(p.NamedPorts, q.NamedPorts)
 }
 

@@ -71,7 +71,7 @@ func (w *workload) view() *model.Workload {
 		FromEntry:      !strings.HasPrefix(w.id, proxyIDPrefix) && w.pod == nil,
 	}
 	if p := w.pod; p != nil {
-		v.FromPod, v.Node, v.NotReady, v.Sidecar = true, p.Node, !p.Ready, p.Sidecar
+		v.FromPod, v.Node, v.WorkloadName, v.NotReady, v.Sidecar = true, p.Node, p.WorkloadName, !p.Ready, p.Sidecar
 	}
 	return v
 }
