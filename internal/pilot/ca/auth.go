@@ -21,13 +21,43 @@ const TokenAudience = "istio-ca"
 // DefaultTrustedNodeAccounts are the service accounts of node proxies,
 // which may ask for the identities of the pods they serve: istiod's
 // CA_TRUSTED_NODE_ACCOUNTS default.
-var DefaultTrustedNodeAccounts = []Identity{{"istio-system", "ztunnel"}, {"kube-system", "ztunnel"}}
+// meshperf's own node proxy (the DaemonSet meshperf-node of `meshperf
+// pilot manifest`) runs as meshperf-system/meshperf-node-proxy.
+var DefaultTrustedNodeAccounts = []Identity{
+	{"istio-system", "ztunnel"}, {"kube-system", "ztunnel"}, {"meshperf-system", "meshperf-node-proxy"},
+}
 
 // Authenticator says who calls the certificate API.
 type Authenticator interface {
-	// Authenticate returns the caller's identity, or an error wrapping
+	// Authenticate returns the caller, or an error wrapping
 	// ErrUnauthenticated.
-	Authenticate(ctx context.Context) (Identity, error)
+	Authenticate(ctx context.Context) (Caller, error)
+}
+
+// Caller is an authenticated caller of the certificate API: its service
+// account and, when its token is bound to a pod, that pod and its node.
+type Caller struct {
+	Identity
+	Pod  string // the bound pod's name, in the identity's namespace; "" if unbound
+	Node string // the bound pod's node, as the token says; "" if it says none
+}
+
+// The extra fields of a pod-bound token's review that name its pod and,
+// since Kubernetes 1.30 (ServiceAccountTokenPodNodeInfo), its node.
+const (
+	extraPodName  = "authentication.kubernetes.io/pod-name"
+	extraNodeName = "authentication.kubernetes.io/node-name"
+)
+
+// NodeAuthorizer limits a node proxy to the identities of the pods on its
+// own node, as istiod's NodeAuthorizer does: the Kubernetes source's pod
+// informer answers both.
+type NodeAuthorizer interface {
+	// PodNode is the node a pod is scheduled to.
+	PodNode(namespace, name string) (node string, ok bool)
+	// ServiceAccountOnNode says whether a pod of the service account runs
+	// on the node.
+	ServiceAccountOnNode(node, namespace, serviceAccount string) bool
 }
 
 // ErrUnauthenticated is a caller without valid credentials.
@@ -51,10 +81,10 @@ func NewTokenReviewAuthenticator(client kubernetes.Interface) *TokenReviewAuthen
 }
 
 // Authenticate implements Authenticator.
-func (a *TokenReviewAuthenticator) Authenticate(ctx context.Context) (Identity, error) {
+func (a *TokenReviewAuthenticator) Authenticate(ctx context.Context) (Caller, error) {
 	token, err := bearerToken(ctx)
 	if err != nil {
-		return Identity{}, err
+		return Caller{}, err
 	}
 	review, err := a.client.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{TokenAudience}},
@@ -62,20 +92,27 @@ func (a *TokenReviewAuthenticator) Authenticate(ctx context.Context) (Identity, 
 	if err != nil {
 		// Not the caller's fault: say so, so that an RBAC gap is not
 		// mistaken for bad tokens.
-		return Identity{}, fmt.Errorf("review the caller's token: %w", err)
+		return Caller{}, fmt.Errorf("review the caller's token: %w", err)
 	}
 	st := review.Status
 	switch {
 	case !st.Authenticated:
-		return Identity{}, fmt.Errorf("%w: the token is not valid: %s", ErrUnauthenticated, st.Error)
+		return Caller{}, fmt.Errorf("%w: the token is not valid: %s", ErrUnauthenticated, st.Error)
 	case !slices.Contains(st.Audiences, TokenAudience):
-		return Identity{}, fmt.Errorf("%w: the token is not for audience %s", ErrUnauthenticated, TokenAudience)
+		return Caller{}, fmt.Errorf("%w: the token is not for audience %s", ErrUnauthenticated, TokenAudience)
 	}
 	id, ok := serviceAccountOf(st.User.Username)
 	if !ok {
-		return Identity{}, fmt.Errorf("%w: %q is not a service account", ErrUnauthenticated, st.User.Username)
+		return Caller{}, fmt.Errorf("%w: %q is not a service account", ErrUnauthenticated, st.User.Username)
 	}
-	return id, nil
+	c := Caller{Identity: id}
+	if v := st.User.Extra[extraPodName]; len(v) == 1 {
+		c.Pod = v[0]
+	}
+	if v := st.User.Extra[extraNodeName]; len(v) == 1 {
+		c.Node = v[0]
+	}
+	return c, nil
 }
 
 func bearerToken(ctx context.Context) (string, error) {
@@ -102,16 +139,32 @@ func serviceAccountOf(username string) (Identity, bool) {
 }
 
 // authorize says whether caller may get want: its own identity, or, for a
-// node proxy's service account, the identity it impersonates.
-func authorize(caller, want Identity, impersonating bool, nodeAccounts sets.Set[Identity]) error {
-	if impersonating {
-		if !nodeAccounts.Has(caller) {
-			return fmt.Errorf("%w: %s is not a node proxy's service account and may not ask for %s", ErrPermissionDenied, caller, want)
+// node proxy's service account, the identity it impersonates; with nodes
+// (on Kubernetes) only that of a pod running on the node proxy's own node.
+func authorize(caller Caller, want Identity, impersonating bool, nodeAccounts sets.Set[Identity], nodes NodeAuthorizer) error {
+	if !impersonating {
+		if caller.Identity != want {
+			return fmt.Errorf("%w: %s may not ask for the identity of %s", ErrPermissionDenied, caller.Identity, want)
 		}
 		return nil
 	}
-	if caller != want {
-		return fmt.Errorf("%w: %s may not ask for the identity of %s", ErrPermissionDenied, caller, want)
+	if !nodeAccounts.Has(caller.Identity) {
+		return fmt.Errorf("%w: %s is not a node proxy's service account and may not ask for %s", ErrPermissionDenied, caller.Identity, want)
+	}
+	if nodes == nil {
+		return nil
+	}
+	node := caller.Node
+	if node == "" && caller.Pod != "" {
+		// An API server before 1.30, or with ServiceAccountTokenPodNodeInfo
+		// off, names the pod only.
+		node, _ = nodes.PodNode(caller.Namespace, caller.Pod)
+	}
+	if node == "" {
+		return fmt.Errorf("%w: node proxy %s sent a token bound to no pod on a known node (want its pod's projected istio-ca token), so it may not ask for %s", ErrPermissionDenied, caller.Identity, want)
+	}
+	if !nodes.ServiceAccountOnNode(node, want.Namespace, want.ServiceAccount) {
+		return fmt.Errorf("%w: node proxy %s on node %s may not ask for %s: no pod of that service account runs on its node", ErrPermissionDenied, caller.Identity, node, want)
 	}
 	return nil
 }

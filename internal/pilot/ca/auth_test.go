@@ -2,15 +2,12 @@ package ca
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -49,20 +46,7 @@ func ptrTo[T any](v T) *T { return &v }
 // serveCertificates serves the service over gRPC on loopback and returns a client.
 func serveCertificates(t *testing.T, svc *CertificateService) pb.IstioCertificateServiceClient {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	svc.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return pb.NewIstioCertificateServiceClient(conn)
+	return pb.NewIstioCertificateServiceClient(testutil.ServeGRPC(t, svc.Register))
 }
 
 func TestCertificateServiceTokenAuthentication(t *testing.T) {

@@ -26,14 +26,16 @@ const ImpersonatedIdentityKey = "ImpersonatedIdentity"
 // reaches it may ask for any identity of the trust domain, as with istiod
 // without token authentication. With one (WithAuthenticator, on
 // Kubernetes) a caller gets only its own identity, or, from a trusted node
-// proxy's service account, the identity it impersonates. Serve it on the
-// TLS port only.
+// proxy's service account, the identity it impersonates (with
+// WithNodeAuthorizer, only that of a pod on the node proxy's node). Serve
+// it on the TLS port only.
 type CertificateService struct {
 	pb.UnimplementedIstioCertificateServiceServer
 	ca           *CA
 	log          *slog.Logger
 	auth         Authenticator
 	nodeAccounts sets.Set[Identity]
+	nodes        NodeAuthorizer // nil: node proxies may ask for any identity
 }
 
 // ServiceOption configures a CertificateService.
@@ -49,6 +51,12 @@ func WithAuthenticator(a Authenticator) ServiceOption {
 // accounts whose callers may impersonate (istiod's CA_TRUSTED_NODE_ACCOUNTS).
 func WithTrustedNodeAccounts(ids ...Identity) ServiceOption {
 	return func(s *CertificateService) { s.nodeAccounts = sets.New(ids...) }
+}
+
+// WithNodeAuthorizer limits the node proxies' impersonation to the
+// identities of pods on their own node (on Kubernetes).
+func WithNodeAuthorizer(n NodeAuthorizer) ServiceOption {
+	return func(s *CertificateService) { s.nodes = n }
 }
 
 // NewCertificateService serves ca's signing; log receives one line per
@@ -94,7 +102,7 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *pb.Isti
 func (s *CertificateService) create(ctx context.Context, req *pb.IstioCertificateRequest) (*Signed, error) {
 	// Authenticate first: an anonymous caller learns nothing from how its
 	// request would have been refused.
-	var caller Identity
+	var caller Caller
 	if s.auth != nil {
 		var err error
 		if caller, err = s.auth.Authenticate(ctx); err != nil {
@@ -120,7 +128,7 @@ func (s *CertificateService) create(ctx context.Context, req *pb.IstioCertificat
 		return nil, err
 	}
 	if s.auth != nil {
-		if err := authorize(caller, id, impersonating, s.nodeAccounts); err != nil {
+		if err := authorize(caller, id, impersonating, s.nodeAccounts, s.nodes); err != nil {
 			return nil, err
 		}
 	}

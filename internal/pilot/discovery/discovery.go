@@ -249,6 +249,11 @@ func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
 	var opts []ca.ServiceOption
 	if s.opts.CertificateAuth != nil {
 		opts = append(opts, ca.WithAuthenticator(s.opts.CertificateAuth))
+		if s.opts.Kube != nil {
+			// A node proxy gets the identities of the pods on its own node
+			// only, as istiod's NodeAuthorizer allows.
+			opts = append(opts, ca.WithNodeAuthorizer(s.opts.Kube))
+		}
 	}
 	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA), opts...).Register(g)
 }

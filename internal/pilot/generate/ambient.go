@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"cmp"
 	"net/netip"
 	"strings"
 
@@ -80,8 +81,8 @@ func AmbientWorkload(in WorkloadInput) *workloadapi.Workload {
 		Namespace:             w.Namespace,
 		ServiceAccount:        w.ServiceAccount,
 		TrustDomain:           in.TrustDomain,
-		Node:                  w.Labels[NodeLabel],
-		WorkloadName:          w.Name,
+		Node:                  cmp.Or(w.Node, w.Labels[NodeLabel]),
+		WorkloadName:          cmp.Or(w.WorkloadName, w.Name),
 		WorkloadType:          workloadapi.WorkloadType_POD,
 		CanonicalName:         firstLabel(w.Labels, canonicalNameLabels, w.Name),
 		CanonicalRevision:     firstLabel(w.Labels, canonicalRevisionLabels, "latest"),
@@ -97,6 +98,9 @@ func AmbientWorkload(in WorkloadInput) *workloadapi.Workload {
 		out.Addresses = [][]byte{addr.AsSlice()}
 	} else {
 		out.Hostname = w.Address // a WorkloadEntry may name a host
+	}
+	if w.NotReady {
+		out.Status = workloadapi.WorkloadStatus_UNHEALTHY
 	}
 	if in.Ambient {
 		out.TunnelProtocol = workloadapi.TunnelProtocol_HBONE

@@ -46,10 +46,13 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// EndpointSink is where EndpointSlices go: the service registry.
+// EndpointSink is where EndpointSlices and pods (as workloads) go: the
+// service registry.
 type EndpointSink interface {
 	SetEndpointSlice(service config.Key, slice string, eps []registry.SliceEndpoint)
 	DeleteEndpointSlice(service config.Key, slice string)
+	SetPodWorkload(p *registry.PodWorkload)
+	DeletePodWorkload(namespace, name string)
 }
 
 // Source is the pilot's view of one cluster.
@@ -64,8 +67,9 @@ type Source struct {
 	metrics *metrics
 
 	mu     sync.Mutex
-	cancel context.CancelFunc // stops the informers
-	done   chan struct{}      // closed when they have stopped
+	cancel context.CancelFunc        // stops the informers
+	done   chan struct{}             // closed when they have stopped
+	pods   cache.SharedIndexInformer // the running pod informer, for the CA's node checks
 }
 
 // New checks that the cluster can be watched (reachable, RBAC, CRDs,
@@ -162,6 +166,9 @@ func (s *Source) Start(ctx context.Context, sink EndpointSink) error {
 		close(s.done)
 		return err
 	}
+	s.mu.Lock()
+	s.pods = w.pods
+	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		w.shutdown()

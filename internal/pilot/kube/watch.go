@@ -66,10 +66,13 @@ func (w *watch) start(ctx context.Context) ([]cache.InformerSynced, error) {
 	if err := w.slices.AddIndexers(sliceIndexers); err != nil {
 		return nil, fmt.Errorf("index EndpointSlices: %w", err)
 	}
+	if err := w.pods.AddIndexers(podIndexers); err != nil {
+		return nil, fmt.Errorf("index pods: %w", err)
+	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  cache.ResourceEventHandler
-	}{{w.pods, w.podHandler()}, {w.nodes, w.nodeHandler()}} {
+	}{{w.pods, w.podHandler()}, {w.pods, w.podWorkloadHandler()}, {w.nodes, w.nodeHandler()}} {
 		reg, err := h.inf.AddEventHandler(h.fn)
 		if err != nil {
 			return nil, fmt.Errorf("watch pods and nodes: %w", err)

@@ -38,6 +38,10 @@ func (s *sliceSink) DeleteEndpointSlice(_ config.Key, slice string) {
 	delete(s.bySlice, slice)
 }
 
+// Pods as workloads are not what these tests watch.
+func (s *sliceSink) SetPodWorkload(*registry.PodWorkload) {}
+func (s *sliceSink) DeletePodWorkload(_, _ string)        {}
+
 // describe is the slice's endpoints as "ADDRESS sa=SA app=APP", or
 // "absent".
 func (s *sliceSink) describe(slice string) string {

@@ -307,7 +307,7 @@ func mapsEqual(a, b map[string]string) bool {
 // every proxy's generation.
 type Snapshot struct {
 	Services []*model.Service // sorted by hostname, then namespace
-	// Workloads are the WorkloadEntries and registered sidecars, sorted by
+	// Workloads are the WorkloadEntries, Pods and registered sidecars, sorted by
 	// namespace, then name, then address.
 	Workloads  []*model.Workload
 	endpoints  map[serviceID][]*model.Endpoint
@@ -348,8 +348,19 @@ func (r *Registry) Snapshot() *Snapshot {
 	}
 	byNamespace := map[string][]*workload{}
 	views := map[*workload]*model.Workload{}
+	podAddresses := map[string]bool{} // "NS/IP" of pods
+	for _, w := range r.workloads {
+		if w.pod != nil {
+			podAddresses[w.namespace+"/"+w.address] = true
+		}
+	}
 	for _, w := range r.workloads {
 		if r.visibleLocked(w.namespace) {
+			if w.pod == nil && strings.HasPrefix(w.id, proxyIDPrefix) && podAddresses[w.namespace+"/"+w.address] {
+				// A sidecar's pod is the workload already: selected twice it
+				// would be a ServiceEntry's endpoint twice.
+				continue
+			}
 			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)
 			v := w.view()
 			views[w] = v
@@ -368,11 +379,16 @@ func (r *Registry) Snapshot() *Snapshot {
 				eps = sliceEndpoints(svc, res, r.slices[res.Key()])
 			}
 			for _, w := range byNamespace[svc.Namespace] {
-				if !r.fromSlices(res) && selects(svc, w) {
-					selected := endpointsFor(svc, w)
-					eps = append(eps, selected...)
-					views[w].Services = append(views[w].Services, workloadService(svc, selected))
+				if !selects(svc, w) {
+					continue
 				}
+				if r.fromSlices(res) {
+					views[w].Services = append(views[w].Services, w.selectedBy(svc, res))
+					continue
+				}
+				selected := endpointsFor(svc, w)
+				eps = append(eps, selected...)
+				views[w].Services = append(views[w].Services, workloadService(svc, selected))
 			}
 			sort.Slice(eps, func(i, j int) bool {
 				if eps[i].Address != eps[j].Address {

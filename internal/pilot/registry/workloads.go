@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
@@ -16,10 +17,10 @@ const tlsModeLabel = "security.istio.io/tlsMode"
 // proxyIDPrefix starts the id of a workload registered by a connected proxy.
 const proxyIDPrefix = "proxy/"
 
-// workload is something that can serve a service: a WorkloadEntry, or a proxy
-// that connected with its labels and address.
+// workload is something that can serve a service: a WorkloadEntry, a
+// Kubernetes Pod, or a proxy that connected with its labels and address.
 type workload struct {
-	id             string // "WorkloadEntry/ns/name" or "proxy/<node id>"
+	id             string // "WorkloadEntry/ns/name", "Pod/ns/name" or "proxy/<node id>"
 	namespace      string
 	name           string
 	address        string
@@ -27,6 +28,7 @@ type workload struct {
 	serviceAccount string
 	ports          map[string]uint32 // WorkloadEntry's port overrides, by service port name
 	tlsMode        string
+	pod            *PodWorkload // what the pod said; nil for the others
 }
 
 func fromWorkloadEntry(r *config.Resource, we *networking.WorkloadEntry) *workload {
@@ -63,10 +65,26 @@ func fromProxy(p *model.Proxy) *workload {
 // view is the workload as pushes see it, without its services (the snapshot
 // adds those).
 func (w *workload) view() *model.Workload {
-	return &model.Workload{
+	v := &model.Workload{
 		Name: w.name, Namespace: w.namespace, Address: w.address, Labels: w.labels,
-		ServiceAccount: w.serviceAccount, FromEntry: !strings.HasPrefix(w.id, proxyIDPrefix),
+		ServiceAccount: w.serviceAccount,
+		FromEntry:      !strings.HasPrefix(w.id, proxyIDPrefix) && w.pod == nil,
 	}
+	if p := w.pod; p != nil {
+		v.FromPod, v.Node, v.WorkloadName, v.NotReady, v.Sidecar = true, p.Node, p.WorkloadName, !p.Ready, p.Sidecar
+	}
+	return v
+}
+
+// selectedBy is the workload's port mapping for a service that selects it.
+// A Kubernetes Service on a cluster takes its endpoints from
+// EndpointSlices, but node proxies still need each pod's services
+// (the WDS workload's services), from the selector as istiod finds them.
+func (w *workload) selectedBy(svc *model.Service, res *config.Resource) model.WorkloadService {
+	if spec, ok := res.Spec.(*corev1.ServiceSpec); ok && w.pod != nil {
+		return model.WorkloadService{Service: svc, Ports: podServicePorts(svc, spec, w.pod)}
+	}
+	return workloadService(svc, endpointsFor(svc, w))
 }
 
 // workloadService is a selecting service with the ports its endpoints on the

@@ -72,15 +72,15 @@ func (s *Snapshot) ambient() (*ambientConfig, error) {
 func (s *Snapshot) buildAmbient(out *ambientConfig) error {
 	root := s.Scopes.RootNamespace()
 	for _, w := range s.Registry.Workloads {
-		if !w.FromEntry {
-			continue // a sidecar registered by its connection; not a pod of the lab
+		if !w.FromEntry && !w.FromPod {
+			continue // a sidecar registered by its connection: its pod, or entry, is the workload
 		}
 		policies := s.workloadPolicies(w)
 		if s.peerAuthenticationsFor(w.Namespace, w.Labels).workloadMode() == generate.MTLSStrict {
 			policies = append(policies, root+"/"+generate.StaticStrictPolicyName)
 		}
 		wl := generate.AmbientWorkload(generate.WorkloadInput{
-			Workload: w, TrustDomain: s.Mesh.GetTrustDomain(), Ambient: s.enrolled(w) || s.isWaypointPod(w),
+			Workload: w, TrustDomain: s.Mesh.GetTrustDomain(), Ambient: s.captured(w) || s.isWaypointPod(w),
 			Policies: policies, Waypoint: s.workloadWaypoint(w),
 		})
 		r, err := encode(wl.Uid, &workloadapi.Address{Type: &workloadapi.Address_Workload{Workload: wl}})
@@ -153,6 +153,13 @@ func (s *Snapshot) anyStrict() bool {
 		}
 	}
 	return false
+}
+
+// captured says whether the node proxy carries a workload's traffic:
+// enrolled, and without a sidecar of its own (istiod's ambient index sends
+// a pod with a sidecar as not captured, whatever its namespace says).
+func (s *Snapshot) captured(w *model.Workload) bool {
+	return s.enrolled(w) && !w.Sidecar
 }
 
 // enrolled says whether a workload is in the ambient mode: its own label,
