@@ -79,7 +79,7 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.sidecar, "sidecar", "none", "Sidecar scoping: none, mesh-wide (the book's), namespace (one per namespace: ./* and istio-system/*)")
 	fs.StringVar(&f.excludeNS, "discovery-selectors", "", "comma-separated namespaces to exclude with the book's discoverySelectors (labelled istio-exclude=true)")
 	fs.BoolVar(&f.delta, "delta", false, "delta xDS")
-	fs.BoolVar(&f.noSDS, "no-sds", false, "subscribe to no secrets (against istiod, whose sidecars get them from istio-agent)")
+	fs.BoolVar(&f.noSDS, "no-sds", false, "subscribe to no secrets (against istiod, whose sidecars get them from istio-agent; implied by --kube, where sidecars get them from the CA)")
 	fs.BoolVar(&f.sotw, "sotw", false, "state-of-the-world xDS (the default)")
 	durationVar(fs, &f.knobs.DebounceAfter, "debounce-after", 0, "PILOT_DEBOUNCE_AFTER for the pilot subprocess (its default 100ms)")
 	durationVar(fs, &f.knobs.DebounceMax, "debounce-max", 0, "PILOT_DEBOUNCE_MAX (default 10s)")
@@ -182,6 +182,9 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
 	if f.kube {
 		c.Kube = &driver.KubeOptions{Kubeconfig: f.kubeconfig, CIDR: f.kwokCIDR}
+		// The pilot on Kubernetes authenticates certificate requests and
+		// serves no secret over SDS; sidecars there take theirs from the CA.
+		c.NoSDS = true
 	} else if f.kubeconfig != "" {
 		return driver.Config{}, usagef("--kubeconfig goes with --kube")
 	}
