@@ -41,8 +41,9 @@ func Cluster(args []string, stdout, stderr io.Writer) int {
 func clusterBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf cluster build", "",
 		fmt.Sprintf("Builds Kubernetes %s, CoreDNS %s and kwok %s from the Go module proxy into their cache,\n"+
-			"/var/cache/meshperf/kubernetes-%s as root (%s overrides it), one line per step. Nothing is built\n"+
-			"when every binary is there with its version; an interrupted build leaves the cache as it was. Cold: about\n"+
+			"/var/cache/meshperf/kubernetes-%s as root (%s overrides it), with kwok's stage files from its module\n"+
+			"in kwok-stages/, one line per step. Nothing is built when every binary is there with its version (missing\n"+
+			"stages are copied alone); an interrupted build leaves the cache as it was. Cold: about\n"+
 			"7 minutes on 2 cores and 5 GB of Go caches; warm: a minute or two.",
 			dist.KubernetesVersion, dist.CoreDNSVersion, dist.KwokVersion, dist.KubernetesVersion, dist.DirEnv))
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {

@@ -80,7 +80,7 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.sidecar, "sidecar", "none", "Sidecar scoping: none, mesh-wide (the book's), namespace (one per namespace: ./* and istio-system/*)")
 	fs.StringVar(&f.excludeNS, "discovery-selectors", "", "comma-separated namespaces to exclude with the book's discoverySelectors (labelled istio-exclude=true)")
 	fs.BoolVar(&f.delta, "delta", false, "delta xDS")
-	fs.BoolVar(&f.noSDS, "no-sds", false, "subscribe to no secrets (against istiod, whose sidecars get them from istio-agent)")
+	fs.BoolVar(&f.noSDS, "no-sds", false, "subscribe to no secrets (against istiod, whose sidecars get them from istio-agent; implied by --kube, where sidecars get them from the CA)")
 	fs.BoolVar(&f.sotw, "sotw", false, "state-of-the-world xDS (the default)")
 	durationVar(fs, &f.knobs.DebounceAfter, "debounce-after", 0, "PILOT_DEBOUNCE_AFTER for the pilot subprocess (its default 100ms)")
 	durationVar(fs, &f.knobs.DebounceMax, "debounce-max", 0, "PILOT_DEBOUNCE_MAX (default 10s)")

@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,6 +30,39 @@ func TestCploadBadInput(t *testing.T) {
 		code := runCpload(context.Background(), tc.args, &stdout, &stderr, []string{"/nonexistent"})
 		if code != exitBadInput || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line containing %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// With --kube the simulated sidecars subscribe to no secrets: the pilot on
+// Kubernetes serves none over SDS (certificates come from its CA), so a
+// proxy waiting for "default" would never count as synced.
+func TestCploadKubeSubscribesToNoSecrets(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "admin") // only its existence is checked here
+	if err := os.WriteFile(kubeconfig, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args      []string
+		wantNoSDS bool
+	}{
+		{[]string{"--kube", "--kubeconfig", kubeconfig}, true},
+		{nil, false},
+		{[]string{"--no-sds"}, true},
+	} {
+		cmd := newCommand("meshperf cpload run", "[flags]", "")
+		var f cploadRunFlags
+		f.define(cmd.flags)
+		if err := cmd.parseFlagsOnly(tc.args, io.Discard); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		f.kubeDefaults(cmd.flags)
+		c, err := f.config([]string{"/nonexistent"}, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.NoSDS != tc.wantNoSDS {
+			t.Errorf("%v: NoSDS = %v, want %v", tc.args, c.NoSDS, tc.wantNoSDS)
 		}
 	}
 }

@@ -85,6 +85,7 @@ func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*
 	opts := f.injection
 	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
 	opts.CAAddress = "https://" + net.JoinHostPort(host, strconv.Itoa(inject.PortSecureXDS))
+	opts.TrustDomain = f.mesh.GetTrustDomain()
 	wh, err := inject.NewWebhook(opts, log, srv.Metrics())
 	if err != nil {
 		return nil, err

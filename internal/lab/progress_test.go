@@ -306,3 +306,23 @@ func TestWaypointConverged(t *testing.T) {
 		}
 	}
 }
+
+// MetricSample reads the kubelet's resource metrics, whose samples carry
+// timestamps, by whole labels.
+func TestMetricSampleReadsTimestamps(t *testing.T) {
+	text := `# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="istio-proxy",namespace="lab",pod="client-1"} 1.25 1732790000123
+container_cpu_usage_seconds_total{container="istio-proxy-x",namespace="lab",pod="client-1"} 9 1732790000456
+`
+	v, ms, ok := MetricSample(text, "container_cpu_usage_seconds_total", map[string]string{"container": "istio-proxy", "pod": "client-1"})
+	if !ok || v != 1.25 || ms != 1732790000123 {
+		t.Errorf("sample = %v at %d (%v), want 1.25 at 1732790000123", v, ms, ok)
+	}
+	if _, _, ok := MetricSample(text, "container_cpu_usage_seconds_total", map[string]string{"container": "app"}); ok {
+		t.Error("a sample for a container that has none")
+	}
+	if _, _, ok := MetricSample("not {prometheus", "x", nil); ok {
+		t.Error("a sample from text that is not Prometheus' format")
+	}
+}

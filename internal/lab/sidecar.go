@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 )
@@ -297,59 +298,25 @@ func orNone(s string) string {
 }
 
 // SumMetric adds up the samples of a Prometheus text metric whose labels
-// include every pair in want.
+// include every pair in want; 0 when there are none, or when text is not
+// Prometheus' text format.
 func SumMetric(text, name string, want map[string]string) float64 {
-	total := 0.0
-	for _, line := range strings.Split(text, "\n") {
-		if f := sampleFields(line, name, want); len(f) > 0 {
-			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
-				total += v
-			}
-		}
+	s, err := metrics.Parse(strings.NewReader(text))
+	if err != nil {
+		return 0
 	}
-	return total
+	return s.SumWhere(name, want)
 }
 
 // MetricSample is the first sample of a Prometheus text metric whose
 // labels include every pair in want: its value, and its timestamp (ms
 // since the epoch) when the line has one (the kubelet's do), else 0.
 func MetricSample(text, name string, want map[string]string) (value float64, timestampMS int64, ok bool) {
-	for _, line := range strings.Split(text, "\n") {
-		f := sampleFields(line, name, want)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return 0, 0, false
-		}
-		if len(f) > 1 {
-			timestampMS, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-		return v, timestampMS, true
+	s, err := metrics.Parse(strings.NewReader(text))
+	if err != nil {
+		return 0, 0, false
 	}
-	return 0, 0, false
-}
-
-// sampleFields are the value and timestamp of line when it is a sample of
-// name whose labels include every pair in want; nil otherwise.
-func sampleFields(line, name string, want map[string]string) []string {
-	if !strings.HasPrefix(line, name+"{") {
-		return nil
-	}
-	end := strings.LastIndexByte(line, '}')
-	if end < 0 {
-		return nil
-	}
-	// A leading comma makes every label start with one, so that
-	// destination_service never matches inside another label's name.
-	labels := "," + line[len(name)+1:end]
-	for k, v := range want {
-		if !strings.Contains(labels, ","+k+`="`+v+`"`) {
-			return nil
-		}
-	}
-	return strings.Fields(line[end+1:])
+	return s.FirstWhere(name, want)
 }
 
 // LoopbackSidecarArgs are meshperf-proxy's flags for a sidecar of pod p on

@@ -162,6 +162,9 @@ func startKube(ctx context.Context, c *Config) (*kubeRun, *shape.Mesh, *KubeFigu
 	if _, err := rand.Read(id); err != nil {
 		return nil, nil, nil, err
 	}
+	// Sidecars on Kubernetes take their certificates from the CA, not SDS:
+	// the pilot there serves no secrets, and istiod's come from istio-agent.
+	c.NoSDS = true
 	k := &kubeRun{client: client, rest: rc, run: hex.EncodeToString(id), timeout: c.timeout()}
 	if k.dir, err = os.MkdirTemp("", "meshperf-cpload-kwok-"); err != nil {
 		return nil, nil, nil, err

@@ -83,7 +83,7 @@ func (k *kubeRun) startIstiod(ctx context.Context, c *Config) (*kubeIstiod, erro
 		return nil, err
 	}
 	c.Target, c.MetricsURL, c.TargetPID = ki.i.XDS, ki.i.MetricsURL, ki.i.PID()
-	c.MeshName, c.MeshVersion, c.NoSDS = "istiod", version, true
+	c.MeshName, c.MeshVersion = "istiod", version
 	return ki, nil
 }
 

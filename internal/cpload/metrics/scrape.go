@@ -174,6 +174,52 @@ func (s *Snapshot) HistogramCountBy(name, label string) map[string]float64 {
 	return out
 }
 
+// SumWhere adds up the series of name whose labels include every pair in
+// want (0 when none): sum(name{k="v",...}) in PromQL.
+func (s *Snapshot) SumWhere(name string, want map[string]string) float64 {
+	total := 0.0
+	if s == nil {
+		return total
+	}
+	for _, m := range s.Families[name].GetMetric() {
+		if hasLabels(m, want) {
+			total += value(m)
+		}
+	}
+	return total
+}
+
+// FirstWhere is the first series of name whose labels include every pair
+// in want: its value, and its timestamp (ms since the epoch) when the
+// exposition gave one (the kubelet's does), else 0.
+func (s *Snapshot) FirstWhere(name string, want map[string]string) (v float64, timestampMS int64, ok bool) {
+	if s == nil {
+		return 0, 0, false
+	}
+	for _, m := range s.Families[name].GetMetric() {
+		if hasLabels(m, want) {
+			return value(m), m.GetTimestampMs(), true
+		}
+	}
+	return 0, 0, false
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == k {
+				found = lp.GetValue() == v
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 func labelValue(m *dto.Metric, label string) string {
 	for _, lp := range m.GetLabel() {
 		if lp.GetName() == label {

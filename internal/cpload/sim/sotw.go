@@ -7,6 +7,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/ptr"
 )
 
 // runSotW plays a sidecar on a state-of-the-world stream: every request names
@@ -96,7 +97,7 @@ func (st *session) sotwNames(t Type, resp *discoveryv3.DiscoveryResponse) *Type 
 			}
 		}
 		if added, removed := st.setDependent(Endpoint, eds); added != nil || removed != nil {
-			changed = ptr(Endpoint)
+			changed = ptr.To(Endpoint)
 		}
 	case Listener:
 		var routes []string
@@ -105,10 +106,8 @@ func (st *session) sotwNames(t Type, resp *discoveryv3.DiscoveryResponse) *Type 
 			routes = append(routes, rs...)
 		}
 		if added, removed := st.setDependent(Route, routes); added != nil || removed != nil {
-			changed = ptr(Route)
+			changed = ptr.To(Route)
 		}
 	}
 	return changed
 }
-
-func ptr[T any](v T) *T { return &v }

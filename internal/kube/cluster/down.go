@@ -410,7 +410,7 @@ func removeNewDirs(s *state, withState bool) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{removeRuntimeFiles(s.StateDir)}
+	errs := []error{removeRuntimeFiles(s.StateDir, s.Host)}
 	for _, d := range runtimeDirs {
 		if !s.Host.Dirs[d] {
 			removeEmptyTree(d)
@@ -455,8 +455,9 @@ const (
 // point: the device-plugin socket and checkpoint, the log links into the
 // state directory, the results cached for the cluster's pod sandboxes
 // (which a pod's CNI DEL removes, unless a crash prevented it).
-func removeRuntimeFiles(stateDir string) error {
-	files := []string{filepath.Join(kubeletDevicePlugins, "kubelet.sock"), filepath.Join(kubeletDevicePlugins, "kubelet_internal_checkpoint")}
+func removeRuntimeFiles(stateDir string, host HostState) error {
+	errs := []error{removeKubeletFiles(kubeletDevicePlugins, host.KubeletFiles)}
+	var files []string
 	links, _ := os.ReadDir(containerLogLinks)
 	for _, e := range links {
 		p := filepath.Join(containerLogLinks, e.Name())
@@ -471,11 +472,46 @@ func removeRuntimeFiles(stateDir string) error {
 			files = append(files, results...)
 		}
 	}
-	var errs []error
 	for _, f := range files {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeletFiles are the device-plugin directory dir, where the kubelet
+// makes its socket and checkpoint whatever it is told, and those two files.
+func kubeletFiles(dir string) []string {
+	return []string{dir, filepath.Join(dir, "kubelet.sock"), filepath.Join(dir, "kubelet_internal_checkpoint")}
+}
+
+// existing says which of paths exist.
+func existing(paths []string) map[string]bool {
+	m := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		_, err := os.Lstat(p)
+		m[p] = err == nil
+	}
+	return m
+}
+
+// removeKubeletFiles removes what of kubeletFiles(dir) did not exist at Up
+// (had): the files, then the directory if empty. A checkpoint an earlier
+// kubelet on the host left stays, as does the directory holding it.
+func removeKubeletFiles(dir string, had map[string]bool) error {
+	paths := kubeletFiles(dir)
+	var errs []error
+	for _, f := range paths[1:] {
+		if had[f] {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if !had[dir] {
+		_ = os.Remove(dir) // only if empty: what is left is another party's
 	}
 	return errors.Join(errs...)
 }

@@ -30,9 +30,14 @@ type HostState struct {
 	Mounts   []string                 `json:"mounts"` // mount points, in mount order
 	// Dirs says which of the directories the runtime and the kubelet create
 	// outside the state directory existed.
-	Dirs    map[string]bool `json:"dirs"`
-	Cgroups []string        `json:"cgroups"` // the cgroup hierarchies' top-level directories
-	Netns   []string        `json:"netns"`   // named network namespaces
+	Dirs map[string]bool `json:"dirs"`
+	// KubeletFiles says which of the files the kubelet keeps outside the
+	// state directory (kubeletFiles) existed, so that Down removes only
+	// those its kubelet made; absent in the state of an older Up, which
+	// Down then takes as none.
+	KubeletFiles map[string]bool `json:"kubelet_files,omitempty"`
+	Cgroups      []string        `json:"cgroups"` // the cgroup hierarchies' top-level directories
+	Netns        []string        `json:"netns"`   // named network namespaces
 }
 
 // IptablesTable is one table of iptables-save's output.
@@ -106,6 +111,7 @@ func Snapshot() (HostState, error) {
 		_, err := os.Lstat(d)
 		s.Dirs[d] = err == nil
 	}
+	s.KubeletFiles = existing(kubeletFiles(kubeletDevicePlugins))
 	s.Cgroups = cgroupTops()
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {

@@ -34,7 +34,7 @@ var installed = map[string]string{
 // BuildResult says what Build did.
 type BuildResult struct {
 	Dir          string
-	AlreadyBuilt bool // every binary was there with the right version: nothing was built
+	AlreadyBuilt bool // every binary was there with the right version, and kwok's stages: nothing was done
 }
 
 // Build builds the pinned binaries into dir, normally Dir(). It is
@@ -63,7 +63,17 @@ func Build(ctx context.Context, dir string, progress io.Writer) (BuildResult, er
 		return res, fmt.Errorf("build lock %s: %w", lock.Name(), err)
 	}
 	if CheckVersions(ctx, Bins{Dir: dir}) == nil {
-		res.AlreadyBuilt = true
+		if _, err := (Bins{Dir: dir}).KwokStages(); err == nil {
+			res.AlreadyBuilt = true
+			return res, nil
+		}
+		// A cache built before the stages were kept in it: the binaries
+		// stay, the stages are added.
+		start := time.Now()
+		if err := copyKwokStages(ctx, goTool, dir); err != nil {
+			return res, fmt.Errorf("copy kwok's stages: %w", err)
+		}
+		fmt.Fprintf(progress, "%-60s %s\n", "copy kwok's stages", time.Since(start).Round(100*time.Millisecond))
 		return res, nil
 	}
 	// What an interrupted build left (the lock says none is running).
@@ -132,6 +142,10 @@ func (b *builder) run() error {
 			do   func() error
 		}{"build " + name + " (" + installed[name] + ")", func() error { return b.goCmd("install", "-trimpath", "-ldflags", "-s -w", installed[name]) }})
 	}
+	steps = append(steps, struct {
+		what string
+		do   func() error
+	}{"copy kwok's stages", func() error { return copyKwokStages(b.ctx, b.goTool, b.out) }})
 	total := time.Now()
 	for _, s := range steps {
 		start := time.Now()

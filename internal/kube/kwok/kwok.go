@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -46,59 +45,10 @@ var Taint = corev1.Taint{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev
 // Toleration lets a pod run on a fake node.
 var Toleration = corev1.Toleration{Key: Taint.Key, Operator: corev1.TolerationOpEqual, Value: Taint.Value, Effect: Taint.Effect}
 
-// stageFiles are the kwok module's "fast" stages a run needs, relative to
-// its kustomize/stage directory: nodes become Ready and keep a heartbeat
-// (else the node lifecycle controller would evict their pods), pods become
-// Ready at once and go when deleted.
-var stageFiles = []string{
-	"node/fast/node-initialize.yaml",
-	"node/heartbeat/node-heartbeat.yaml",
-	"pod/fast/pod-ready.yaml",
-	"pod/fast/pod-complete.yaml",
-	"pod/fast/pod-delete.yaml",
-}
-
-// StagesDir is where `meshperf cluster build` leaves kwok's stages, next
-// to the binaries.
-func StagesDir(b dist.Bins) string { return filepath.Join(b.Dir, "kwok-stages") }
-
-// Stages returns the stage files: from StagesDir, else from kwok's module
-// in the Go module cache (where the dist build downloaded it). They are
-// kwok's own definitions, never copied into the repository.
-func Stages(b dist.Bins) ([]string, error) {
-	var dirs []string
-	dirs = append(dirs, StagesDir(b))
-	if mc := moduleCache(); mc != "" {
-		dirs = append(dirs, filepath.Join(mc, "sigs.k8s.io", "kwok@"+dist.KwokVersion, "kustomize", "stage"))
-	}
-	for _, d := range dirs {
-		var files []string
-		for _, f := range stageFiles {
-			p := filepath.Join(d, filepath.FromSlash(f))
-			if _, err := os.Stat(p); err != nil {
-				break
-			}
-			files = append(files, p)
-		}
-		if len(files) == len(stageFiles) {
-			return files, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: no kwok %s stages in %s or the Go module cache: run `meshperf cluster build`", dist.ErrNotBuilt, dist.KwokVersion, StagesDir(b))
-}
-
-func moduleCache() string {
-	if d := os.Getenv("GOMODCACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("GOPATH"); d != "" {
-		return filepath.Join(filepath.SplitList(d)[0], "pkg", "mod")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, "go", "pkg", "mod")
-	}
-	return ""
-}
+// Stages returns kwok's stage files in b's cache, where `meshperf cluster
+// build` copies them (dist.KwokStageFiles says which and why), or an error
+// matching dist.ErrNotBuilt saying to run it.
+func Stages(b dist.Bins) ([]string, error) { return b.KwokStages() }
 
 // Options says how to run kwok.
 type Options struct {

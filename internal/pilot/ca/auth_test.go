@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/testutil"
@@ -33,15 +34,13 @@ func tokenFor(t *testing.T, c kubernetes.Interface, namespace, sa, audience stri
 		}
 	}
 	tr, err := c.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptrTo(int64(600))},
+		Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To(int64(600))},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("token request for %s/%s: %v", namespace, sa, err)
 	}
 	return tr.Status.Token
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // serveCertificates serves the service over gRPC on loopback and returns a client.
 func serveCertificates(t *testing.T, svc *CertificateService) pb.IstioCertificateServiceClient {

@@ -99,6 +99,9 @@ type Server struct {
 	xds     *xds.Server
 	current atomic.Pointer[snapshot.Snapshot]
 	pushes  atomic.Int64
+	// sdsRefused counts SDS requests refused because certificates come
+	// from the CA (refusesSDS).
+	sdsRefused prometheus.Counter
 
 	ctx context.Context // set by Run; inbound updates stop with it
 	// serving is closed once Run has published the first snapshot: before
@@ -181,6 +184,11 @@ func New(opts Options) (*Server, error) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pilot_services", Help: "Total services known to pilot.",
 	}, func() float64 { return float64(s.reg.ServiceCount()) }))
+	s.sdsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pilot_sds_refused",
+		Help: "SDS requests answered with no secret because proxies get certificates from the CA (with certificate authentication on).",
+	})
+	reg.MustRegister(s.sdsRefused)
 	if opts.Kube != nil {
 		reg.MustRegister(opts.Kube.Collectors()...)
 	}
@@ -257,6 +265,14 @@ func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
 	}
 	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA), opts...).Register(g)
 }
+
+// refusesSDS says whether SDS serves no secret. With CertificateAuth set
+// (on Kubernetes) a workload's certificate is only for a caller whose
+// service-account token proves the identity, which the CA checks on 15012;
+// xDS callers prove nothing (their node metadata is a claim), so, as
+// istiod does for proxies it has not authenticated, SDS serves them none,
+// the mesh root included: it reaches sidecars with their certificate.
+func (s *Server) refusesSDS() bool { return s.opts.CertificateAuth != nil }
 
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {

@@ -283,7 +283,8 @@ func TestStreamBeforeFirstSnapshotIsRefused(t *testing.T) {
 	}
 }
 
-// counter reads a counter with a type label from the server's registry.
+// counter reads a counter with a type label from the server's registry;
+// typ "" reads one without labels.
 func counter(t *testing.T, s *discovery.Server, name, typ string) float64 {
 	t.Helper()
 	families, err := s.Metrics().Gather()
@@ -295,6 +296,9 @@ func counter(t *testing.T, s *discovery.Server, name, typ string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			if typ == "" && len(m.GetLabel()) == 0 {
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "type" && l.GetValue() == typ {
 					return m.GetCounter().GetValue()

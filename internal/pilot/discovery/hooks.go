@@ -13,7 +13,19 @@ import (
 // generator serves the xDS server from the current snapshot.
 type generator struct{ s *Server }
 
-func (g generator) Generate(p *model.Proxy, typeURL string, names []string, _ *model.PushRequest) (xds.Resources, error) {
+func (g generator) Generate(p *model.Proxy, typeURL string, names []string, req *model.PushRequest) (xds.Resources, error) {
+	if typeURL == snapshot.SecretType && g.s.refusesSDS() {
+		if req != nil {
+			// Refused when asked; a push has nothing new to send.
+			return nil, xds.ErrUnchanged
+		}
+		g.s.sdsRefused.Inc()
+		g.s.scopeLog(ScopeADS).Warn("SDS refused: on Kubernetes a proxy gets its certificate from the CA (15012, CreateCertificate with its service-account token), not over xDS",
+			"proxy", p.ID, "names", names)
+		// An empty answer, as istiod gives a proxy it has not authenticated:
+		// nothing to NACK, and the proxy does not wait for a reply.
+		return xds.Resources{}, nil
+	}
 	rs, err := g.s.current.Load().Generate(p, typeURL, names)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/config"
@@ -208,7 +209,7 @@ func createSlice(t *testing.T, c kubernetes.Interface, ns, service, name, node s
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
 	}
 	for addr, pod := range pods {
 		slice.Endpoints = append(slice.Endpoints, sliceEndpoint(addr, pod, ns, node))
@@ -222,9 +223,9 @@ func createSlice(t *testing.T, c kubernetes.Interface, ns, service, name, node s
 func sliceEndpoint(addr, pod, ns, node string) discoveryv1.Endpoint {
 	return discoveryv1.Endpoint{
 		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod},
-		NodeName:   ptr(node),
+		NodeName:   ptr.To(node),
 	}
 }
 
@@ -235,8 +236,6 @@ func ackNames(r *discoveryv3.DiscoveryResponse, names ...string) *discoveryv3.Di
 	req.ResourceNames = names
 	return req
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // endpointsOf lists an EDS response's endpoints as "address:port@region/zone",
 // in order.

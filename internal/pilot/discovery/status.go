@@ -93,6 +93,9 @@ func (s *Server) ConfigDump(proxyID string) (*adminv3.ConfigDump, error) {
 	snap := s.current.Load()
 	p := conn.Proxy()
 	gen := func(typeURL string) ([]snapshot.Resource, error) {
+		if typeURL == snapshot.SecretType && s.refusesSDS() {
+			return nil, nil // the proxy was sent none
+		}
 		return snap.Generate(p, typeURL, watched[typeURL])
 	}
 	dump := &adminv3.ConfigDump{}

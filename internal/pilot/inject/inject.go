@@ -92,7 +92,15 @@ type Options struct {
 	// CAAddress is the certificate API (https://HOST:PORT) the sidecar gets
 	// its certificate from with its token.
 	CAAddress string
+	// TrustDomain is the mesh's (mesh config trustDomain; DefaultTrustDomain
+	// when empty), passed to the sidecar as TRUST_DOMAIN, as Istio's
+	// injector does: the identity the sidecar asks the CA for, and the
+	// one its peers must have, are in it.
+	TrustDomain string
 }
+
+// DefaultTrustDomain is Istio's default trust domain.
+const DefaultTrustDomain = "cluster.local"
 
 func (o Options) withDefaults() Options {
 	if o.ImageRepo == "" {
@@ -106,6 +114,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CAAddress == "" {
 		o.CAAddress = DefaultCAAddress
+	}
+	if o.TrustDomain == "" {
+		o.TrustDomain = DefaultTrustDomain
 	}
 	return o
 }
@@ -314,6 +325,7 @@ func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Co
 			{Name: "INSTANCE_IP", ValueFrom: field("status.podIP")},
 			{Name: "SERVICE_ACCOUNT", ValueFrom: field("spec.serviceAccountName")},
 			{Name: "NODE_NAME", ValueFrom: field("spec.nodeName")},
+			{Name: "TRUST_DOMAIN", Value: o.TrustDomain},
 			{Name: "LABELS", Value: labelList(withLabels(p.Labels, sidecarLabels(p)))},
 			// The workload its telemetry names (source_workload and
 			// destination_workload): the Deployment, not the pod.

@@ -90,3 +90,25 @@ func FuzzProxySettingsOf(f *testing.F) {
 		}
 	})
 }
+
+// The sidecar is told the mesh's trust domain (TRUST_DOMAIN, as Istio's
+// injector does), Istio's default when the mesh config names none.
+func TestSidecarGetsTheTrustDomain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "echo-1", Namespace: "shop"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.test/echo:1"}}}}
+	for _, tc := range []struct{ set, want string }{{"", "cluster.local"}, {"example.org", "example.org"}} {
+		inj, err := Options{Tag: "v9", TrustDomain: tc.set}.Sidecar(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range inj.Proxy.Env {
+			if e.Name == "TRUST_DOMAIN" {
+				got = append(got, e.Value)
+			}
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("trust domain %q: TRUST_DOMAIN %q, want one, %q", tc.set, got, tc.want)
+		}
+	}
+}

@@ -209,6 +209,7 @@ func TestWebhookInjectsPodInLabelledNamespace(t *testing.T) {
 		"INSTANCE_IP": "field:status.podIP", "SERVICE_ACCOUNT": "field:spec.serviceAccountName",
 		"LABELS":        "app=echo,security.istio.io/tlsMode=istio,service.istio.io/canonical-name=echo,service.istio.io/canonical-revision=v1,version=v1",
 		"WORKLOAD_NAME": "echo",
+		"TRUST_DOMAIN":  "cluster.local",
 	} {
 		if env[k] != want {
 			t.Errorf("istio-proxy env %s=%q, want %q", k, env[k], want)

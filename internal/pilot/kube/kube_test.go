@@ -13,7 +13,10 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/kube"
@@ -31,7 +34,10 @@ func TestRESTConfigWithoutKubeconfig(t *testing.T) {
 		want       string
 	}{
 		{"path missing", missing, noEnv, "--kubeconfig " + missing + ": no such file or directory"},
-		{"no path outside a pod", "", noEnv, "give --kubeconfig PATH, or run in a pod (KUBERNETES_SERVICE_HOST is not set)"},
+		{"no path outside a pod", "", noEnv, "give --kubeconfig PATH, set KUBECONFIG, or run in a pod (neither KUBECONFIG nor HOME is set, and KUBERNETES_SERVICE_HOST is not set)"},
+		{"KUBECONFIG's files all missing", "", env(map[string]string{"KUBECONFIG": missing + ":" + missing + "2"}),
+			"(no file of KUBECONFIG=" + missing + ":" + missing + "2 exists, and KUBERNETES_SERVICE_HOST is not set)"},
+		{"no ~/.kube/config", "", env(map[string]string{"HOME": t.TempDir()}), "KUBECONFIG is not set, no "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := kube.RESTConfig(tc.path, tc.getenv)
@@ -39,6 +45,83 @@ func TestRESTConfigWithoutKubeconfig(t *testing.T) {
 				t.Fatalf("err = %v, want ErrNoKubeconfig saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// Without --kubeconfig the kubeconfig is found as kubectl finds it:
+// KUBECONFIG's files merged in order (missing ones skipped), else
+// ~/.kube/config; --kubeconfig, when given, is the only file read.
+func TestRESTConfigFindsKubeconfigsAsKubectl(t *testing.T) {
+	s := kubetest.Start(t)
+	admin := s.Kubeconfig(t)
+	full, err := clientcmd.LoadFromFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name string, edit func(*clientcmdapi.Config)) string {
+		cfg := full.DeepCopy()
+		edit(cfg)
+		path := filepath.Join(dir, name)
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	// Split in two: the clusters and users without a current context, and
+	// a file that only chooses the context; only merged do they work.
+	noContext := write("no-context", func(c *clientcmdapi.Config) { c.CurrentContext = "" })
+	contextOnly := write("context-only", func(c *clientcmdapi.Config) {
+		*c = *clientcmdapi.NewConfig()
+		c.CurrentContext = "kubetest"
+	})
+	// Another server under the same names: the first file's value wins.
+	elsewhere := write("elsewhere", func(c *clientcmdapi.Config) { c.Clusters["kubetest"].Server = "https://127.0.0.1:1" })
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".kube"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(admin, filepath.Join(home, ".kube", "config")); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "absent")
+	want := s.RESTConfig().Host
+	for _, tc := range []struct {
+		name, path string
+		vars       map[string]string
+		host       string
+	}{
+		{"KUBECONFIG list merged", "", map[string]string{"KUBECONFIG": missing + ":" + contextOnly + ":" + noContext}, want},
+		{"KUBECONFIG first file wins", "", map[string]string{"KUBECONFIG": noContext + ":" + elsewhere + ":" + contextOnly}, want},
+		{"KUBECONFIG before ~/.kube/config", "", map[string]string{"KUBECONFIG": elsewhere, "HOME": home}, "https://127.0.0.1:1"},
+		{"~/.kube/config without KUBECONFIG", "", map[string]string{"HOME": home}, want},
+		{"--kubeconfig before KUBECONFIG", admin, map[string]string{"KUBECONFIG": elsewhere, "HOME": home}, want},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := kube.RESTConfig(tc.path, env(tc.vars))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Host != tc.host {
+				t.Errorf("host %s, want %s", cfg.Host, tc.host)
+			}
+		})
+	}
+	// A merged configuration is a working one.
+	cfg, err := kube.RESTConfig("", env(map[string]string{"KUBECONFIG": contextOnly + ":" + noContext}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Reachable(context.Background(), cs, cfg.Host, 10*time.Second); err != nil {
+		t.Error(err)
 	}
 }
 
