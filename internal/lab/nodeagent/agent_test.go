@@ -49,7 +49,9 @@ func TestEnrolled(t *testing.T) {
 		{"namespace unknown", running(nil), nil, false},
 		{"pod label ambient", running(func(p *corev1.Pod) { p.Labels = map[string]string{DataplaneModeLabel: DataplaneAmbient} }), plainNS, true},
 		{"pod opts out", running(func(p *corev1.Pod) { p.Labels = map[string]string{DataplaneModeLabel: DataplaneNone} }), ambientNS, false},
-		{"sidecar", running(func(p *corev1.Pod) { p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "istio-proxy"}) }), ambientNS, false},
+		{"sidecar", running(func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "istio-proxy"})
+		}), ambientNS, false},
 		{"native sidecar", running(func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "istio-proxy"}} }), ambientNS, false},
 		{"host network", running(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), ambientNS, false},
 		{"no address yet", running(func(p *corev1.Pod) { p.Status.PodIP = "" }), ambientNS, false},
