@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -10,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"istio.io/istio/pkg/zdsapi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +72,7 @@ func TestEnrolled(t *testing.T) {
 func TestAgentEnrolsAndReleasesAPod(t *testing.T) {
 	testenv.NeedNetns(t)
 	testenv.NeedCommand(t, "iptables-save", "iptables")
+	testenv.NeedCommand(t, "ip", "iproute2")
 	sleep := testenv.NeedCommand(t, "sleep", "coreutils")
 	api := kubetest.Start(t)
 	client := api.Client(t)
@@ -163,38 +163,22 @@ func TestAgentEnrolsAndReleasesAPod(t *testing.T) {
 	}
 }
 
-// inpodState reads, in the sandbox, the policy rules to the in-pod table
-// and the nat table.
+// inpodState reads, in the sandbox, the policy rules sending marked
+// connections to the in-pod table, and the nat table.
 func inpodState(t *testing.T, sandbox *pod.Pod) (rules int, nat string) {
 	t.Helper()
-	ns, err := netns.GetFromPath(sandbox.NetnsPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	rs, err := h.RuleList(netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rs {
-		if r.Table == pod.InpodRouteTable {
-			rules++
-		}
-	}
-	var out []byte
+	var ruleOut, natOut []byte
 	if err := sandbox.Do(func() error {
 		var err error
-		out, err = exec.Command("iptables-save", "-t", "nat").Output()
+		if ruleOut, err = exec.Command("ip", "-4", "rule", "show").Output(); err != nil {
+			return err
+		}
+		natOut, err = exec.Command("iptables-save", "-t", "nat").Output()
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return rules, string(out)
+	return strings.Count(string(ruleOut), fmt.Sprintf("lookup %d", pod.InpodRouteTable)), string(natOut)
 }
 
 // testWriter sends the agent's log to the test's.
