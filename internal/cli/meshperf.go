@@ -28,6 +28,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			{name: "service", about: "play one service of an isotope service graph (the lab's graph pods; isotope's service)", run: with(Service)},
 			{name: "pilot", about: "run the control plane (Istio config in, Envoy xDS out)", run: with(Pilot)},
 			{name: "capture", about: "install Istio's sidecar capture (iptables) in this network namespace: the injected istio-init container's command", run: with(Capture)},
+			{name: "node-agent", about: "serve a Kubernetes node's ambient pods: in-pod redirection and ZDS to the node proxy (istio-cni's node agent)",
+				run: func(args []string) int { return untilSignalled(NodeAgent, args, stdout, stderr) }},
 			{name: "apply", about: "apply Istio/Kubernetes YAML to the running control plane", run: with(Apply)},
 			{name: "delete", about: "delete the objects a YAML file names from the control plane", run: with(Delete)},
 			{name: "get", about: "list or show objects in the control plane's store", run: with(Get)},

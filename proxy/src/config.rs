@@ -194,6 +194,10 @@ pub struct NodeProxyConfig {
     /// The certificate service and how its serving certificate is verified.
     pub ca_address: String,
     pub ca_tls: TlsServerName,
+    /// The token file sent to the CA (on Kubernetes the DaemonSet's
+    /// projected istio-ca token, which the CA checks before it signs for
+    /// the node's pods), if any.
+    pub auth_token: Option<PathBuf>,
     pub inpod_uds: PathBuf,
     pub trust_domain: String,
     pub cluster_id: String,
@@ -384,6 +388,10 @@ impl Cli {
         for (flag, path) in [("--xds-root-ca", &xds_root), ("--ca-root-ca", &ca_root)] {
             std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
         }
+        if let Some(token) = &self.auth_token {
+            // Only that it is there, as for a sidecar: it is read per request.
+            std::fs::metadata(token).map_err(|e| format!("--auth-token {}: {e}", token.display()))?;
+        }
         if self.trust_domain.is_empty() || self.trust_domain.contains('/') {
             return Err(format!("invalid --trust-domain {:?}: want a name like cluster.local", self.trust_domain));
         }
@@ -392,6 +400,7 @@ impl Cli {
             xds_tls: TlsServerName { root_ca: xds_root, server_name: name(xds_host) },
             ca_tls: TlsServerName { root_ca: ca_root, server_name: name(ca_host) },
             ca_address,
+            auth_token: self.auth_token.clone(),
             inpod_uds: self.inpod_uds.clone(),
             trust_domain: self.trust_domain.clone(),
             cluster_id: self.cluster_id.clone(),
@@ -622,6 +631,18 @@ mod tests {
         assert_eq!(np.worker_threads, 2, "ztunnel's default");
         assert_eq!(np.trust_domain, "cluster.local");
         assert_eq!(np.inpod_uds, PathBuf::from(DEFAULT_INPOD_UDS));
+        assert_eq!(np.auth_token, None, "off Kubernetes no token is sent");
+    }
+
+    #[test]
+    fn ztunnel_role_sends_its_auth_token_to_the_ca() {
+        let file = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml"; // any readable file
+        let root = format!("--xds-root-ca={file}");
+        let token = format!("--auth-token={file}");
+        let c = ztunnel(&["--xds-address=https://h:1", &root, &token], &[]).unwrap();
+        assert_eq!(c.node_proxy.unwrap().auth_token, Some(PathBuf::from(&file)), "AUTH_TOKEN, as a sidecar's");
+        let err = ztunnel(&["--xds-address=https://h:1", &root, "--auth-token=/nonexistent/token"], &[]).unwrap_err();
+        assert!(err.contains("--auth-token /nonexistent/token"), "{err}");
     }
 
     #[test]

@@ -3,135 +3,38 @@ package inpod
 import (
 	"errors"
 	"io"
-	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/proto"
 	"istio.io/istio/pkg/zdsapi"
 
+	"github.com/meshperf/meshperf/internal/lab/inpod/zdstest"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
 
-// nodeProxy plays the node proxy's end of ZDS with a real SOCK_SEQPACKET
-// connection: it says hello, reads each request with its descriptors, and
-// answers with an Ack.
-type nodeProxy struct {
-	t *testing.T
-	c *net.UnixConn
-}
+// nodeProxy is the test's node proxy, with the server's Workload type.
+type nodeProxy struct{ *zdstest.NodeProxy }
 
-func connect(t *testing.T, s *Server, version zdsapi.Version) *nodeProxy {
+const ackWait = 5 * time.Second
+
+func connect(t *testing.T, s *Server, version zdsapi.Version) nodeProxy {
 	t.Helper()
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.Path(), Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	np := &nodeProxy{t: t, c: c}
-	np.write(&zdsapi.ZdsHello{Version: version})
-	return np
+	return nodeProxy{zdstest.Connect(t, s.Path(), version)}
 }
 
-func (np *nodeProxy) write(m proto.Message) {
-	np.t.Helper()
-	b, err := proto.Marshal(m)
-	if err != nil {
-		np.t.Fatal(err)
-	}
-	if _, _, err := np.c.WriteMsgUnix(b, nil, nil); err != nil {
-		np.t.Fatal(err)
-	}
+func (np nodeProxy) expectAdd(w Workload, reason string) {
+	np.ExpectAdd(&zdsapi.AddWorkload{Uid: w.UID, WorkloadInfo: &zdsapi.WorkloadInfo{Name: w.Name, Namespace: w.Namespace, ServiceAccount: w.ServiceAccount}},
+		w.NetnsPath, reason, ackWait)
 }
 
-// ack answers the last request; reason "" accepts it.
-func (np *nodeProxy) ack(reason string) {
-	np.t.Helper()
-	np.write(&zdsapi.WorkloadResponse{Payload: &zdsapi.WorkloadResponse_Ack{Ack: &zdsapi.Ack{Error: reason}}})
+func (np nodeProxy) expect(what string, ok func(*zdsapi.WorkloadRequest) bool) {
+	np.Expect(what, ok, ackWait)
 }
 
-// request reads one request and the descriptors that came with it (closed
-// when the test ends).
-func (np *nodeProxy) request() (*zdsapi.WorkloadRequest, []int) {
-	np.t.Helper()
-	np.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf, oob := make([]byte, 1024), make([]byte, unix.CmsgSpace(4*4))
-	n, oobn, _, _, err := np.c.ReadMsgUnix(buf, oob)
-	if err != nil {
-		np.t.Fatalf("read request: %v", err)
-	}
-	var fds []int
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil {
-		np.t.Fatal(err)
-	}
-	for _, m := range msgs {
-		got, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			np.t.Fatal(err)
-		}
-		fds = append(fds, got...)
-	}
-	for _, fd := range fds {
-		np.t.Cleanup(func() { unix.Close(fd) })
-	}
-	var req zdsapi.WorkloadRequest
-	if err := proto.Unmarshal(buf[:n], &req); err != nil {
-		np.t.Fatal(err)
-	}
-	return &req, fds
-}
-
-// expectAdd reads an AddWorkload for w, checks that its one descriptor is
-// w's network namespace (the same inode as the netns file), and acks it.
-func (np *nodeProxy) expectAdd(w Workload, reason string) {
-	np.t.Helper()
-	req, fds := np.request()
-	add := req.GetAdd()
-	want := &zdsapi.AddWorkload{Uid: w.UID, WorkloadInfo: &zdsapi.WorkloadInfo{Name: w.Name, Namespace: w.Namespace, ServiceAccount: w.ServiceAccount}}
-	if !proto.Equal(add, want) {
-		np.t.Fatalf("got %v, want add %v", req, want)
-	}
-	if len(fds) != 1 {
-		np.t.Fatalf("add %s came with %d descriptors, want 1", w.UID, len(fds))
-	}
-	got, want2 := inode(np.t, "/proc/self/fd/"+strconv.Itoa(fds[0])), inode(np.t, w.NetnsPath)
-	if got != want2 {
-		np.t.Errorf("add %s: descriptor is inode %v, the netns %s is %v", w.UID, got, w.NetnsPath, want2)
-	}
-	np.ack(reason)
-}
-
-func (np *nodeProxy) expect(what string, ok func(*zdsapi.WorkloadRequest) bool) {
-	np.t.Helper()
-	req, fds := np.request()
-	if !ok(req) || len(fds) != 0 {
-		np.t.Fatalf("got %v with %d descriptors, want %s and none", req, len(fds), what)
-	}
-	np.ack("")
-}
-
-func (np *nodeProxy) expectSnapshotSent() {
-	np.t.Helper()
-	np.expect("snapshot sent", func(r *zdsapi.WorkloadRequest) bool { return r.GetSnapshotSent() != nil })
-}
-
-type fileID struct{ dev, ino uint64 }
-
-func inode(t *testing.T, path string) fileID {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	return fileID{uint64(st.Dev), st.Ino}
-}
+func (np nodeProxy) expectSnapshotSent() { np.ExpectSnapshotSent(ackWait) }
 
 func listen(t *testing.T) *Server {
 	t.Helper()
@@ -202,7 +105,7 @@ func TestServerSpeaksZDS(t *testing.T) {
 
 	// A node proxy that restarts gets every current pod again: server and
 	// the refused extra (a node proxy retries those), not the deleted client.
-	np.c.Close()
+	np.C.Close()
 	np2 := connect(t, s, zdsapi.Version_V1)
 	np2.expectAdd(server, "")
 	np2.expectAdd(extra, "")
@@ -218,15 +121,15 @@ func TestServerRefusesAndForgetsNodeProxies(t *testing.T) {
 		t.Fatal(err)
 	}
 	np := connect(t, s, zdsapi.Version_NOT_USED)
-	np.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, _, _, _, err := np.c.ReadMsgUnix(make([]byte, 1024), nil); n != 0 || err != nil && !errors.Is(err, io.EOF) {
+	np.C.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _, _, _, err := np.C.ReadMsgUnix(make([]byte, 1024), nil); n != 0 || err != nil && !errors.Is(err, io.EOF) {
 		t.Errorf("after a hello of the wrong version: read %d bytes (%v), want the connection closed", n, err)
 	}
 
 	np = connect(t, s, zdsapi.Version_V1)
 	np.expectAdd(w, "")
 	np.expectSnapshotSent()
-	np.c.Close()
+	np.C.Close()
 	if err := s.Add(testWorkload("server", "/proc/self/ns/net")); err != nil {
 		t.Errorf("Add with the node proxy gone: %v, want it kept for the next snapshot", err)
 	}
@@ -256,7 +159,7 @@ func TestAddHandsOverPodNetns(t *testing.T) {
 	if err := wait(t, "Add", added); err != nil {
 		t.Fatal(err)
 	}
-	if inode(t, w.NetnsPath) == inode(t, "/proc/self/ns/net") {
+	if zdstest.Inode(t, w.NetnsPath) == zdstest.Inode(t, "/proc/self/ns/net") {
 		t.Errorf("the pod's namespace is this process's: the test proves nothing")
 	}
 }

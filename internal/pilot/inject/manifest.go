@@ -37,7 +37,8 @@ type ManifestOptions struct {
 
 // Manifest is everything that deploys the pilot, in the order to apply it:
 // its namespace, identity and RBAC (what it reads and writes, nothing
-// more), the Deployment, its Service, and the injection webhook.
+// more), the Deployment, its Service, the injection webhook, and the
+// ambient node side (the meshperf-node DaemonSet and its RBAC).
 func Manifest(mo ManifestOptions) []runtime.Object {
 	ns := mo.Namespace
 	if ns == "" {
@@ -52,7 +53,7 @@ func Manifest(mo ManifestOptions) []runtime.Object {
 		return metav1.ObjectMeta{Name: name, Labels: labels}
 	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: PilotName, Namespace: ns}}
-	return []runtime.Object{
+	objects := []runtime.Object{
 		&corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(PilotName)},
 		&rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: cluster(PilotName), Rules: clusterRules()},
@@ -76,6 +77,8 @@ func Manifest(mo ManifestOptions) []runtime.Object {
 			Service: &admissionregv1.ServiceReference{Namespace: ns, Name: PilotName, Path: ptr(WebhookPath), Port: ptr(int32(443))},
 		}, nil),
 	}
+	// The ambient node side, after the pilot it connects to.
+	return append(objects, nodeObjects(ns, PilotName, o)...)
 }
 
 // clusterRules are what the pilot reads cluster-wide (Istio's kinds and

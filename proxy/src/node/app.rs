@@ -64,7 +64,7 @@ pub fn run(
         root_ca: node.ca_tls.root_ca.clone(),
         alt_hostname: Some(node.ca_tls.server_name.clone()),
         ttl: DEFAULT_CERTIFICATE_TTL,
-        token: None,
+        token: node.auth_token.clone(),
         impersonate: true,
     })?);
     let hbone = HboneConfig::default();
