@@ -80,12 +80,15 @@ func (c *Cluster) Preflight(ctx context.Context, s *scenario.Scenario, mesh Mesh
 	}
 	webhooks := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	switch {
-	case mesh == MeshMeshperf && sidecars:
+	case mesh == MeshMeshperf && (sidecars || ambient):
 		if _, err := c.Kube.AppsV1().Deployments(inject.PilotNamespace).Get(ctx, inject.PilotName, metav1.GetOptions{}); err != nil {
 			return c.missing(err, "meshperf's pilot (Deployment %s/%s) is not installed: meshperf pilot manifest | kubectl apply -f -", inject.PilotNamespace, inject.PilotName)
 		}
-		if _, err := webhooks.Get(ctx, inject.WebhookConfigName, metav1.GetOptions{}); err != nil {
+		if _, err := webhooks.Get(ctx, inject.WebhookConfigName, metav1.GetOptions{}); sidecars && err != nil {
 			return c.missing(err, "meshperf's sidecar injector (MutatingWebhookConfiguration %s) is not installed: meshperf pilot manifest | kubectl apply -f -", inject.WebhookConfigName)
+		}
+		if _, err := c.Kube.AppsV1().DaemonSets(inject.PilotNamespace).Get(ctx, inject.NodeName, metav1.GetOptions{}); ambient && err != nil {
+			return c.missing(err, "meshperf's node proxy (DaemonSet %s/%s) is not installed: meshperf pilot manifest | kubectl apply -f -", inject.PilotNamespace, inject.NodeName)
 		}
 	case mesh == MeshIstio && sidecars:
 		if _, err := webhooks.Get(ctx, istioInjectorWebhook, metav1.GetOptions{}); err != nil {

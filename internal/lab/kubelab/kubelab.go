@@ -100,18 +100,18 @@ func (cfg Config) render() Render {
 }
 
 // CheckModes says why the scenario's modes cannot run on a cluster with
-// mesh, if they cannot: meshperf's ambient (its node proxy as a DaemonSet)
-// is not built for a cluster yet, nor are the ztunnel twins, which
-// compare binaries on one machine.
+// mesh, if they cannot: the ztunnel twins compare binaries on one machine,
+// and meshperf's pilot does not deploy waypoints on a cluster yet (Istio's
+// istiod does, from the Gateway the lab creates).
 func CheckModes(s *scenario.Scenario, mesh Mesh) error {
 	var bad []scenario.Mode
 	for _, m := range s.Modes {
-		if m.Ztunnel() || (mesh == MeshMeshperf && m.NodeProxies()) {
+		if m.Ztunnel() || (mesh == MeshMeshperf && m.Waypoint()) {
 			bad = append(bad, m)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("--kube --mesh %s cannot run %s yet (meshperf's ambient on a cluster is not built; use --mesh istio, or -modes without them)", mesh, modeList(bad))
+		return fmt.Errorf("--kube --mesh %s cannot run %s (the ztunnel twins run on the netns lab; meshperf's pilot deploys no waypoint on a cluster yet: use --mesh istio for it, or -modes without them)", mesh, modeList(bad))
 	}
 	if s.IsGraph() {
 		return errors.New("--kube runs the two-pod scenarios; service graphs run on the netns lab")

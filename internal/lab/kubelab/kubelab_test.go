@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/meshperf/meshperf/internal/kube/istiocrds"
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
+	"github.com/meshperf/meshperf/internal/pilot/inject"
 	pilotkube "github.com/meshperf/meshperf/internal/pilot/kube"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
@@ -125,11 +127,45 @@ func TestRenderModes(t *testing.T) {
 }
 
 func TestCheckModes(t *testing.T) {
-	if err := CheckModes(quick(t, scenario.Ambient), MeshMeshperf); err == nil || !strings.Contains(err.Error(), "ambient") {
+	if err := CheckModes(quick(t, scenario.Ambient), MeshMeshperf); err != nil {
 		t.Errorf("meshperf ambient on a cluster: %v", err)
 	}
-	if err := CheckModes(quick(t, scenario.Ambient), MeshIstio); err != nil {
+	for _, m := range []scenario.Mode{scenario.AmbientWaypoint, scenario.AmbientZtunnel} {
+		if err := CheckModes(quick(t, m), MeshMeshperf); err == nil || !strings.Contains(err.Error(), string(m)) {
+			t.Errorf("meshperf %s on a cluster: %v, want it refused by name", m, err)
+		}
+	}
+	if err := CheckModes(quick(t, scenario.Ambient, scenario.AmbientWaypoint), MeshIstio); err != nil {
 		t.Errorf("Istio ambient: %v", err)
+	}
+}
+
+// TestPreconditionNoNodeProxy: meshperf's pilot without its node proxy's
+// DaemonSet cannot run the ambient mode, and says so before creating
+// anything.
+func TestPreconditionNoNodeProxy(t *testing.T) {
+	s := kubetest.Start(t)
+	c := s.Client(t)
+	ctx := context.Background()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inject.PilotNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": inject.PilotName}
+	pilot := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: inject.PilotName, Namespace: inject.PilotNamespace},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "discovery", Image: "meshperf"}}}}}}
+	if _, err := c.AppsV1().Deployments(inject.PilotNamespace).Create(ctx, pilot, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(ctx, Config{Scenario: quick(t, scenario.NoMesh, scenario.Ambient), Kubeconfig: s.Kubeconfig(t), Mesh: MeshMeshperf, OutDir: t.TempDir()})
+	var pre PreconditionError
+	if want := "DaemonSet meshperf-system/meshperf-node"; !errors.As(err, &pre) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want a precondition naming %s", err, want)
+	}
+	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: RunLabel})
+	if err != nil || len(nss.Items) != 0 {
+		t.Errorf("the refused run created namespaces: %v %v", nss, err)
 	}
 }
 

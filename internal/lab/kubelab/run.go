@@ -198,32 +198,45 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 	return m, nil
 }
 
-// Istio's ambient data plane: ztunnel's metrics, and the waypoint's (an
-// Envoy, as the sidecar).
-const (
-	ztunnelMetricsPort = 15020
-	waypointPodLabel   = "gateway.networking.k8s.io/gateway-name"
-)
+// The ambient data plane's node proxies, per mesh: where their pods are,
+// and where they serve their metrics. The waypoint is an Envoy (Istio's)
+// scraped as the sidecar is.
+var nodeProxies = map[Mesh]struct {
+	namespace, selector string
+	port                int
+	path                string
+}{
+	MeshIstio:    {istioNamespace, "app=" + ztunnelName, 15020, "metrics"},
+	MeshMeshperf: {inject.PilotNamespace, "app=" + inject.NodeName, inject.NodeProxyStatsPort, "stats/prometheus"},
+}
 
-// scrapeAmbient reads, in Istio's ambient modes, the ztunnel on the
-// client's node and on the server's, and the waypoint, for the netns
-// lab's node proxy and waypoint checks.
+const waypointPodLabel = "gateway.networking.k8s.io/gateway-name"
+
+// scrapeAmbient reads, in the ambient modes, the node proxy on the client's
+// node and on the server's (the same one when both pods share a node), and
+// the waypoint, for the netns lab's node proxy and waypoint checks.
 func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) error {
 	core := k.c.Kube.CoreV1()
-	zt, err := core.Pods(istioNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + ztunnelName})
+	np := nodeProxies[k.cfg.Mesh]
+	pods, err := core.Pods(np.namespace).List(ctx, metav1.ListOptions{LabelSelector: np.selector})
 	if err != nil {
-		return fmt.Errorf("ztunnel pods: %w", err)
+		return fmt.Errorf("node proxy pods (%s in %s): %w", np.selector, np.namespace, err)
 	}
 	var errs []error
 	for _, side := range []struct {
 		node string
 		dst  *string
 	}{{k.clientPod.Spec.NodeName, &m.ClientNode}, {k.serverPod.Spec.NodeName, &m.ServerNode}} {
-		for _, p := range zt.Items {
-			if p.Spec.NodeName == side.node {
-				*side.dst, err = k.c.podProxyGet(ctx, istioNamespace, p.Name, ztunnelMetricsPort, "metrics")
-				errs = append(errs, err)
+		found := false
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == side.node && p.DeletionTimestamp == nil {
+				*side.dst, err = k.c.podProxyGet(ctx, np.namespace, p.Name, np.port, np.path)
+				errs, found = append(errs, err), true
+				break
 			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("no node proxy (%s in %s) on node %s", np.selector, np.namespace, side.node))
 		}
 	}
 	if k.mode.Waypoint() {
