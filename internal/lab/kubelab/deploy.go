@@ -41,6 +41,9 @@ type kubeLab struct {
 	clientPod  *corev1.Pod
 	serverPod  *corev1.Pod
 	sidecarErr string // why the mode's sidecars are not as it wants, "" when they are
+	// In the ambient modes, the node proxies on the client's and the
+	// server's node (one pod when both share a node).
+	clientNodeProxy, serverNodeProxy *corev1.Pod
 }
 
 // resources are the lab's kinds by their API group and version.
@@ -144,6 +147,15 @@ func (k *kubeLab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 		return err
 	}
 	k.sidecarErr = sidecarMismatch(spec.Mode, k.clientPod, k.serverPod)
+	k.clientNodeProxy, k.serverNodeProxy = nil, nil
+	if spec.Mode.NodeProxies() {
+		if k.clientNodeProxy, err = k.nodeProxyOn(ctx, k.clientPod.Spec.NodeName); err != nil {
+			return err
+		}
+		if k.serverNodeProxy, err = k.nodeProxyOn(ctx, k.serverPod.Spec.NodeName); err != nil {
+			return err
+		}
+	}
 	k.mode, k.modeMTLS, k.modeReady = spec.Mode, spec.MTLS, true
 	return nil
 }

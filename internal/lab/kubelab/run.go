@@ -199,48 +199,50 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 }
 
 // The ambient data plane's node proxies, per mesh: where their pods are,
-// and where they serve their metrics. The waypoint is an Envoy (Istio's)
-// scraped as the sidecar is.
+// their container, and where they serve their metrics. The waypoint is an
+// Envoy (Istio's) scraped as the sidecar is.
 var nodeProxies = map[Mesh]struct {
-	namespace, selector string
-	port                int
-	path                string
+	namespace, selector, container string
+	port                           int
+	path                           string
 }{
-	MeshIstio:    {istioNamespace, "app=" + ztunnelName, 15020, "metrics"},
-	MeshMeshperf: {inject.PilotNamespace, "app=" + inject.NodeName, inject.NodeProxyStatsPort, "stats/prometheus"},
+	MeshIstio:    {istioNamespace, "app=" + ztunnelName, "istio-proxy", 15020, "metrics"},
+	MeshMeshperf: {inject.PilotNamespace, "app=" + inject.NodeName, inject.NodeProxyContainer, inject.NodeProxyStatsPort, "stats/prometheus"},
 }
 
 const waypointPodLabel = "gateway.networking.k8s.io/gateway-name"
 
-// scrapeAmbient reads, in the ambient modes, the node proxy on the client's
-// node and on the server's (the same one when both pods share a node), and
-// the waypoint, for the netns lab's node proxy and waypoint checks.
-func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) error {
-	core := k.c.Kube.CoreV1()
+// nodeProxyOn is the mesh's node proxy pod on node.
+func (k *kubeLab) nodeProxyOn(ctx context.Context, node string) (*corev1.Pod, error) {
 	np := nodeProxies[k.cfg.Mesh]
-	pods, err := core.Pods(np.namespace).List(ctx, metav1.ListOptions{LabelSelector: np.selector})
+	pods, err := k.c.Kube.CoreV1().Pods(np.namespace).List(ctx, metav1.ListOptions{LabelSelector: np.selector})
 	if err != nil {
-		return fmt.Errorf("node proxy pods (%s in %s): %w", np.selector, np.namespace, err)
+		return nil, fmt.Errorf("node proxy pods (%s in %s): %w", np.selector, np.namespace, err)
 	}
+	for i, p := range pods.Items {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no node proxy (%s in %s) runs on node %s", np.selector, np.namespace, node)
+}
+
+// scrapeAmbient reads, in the ambient modes, the node proxy on the client's
+// node and on the server's, and the waypoint, for the netns lab's node
+// proxy and waypoint checks.
+func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) error {
+	np := nodeProxies[k.cfg.Mesh]
 	var errs []error
 	for _, side := range []struct {
-		node string
-		dst  *string
-	}{{k.clientPod.Spec.NodeName, &m.ClientNode}, {k.serverPod.Spec.NodeName, &m.ServerNode}} {
-		found := false
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == side.node && p.DeletionTimestamp == nil {
-				*side.dst, err = k.c.podProxyGet(ctx, np.namespace, p.Name, np.port, np.path)
-				errs, found = append(errs, err), true
-				break
-			}
-		}
-		if !found {
-			errs = append(errs, fmt.Errorf("no node proxy (%s in %s) on node %s", np.selector, np.namespace, side.node))
-		}
+		pod *corev1.Pod
+		dst *string
+	}{{k.clientNodeProxy, &m.ClientNode}, {k.serverNodeProxy, &m.ServerNode}} {
+		var err error
+		*side.dst, err = k.c.podProxyGet(ctx, np.namespace, side.pod.Name, np.port, np.path)
+		errs = append(errs, err)
 	}
 	if k.mode.Waypoint() {
-		wp, err := core.Pods(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: waypointPodLabel + "=" + lab.WaypointGateway})
+		wp, err := k.c.Kube.CoreV1().Pods(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: waypointPodLabel + "=" + lab.WaypointGateway})
 		if err != nil || len(wp.Items) == 0 {
 			return errors.Join(append(errs, fmt.Errorf("the waypoint's pod in %s: none (%v)", k.render.Namespace, err))...)
 		}
@@ -262,6 +264,14 @@ func (k *kubeLab) roles() []containerRole {
 	}
 	if hasContainer(k.serverPod, inject.ProxyContainerName) {
 		out = append(out, containerRole{results.RoleServerSidecar, k.serverPod, inject.ProxyContainerName})
+	}
+	// One node proxy serving both pods (a single node) is counted once, as
+	// the client's: it is one proxy's CPU and memory.
+	if c := nodeProxies[k.cfg.Mesh].container; k.clientNodeProxy != nil {
+		out = append(out, containerRole{results.RoleClientNodeProxy, k.clientNodeProxy, c})
+		if k.serverNodeProxy != nil && k.serverNodeProxy.UID != k.clientNodeProxy.UID {
+			out = append(out, containerRole{results.RoleServerNodeProxy, k.serverNodeProxy, c})
+		}
 	}
 	return out
 }

@@ -21,6 +21,7 @@ const (
 	NodeServiceAccount = "meshperf-node-proxy" // the identity the CA lets ask for its node's pods
 	NodeProxyReadyPort = 15021                 // ztunnel's readiness
 	NodeProxyStatsPort = 15020                 // ztunnel's /stats/prometheus
+	NodeProxyContainer = "node-proxy"
 	zdsDir             = "/var/run/ztunnel"
 )
 
@@ -107,7 +108,7 @@ func nodeDaemonSet(ns, pilotService string, labels map[string]string, o Options)
 							SecurityContext: &corev1.SecurityContext{Privileged: ptr(true), RunAsUser: ptr(int64(0))},
 						},
 						{
-							Name:            "node-proxy",
+							Name:            NodeProxyContainer,
 							Image:           image.Ref(o.ImageRepo, image.Proxy, o.Tag),
 							ImagePullPolicy: o.PullPolicy,
 							Args:            []string{"--proxy-type", "ztunnel"},
