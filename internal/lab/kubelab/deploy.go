@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/lab"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
@@ -77,7 +78,7 @@ func (c *Cluster) apply(ctx context.Context, obj runtime.Object) error {
 		return fmt.Errorf("lab: %w", err)
 	}
 	var ri = c.Dynamic.Resource(gvr)
-	opts := metav1.PatchOptions{FieldManager: fieldManager, Force: ptr(true)}
+	opts := metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(true)}
 	if ns := u.GetNamespace(); ns != "" {
 		_, err = ri.Namespace(ns).Patch(ctx, u.GetName(), types.ApplyPatchType, body, opts)
 	} else {

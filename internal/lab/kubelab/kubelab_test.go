@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/kube/istiocrds"
@@ -115,7 +116,7 @@ func TestRenderModes(t *testing.T) {
 		}
 	}
 	// Both sidecars without mTLS: plain text, as the netns lab.
-	noTLS, err := s.Apply(scenario.Overrides{MTLS: ptr(false)})
+	noTLS, err := s.Apply(scenario.Overrides{MTLS: ptr.To(false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +325,7 @@ func TestManifestAppliesOnServer(t *testing.T) {
 	t.Cleanup(func() { _ = c.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) })
 	kubeconfig := s.Kubeconfig(t)
 	for _, mesh := range []Mesh{MeshMeshperf, MeshIstio} {
-		sc, err := quick(t).Apply(scenario.Overrides{MTLS: ptr(false)})
+		sc, err := quick(t).Apply(scenario.Overrides{MTLS: ptr.To(false)})
 		if err != nil {
 			t.Fatal(err)
 		}

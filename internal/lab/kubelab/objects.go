@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshperf/meshperf/internal/kube/image"
@@ -201,7 +202,7 @@ func (r Render) deployment(app, sa string, spec scenario.RunSpec, sidecar bool, 
 	}
 	meta := r.meta(app)
 	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
-		Replicas: ptr(int32(1)),
+		Replicas: ptr.To(int32(1)),
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 		// One pod at a time: the old mode's pod goes before the new one
 		// is counted, so a ready Deployment is the new mode's.
@@ -210,7 +211,7 @@ func (r Render) deployment(app, sa string, spec scenario.RunSpec, sidecar bool, 
 			ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 			Spec: corev1.PodSpec{
 				ServiceAccountName:            sa,
-				TerminationGracePeriodSeconds: ptr(int64(5)),
+				TerminationGracePeriodSeconds: ptr.To(int64(5)),
 				Containers: []corev1.Container{{
 					Name: "app", Image: image.Ref(r.ImageRepo, image.Meshperf, ""), ImagePullPolicy: r.Pull,
 					Command: []string{image.BinaryPath}, Args: args,
@@ -262,8 +263,6 @@ func SPIFFEID(ns, sa string) string { return "spiffe://cluster.local/ns/" + ns +
 func Identities(ns string) lab.Identities {
 	return lab.Identities{ServerHost: ServerHost(ns), Client: SPIFFEID(ns, lab.ClientSA), Waypoint: SPIFFEID(ns, lab.WaypointSA)}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // modeList names modes for messages.
 func modeList(ms []scenario.Mode) string {

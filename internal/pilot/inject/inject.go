@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/image"
 	"github.com/meshperf/meshperf/internal/lab/pod"
@@ -280,14 +281,14 @@ func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 		Args:            append([]string{"capture"}, CaptureArgs(capture)...),
 		Resources:       resources("10m", "10Mi"),
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                ptr(int64(0)),
-			RunAsGroup:               ptr(int64(0)),
-			RunAsNonRoot:             ptr(false),
-			Privileged:               ptr(false),
-			AllowPrivilegeEscalation: ptr(false),
+			RunAsUser:                ptr.To(int64(0)),
+			RunAsGroup:               ptr.To(int64(0)),
+			RunAsNonRoot:             ptr.To(false),
+			Privileged:               ptr.To(false),
+			AllowPrivilegeEscalation: ptr.To(false),
 			// Writable, as Istio's istio-init: iptables-legacy takes its
 			// lock in /run/xtables.lock.
-			ReadOnlyRootFilesystem: ptr(false),
+			ReadOnlyRootFilesystem: ptr.To(false),
 			Capabilities: &corev1.Capabilities{
 				Add:  []corev1.Capability{"NET_ADMIN", "NET_RAW"},
 				Drop: []corev1.Capability{"ALL"},
@@ -341,12 +342,12 @@ func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Co
 			TimeoutSeconds:   3,
 		},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                ptr(int64(pod.DefaultProxyUID)),
-			RunAsGroup:               ptr(int64(pod.DefaultProxyGID)),
-			RunAsNonRoot:             ptr(true),
-			Privileged:               ptr(false),
-			AllowPrivilegeEscalation: ptr(false),
-			ReadOnlyRootFilesystem:   ptr(true),
+			RunAsUser:                ptr.To(int64(pod.DefaultProxyUID)),
+			RunAsGroup:               ptr.To(int64(pod.DefaultProxyGID)),
+			RunAsNonRoot:             ptr.To(true),
+			Privileged:               ptr.To(false),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 		VolumeMounts: []corev1.VolumeMount{
@@ -361,7 +362,7 @@ func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Co
 func tokenVolume() corev1.Volume {
 	return corev1.Volume{Name: TokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: TokenAudience, ExpirationSeconds: ptr(int64(tokenLifetime)), Path: "istio-token",
+			Audience: TokenAudience, ExpirationSeconds: ptr.To(int64(tokenLifetime)), Path: "istio-token",
 		}}},
 	}}}
 }
@@ -406,5 +407,3 @@ func labelList(labels map[string]string) string {
 	}
 	return b.String()
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshperf/meshperf/internal/kube/image"
@@ -74,7 +75,7 @@ func Manifest(mo ManifestOptions) []runtime.Object {
 		pilotDeployment(ns, labels, o),
 		pilotService(ns, labels),
 		WebhookConfiguration(admissionregv1.WebhookClientConfig{
-			Service: &admissionregv1.ServiceReference{Namespace: ns, Name: PilotName, Path: ptr(WebhookPath), Port: ptr(int32(443))},
+			Service: &admissionregv1.ServiceReference{Namespace: ns, Name: PilotName, Path: ptr.To(WebhookPath), Port: ptr.To(int32(443))},
 		}, nil),
 	}
 	// The ambient node side, after the pilot it connects to.
@@ -145,7 +146,7 @@ func pilotDeployment(ns string, labels map[string]string, o Options) *appsv1.Dep
 		TypeMeta:   typeMeta("apps/v1", "Deployment"),
 		ObjectMeta: metav1.ObjectMeta{Name: PilotName, Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(1)),
+			Replicas: ptr.To(int32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				// The pilot is never injected, whatever its namespace's label.
@@ -167,8 +168,8 @@ func pilotDeployment(ns string, labels map[string]string, o Options) *appsv1.Dep
 						Resources:    resources("100m", "128Mi"),
 						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/meshperf"}},
 						SecurityContext: &corev1.SecurityContext{
-							RunAsUser: ptr(int64(1337)), RunAsGroup: ptr(int64(1337)), RunAsNonRoot: ptr(true),
-							AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+							RunAsUser: ptr.To(int64(1337)), RunAsGroup: ptr.To(int64(1337)), RunAsNonRoot: ptr.To(true),
+							AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 					}},
@@ -222,11 +223,11 @@ func WebhookConfiguration(client admissionregv1.WebhookClientConfig, caBundle []
 			}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchExpressions: namespaces},
 			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: objects},
-			FailurePolicy:           ptr(admissionregv1.Fail),
-			SideEffects:             ptr(admissionregv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregv1.Fail),
+			SideEffects:             ptr.To(admissionregv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      ptr(admissionregv1.NeverReinvocationPolicy),
-			TimeoutSeconds:          ptr(int32(10)),
+			ReinvocationPolicy:      ptr.To(admissionregv1.NeverReinvocationPolicy),
+			TimeoutSeconds:          ptr.To(int32(10)),
 		}
 	}
 	req := func(key string, op metav1.LabelSelectorOperator, values ...string) metav1.LabelSelectorRequirement {

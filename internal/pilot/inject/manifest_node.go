@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/image"
 )
@@ -105,7 +106,7 @@ func nodeDaemonSet(ns, pilotService string, labels map[string]string, o Options)
 							VolumeMounts:    []corev1.VolumeMount{zds},
 							// Entering other pods' network namespaces and
 							// changing their iptables and routes.
-							SecurityContext: &corev1.SecurityContext{Privileged: ptr(true), RunAsUser: ptr(int64(0))},
+							SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To(int64(0))},
 						},
 						{
 							Name:            NodeProxyContainer,
@@ -128,7 +129,7 @@ func nodeDaemonSet(ns, pilotService string, labels map[string]string, o Options)
 							},
 							// Opening listeners inside pods' namespaces and
 							// marking its sockets there, as ztunnel.
-							SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(0)), Capabilities: &corev1.Capabilities{
+							SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To(int64(0)), Capabilities: &corev1.Capabilities{
 								Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_ADMIN", "SYS_ADMIN", "NET_RAW"},
 							}},
 						},
