@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/discovery/discoverytest"
@@ -84,7 +85,7 @@ func TestNodeProxyGetsKubernetesPodsAsWorkloads(t *testing.T) {
 
 	// Without a kubelet to finish a graceful deletion, only an immediate one
 	// removes the pod.
-	if err := c.CoreV1().Pods(ns).Delete(ctx, "cart-1", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+	if err := c.CoreV1().Pods(ns).Delete(ctx, "cart-1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
 	for workloads[uid("cart-1")] != nil {
@@ -123,7 +124,7 @@ func runPod(t *testing.T, c kubernetes.Interface, ns, name, ip string, labels ma
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "cart", "pod-template-hash": "7d9f"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "cart-7d9f", UID: "cart-7d9f", Controller: ptr(true)}}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "cart-7d9f", UID: "cart-7d9f", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "cart", Containers: []corev1.Container{{
 			Name: "app", Image: "meshperf.local/meshperf:test",
 			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}},
