@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/meshperf/meshperf/internal/cpload/istiod"
 	"github.com/meshperf/meshperf/internal/cpload/kubeload"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/kube/dist"
@@ -127,7 +128,8 @@ func checkKube(ctx context.Context, o *KubeOptions, pods int, access []authoriza
 
 // kubeAccess is what the run does on the API server, for checkKube to ask
 // before anything is created: the mesh's objects and kwok's nodes, the
-// churn's kinds, and with istiod its namespace's leases.
+// churn's kinds, and with istiod its namespace's leases and whether an
+// istiod is installed there.
 func (c *Config) kubeAccess() []authorizationv1.ResourceAttributes {
 	out := []authorizationv1.ResourceAttributes{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"},
@@ -146,7 +148,8 @@ func (c *Config) kubeAccess() []authorizationv1.ResourceAttributes {
 			authorizationv1.ResourceAttributes{Verb: "create", Group: net, Resource: "virtualservices"})
 	}
 	if c.Kube.Istiod != "" {
-		out = append(out, authorizationv1.ResourceAttributes{Verb: "create", Group: "coordination.k8s.io", Resource: "leases"})
+		out = append(out, authorizationv1.ResourceAttributes{Verb: "create", Group: "coordination.k8s.io", Resource: "leases"},
+			authorizationv1.ResourceAttributes{Verb: "get", Group: "apps", Resource: "deployments", Namespace: istiod.Namespace})
 	}
 	return out
 }

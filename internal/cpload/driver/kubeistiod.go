@@ -60,6 +60,14 @@ func (k *kubeRun) startIstiod(ctx context.Context, c *Config) (*kubeIstiod, erro
 	if err != nil {
 		return nil, err
 	}
+	// An installed istiod would share the run's leader elections and
+	// objects in its namespace, and push to its own proxies from the same
+	// API server: the run would measure neither.
+	if _, err := k.client.AppsV1().Deployments(istiod.Namespace).Get(ctx, "istiod", metav1.GetOptions{}); err == nil {
+		return nil, fmt.Errorf("the cluster runs Istio already (Deployment %s/istiod): -istiod needs a cluster without it", istiod.Namespace)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("checking for an installed istiod: %w", err)
+	}
 	if err := k.ensureIstioCRDs(ctx); err != nil {
 		return nil, err
 	}

@@ -264,10 +264,8 @@ func (k *kubeLab) podState(ctx context.Context, app string, mode scenario.Mode) 
 	if ev != nil && ev.Reason == "FailedCreatePodSandBox" {
 		return nil, "", fmt.Errorf("%s: the node cannot create its sandbox (no CNI network on the node?): %s", where, oneLine(ev.Message))
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return p, "", nil
-		}
+	if podReady(p) {
+		return p, "", nil
 	}
 	why := where + " phase " + string(p.Status.Phase)
 	for _, c := range p.Status.Conditions {
@@ -360,4 +358,14 @@ func (k *kubeLab) finish() {
 		time.Sleep(500 * time.Millisecond)
 	}
 	k.logf("meshperf lab: namespace %s is still terminating after %s; the cluster deletes it (kubectl get namespace %s)", ns, k.cfg.DeleteWait, ns)
+}
+
+// podReady says whether the pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

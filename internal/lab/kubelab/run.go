@@ -220,11 +220,11 @@ func (k *kubeLab) nodeProxyOn(ctx context.Context, node string) (*corev1.Pod, er
 		return nil, fmt.Errorf("node proxy pods (%s in %s): %w", np.selector, np.namespace, err)
 	}
 	for i, p := range pods.Items {
-		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+		if p.Spec.NodeName == node && p.DeletionTimestamp == nil && podReady(&p) {
 			return &pods.Items[i], nil
 		}
 	}
-	return nil, fmt.Errorf("no node proxy (%s in %s) runs on node %s", np.selector, np.namespace, node)
+	return nil, fmt.Errorf("no node proxy (%s in %s) is ready on node %s", np.selector, np.namespace, node)
 }
 
 // scrapeAmbient reads, in the ambient modes, the node proxy on the client's

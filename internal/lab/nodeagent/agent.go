@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -54,9 +55,14 @@ type Config struct {
 
 // enrolled is a pod the node proxy serves.
 type enrolled struct {
-	ip        netip.Addr
-	netnsPath string
-	netnsID   pod.NetnsID
+	ip netip.Addr
+	// podUID is the Pod object's uid: a pod recreated under the same name
+	// (a StatefulSet's) is another sandbox, to be enrolled anew.
+	podUID types.UID
+	// ns holds the pod's network namespace from enrolment to release:
+	// the rules go in, the node proxy is handed and the rules come out of
+	// that namespace, whatever becomes of the process it was found through.
+	ns *pod.Pod
 }
 
 // Agent serves one node's ambient pods.
@@ -150,13 +156,15 @@ func (a *Agent) Run(ctx context.Context, synced func()) error {
 // Enrolled reports whether p is to be served by the node proxy, by Istio's
 // rules: the pod's or else its namespace's dataplane-mode label says
 // ambient, it has no sidecar, it is not on the host's network and it has
-// an address.
+// an address. A terminating pod stays served until it is gone, as Istio
+// keeps it, so that its connections finish through the node proxy and its
+// last requests are not sent in plain text.
 func Enrolled(p *corev1.Pod, ns *corev1.Namespace) bool {
 	mode := p.Labels[DataplaneModeLabel]
 	if mode == "" && ns != nil {
 		mode = ns.Labels[DataplaneModeLabel]
 	}
-	if mode != DataplaneAmbient || p.Spec.HostNetwork || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+	if mode != DataplaneAmbient || p.Spec.HostNetwork || p.Status.PodIP == "" {
 		return false
 	}
 	switch p.Status.Phase {
@@ -188,7 +196,7 @@ func (a *Agent) reconcile() {
 		}
 	}
 	for _, uid := range sortedKeys(a.served) {
-		if p, ok := want[uid]; ok && p.Status.PodIP == a.served[uid].ip.String() {
+		if p, ok := want[uid]; ok && p.Status.PodIP == a.served[uid].ip.String() && p.UID == a.served[uid].podUID {
 			continue
 		}
 		a.release(uid)
@@ -210,35 +218,42 @@ func (a *Agent) enrol(uid string, p *corev1.Pod) {
 		log.Warn("pod address", "err", err)
 		return
 	}
-	path, id, err := pod.FindNetns(a.cfg.ProcRoot, ip)
+	path, _, err := pod.FindNetns(a.cfg.ProcRoot, ip)
 	if err != nil {
 		log.Info("network namespace not found yet", "err", err)
 		return
 	}
-	if err := capture(p.Name, ip, path, true); err != nil {
+	ns, err := pod.Adopt(p.Name, ip, path)
+	if err != nil {
+		log.Info("network namespace gone", "err", err)
+		return
+	}
+	if err := ns.CaptureInpod(); err != nil {
 		log.Warn("in-pod rules", "err", err)
+		ns.Release()
 		return
 	}
 	sa := p.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
 	}
-	w := inpod.Workload{UID: uid, Name: p.Name, Namespace: p.Namespace, ServiceAccount: sa, NetnsPath: path}
+	w := inpod.Workload{UID: uid, Name: p.Name, Namespace: p.Namespace, ServiceAccount: sa, NetnsPath: ns.NetnsPath()}
 	if err := a.cfg.ZDS.Add(w); err != nil {
 		// Back to the app's own path: a pod the node proxy does not serve
 		// must not have its traffic sent to listeners that are not there.
 		log.Warn("node proxy refused the pod", "err", err)
-		if err := capture(p.Name, ip, path, false); err != nil {
+		if err := ns.Uncapture(); err != nil {
 			log.Warn("in-pod rules removal", "err", err)
 		}
+		ns.Release()
 		return
 	}
-	a.served[uid] = enrolled{ip: ip, netnsPath: path, netnsID: id}
+	a.served[uid] = enrolled{ip: ip, podUID: p.UID, ns: ns}
 	log.Info("enrolled", "netns", path)
 }
 
-// release takes the pod back from the node proxy and removes its rules if
-// its namespace is still the one it was enrolled with.
+// release takes the pod back from the node proxy, removes its rules and
+// lets its namespace go.
 func (a *Agent) release(uid string) {
 	e := a.served[uid]
 	log := a.cfg.Log.With("uid", uid)
@@ -246,11 +261,10 @@ func (a *Agent) release(uid string) {
 		log.Warn("node proxy delete", "err", err)
 	}
 	delete(a.served, uid)
-	if id, err := pod.StatNetns(e.netnsPath); err == nil && id == e.netnsID {
-		if err := capture(uid, e.ip, e.netnsPath, false); err != nil {
-			log.Warn("in-pod rules removal", "err", err)
-		}
+	if err := e.ns.Uncapture(); err != nil {
+		log.Warn("in-pod rules removal", "err", err)
 	}
+	e.ns.Release()
 	log.Info("released")
 }
 
@@ -258,19 +272,6 @@ func (a *Agent) releaseAll() {
 	for _, uid := range sortedKeys(a.served) {
 		a.release(uid)
 	}
-}
-
-// capture installs (or removes) the in-pod rules in the namespace at path.
-func capture(name string, ip netip.Addr, path string, install bool) error {
-	p, err := pod.Adopt(name, ip, path)
-	if err != nil {
-		return err
-	}
-	defer p.Release()
-	if install {
-		return p.CaptureInpod()
-	}
-	return p.Uncapture()
 }
 
 // sortedKeys makes the agent's work in an order logs can be read in.

@@ -54,7 +54,7 @@ func TestEnrolled(t *testing.T) {
 		{"native sidecar", running(func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "istio-proxy"}} }), ambientNS, false},
 		{"host network", running(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), ambientNS, false},
 		{"no address yet", running(func(p *corev1.Pod) { p.Status.PodIP = "" }), ambientNS, false},
-		{"terminating", running(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), ambientNS, false},
+		{"terminating (served until it is gone)", running(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), ambientNS, true},
 		{"completed", running(func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), ambientNS, false},
 	} {
 		if got := Enrolled(c.pod, c.ns); got != c.want {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -22,7 +23,7 @@ func Adopt(name string, ip netip.Addr, path string) (*Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: open network namespace %s: %w", name, path, err)
 	}
-	return &Pod{name: name, ip: ip, kind: KindNetns, ns: ns}, nil
+	return &Pod{name: name, ip: ip, kind: KindNetns, ns: ns, adopted: true}, nil
 }
 
 // Release closes an adopted pod's namespace handle; the pod accepts no
@@ -47,13 +48,19 @@ func StatNetns(path string) (NetnsID, error) {
 	return NetnsID{id.dev, id.ino}, err
 }
 
+// ErrAmbiguousNetns is FindNetns finding the address in more than one
+// network namespace: one of them is not the pod's, and handing it the
+// pod's identity would let whoever made it speak as the pod.
+var ErrAmbiguousNetns = errors.New("more than one network namespace has the address")
+
 // FindNetns looks through procRoot (the host's /proc: a node agent runs
-// with the host's PID namespace) for a process whose network namespace has
-// ip on one of its interfaces, and returns that process's
-// PROCROOT/PID/ns/net and the namespace's identity. This is how istio-cni
-// finds pods that were running before it started, and it needs nothing of
-// the container runtime. The host's own namespace (this process's) is
-// skipped, so that an address the host also holds is never taken for a pod.
+// with the host's PID namespace) for the network namespace that has ip on
+// one of its interfaces, and returns a process's PROCROOT/PID/ns/net in it
+// and the namespace's identity. It needs nothing of the container runtime.
+// Every namespace is looked at: if two have the address (a process that
+// made a namespace of its own and gave it the pod's address), none is
+// chosen (ErrAmbiguousNetns). The caller's own namespace is skipped, so an
+// address it holds itself is never taken for a pod's.
 func FindNetns(procRoot string, ip netip.Addr) (string, NetnsID, error) {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
@@ -61,6 +68,8 @@ func FindNetns(procRoot string, ip netip.Addr) (string, NetnsID, error) {
 	}
 	self, _ := statNS("/proc/self/ns/net")
 	seen := map[nsID]bool{self: true}
+	var found []string
+	var foundID nsID
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
@@ -72,10 +81,16 @@ func FindNetns(procRoot string, ip netip.Addr) (string, NetnsID, error) {
 		}
 		seen[id] = true
 		if has, err := netnsHasAddr(path, ip); err == nil && has {
-			return path, NetnsID{id.dev, id.ino}, nil
+			found, foundID = append(found, path), id
 		}
 	}
-	return "", NetnsID{}, fmt.Errorf("find network namespace of %s in %s: %w", ip, procRoot, ErrNoNetns)
+	switch len(found) {
+	case 0:
+		return "", NetnsID{}, fmt.Errorf("find network namespace of %s in %s: %w", ip, procRoot, ErrNoNetns)
+	case 1:
+		return found[0], NetnsID{foundID.dev, foundID.ino}, nil
+	}
+	return "", NetnsID{}, fmt.Errorf("find network namespace of %s: %w (%s): refusing to choose", ip, ErrAmbiguousNetns, strings.Join(found, ", "))
 }
 
 // netnsHasAddr reports whether the namespace at path has ip on an interface.

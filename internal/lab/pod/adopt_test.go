@@ -2,8 +2,11 @@ package pod
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testenv"
@@ -39,6 +42,31 @@ func TestFindAndAdoptNetns(t *testing.T) {
 		}
 	}
 
+	// A second namespace with the same address (one made to pass for the
+	// pod) makes the answer ambiguous: none is chosen.
+	if _, err := empty.Start(proc.Spec{Name: "sleep", Path: sleep, Args: []string{"30"}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(empty.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor := &netlink.Addr{IPNet: &net.IPNet{IP: held.IP().AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	if err := h.AddrAdd(lo, impostor); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := FindNetns("/proc", held.IP()); !errors.Is(err, ErrAmbiguousNetns) {
+		t.Errorf("FindNetns(%s) with two namespaces holding it: %v, want ErrAmbiguousNetns", held.IP(), err)
+	}
+	if err := h.AddrDel(lo, impostor); err != nil {
+		t.Fatal(err)
+	}
+
 	adopted, err := Adopt("held", held.IP(), path)
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +82,11 @@ func TestFindAndAdoptNetns(t *testing.T) {
 	}
 	if rules, routes := localRouteRules(t, held); rules != 0 || routes != 0 {
 		t.Errorf("after Uncapture: %d fwmark rules and %d routes, want none", rules, routes)
+	}
+	// The adopted pod's path is its own handle on the namespace, which
+	// names that namespace while the pod is held.
+	if got, err := StatNetns(adopted.NetnsPath()); err != nil || got != want {
+		t.Errorf("adopted pod's NetnsPath %q: %v %v, want the namespace %v", adopted.NetnsPath(), got, err, want)
 	}
 	if err := adopted.Release(); err != nil {
 		t.Fatal(err)

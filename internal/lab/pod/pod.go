@@ -24,6 +24,7 @@ type Pod struct {
 	nsName   string
 	ns       netns.NsHandle
 	hostVeth string
+	adopted  bool // a namespace the lab did not make (Adopt)
 
 	mu     sync.Mutex
 	procs  []*proc.Process
@@ -45,9 +46,16 @@ func (p *Pod) Kind() Kind { return p.kind }
 func (p *Pod) Netns() string { return p.nsName }
 
 // NetnsPath is the namespace's file (what a node proxy is handed to open
-// its listeners in the pod), or "" for a loopback pod.
+// its listeners in the pod), or "" for a loopback pod or a released one.
 func (p *Pod) NetnsPath() string {
 	if p.nsName == "" {
+		if p.kind == KindNetns && p.adopted && p.checkOpen() == nil {
+			// An adopted namespace has no name of its own: its path is
+			// this process's handle on it, which names that namespace
+			// (whatever becomes of the process it was found through) for
+			// as long as the pod is not released.
+			return fmt.Sprintf("/proc/self/fd/%d", int(p.ns))
+		}
 		return ""
 	}
 	return netnsDir + "/" + p.nsName
