@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/syscmd"
 )
@@ -43,7 +45,7 @@ const cniDir = "/usr/lib/cni"
 
 // checkMachine finds everything up needs, or says in one line each what is
 // missing and how to get it.
-func checkMachine() (tools, error) {
+func checkMachine(stateDir string) (tools, error) {
 	var t tools
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -70,6 +72,9 @@ func checkMachine() (tools, error) {
 	}
 	t.bins = bins
 	if line := checkCgroups(); line != "" {
+		missing = append(missing, line)
+	}
+	if line := checkDisk(stateDir, minFreeDisk); line != "" {
 		missing = append(missing, line)
 	}
 	if len(missing) > 0 {
@@ -105,6 +110,29 @@ func checkCgroups() string {
 		return fmt.Sprintf("cgroup v1 without the %s hierarchy(ies) mounted under %s: the kubelet needs them", strings.Join(lack, ", "), cgroupRoot)
 	}
 	return ""
+}
+
+// minFreeDisk is the free space up wants where the cluster keeps its
+// files: the images, etcd's data and the pods' logs take a few hundred MB;
+// the kubelet evicts pods below 100 MiB (render.go's kubelet.yaml).
+const minFreeDisk = 1 << 30
+
+// checkDisk says if the filesystem that will hold dir (its nearest
+// existing ancestor) has less than need bytes free ("" if it has enough).
+func checkDisk(dir string, need uint64) string {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err == nil {
+			free := st.Bavail * uint64(st.Bsize)
+			if free < need {
+				return fmt.Sprintf("%d MiB free on the filesystem of %s, and the cluster needs %d MiB: free some space or give another --state-dir", free>>20, d, need>>20)
+			}
+			return ""
+		}
+		if d == filepath.Dir(d) {
+			return ""
+		}
+	}
 }
 
 // errNoCluster is Down's and Status's error when the state directory holds

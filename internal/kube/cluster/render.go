@@ -193,8 +193,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 	// cgroupfs: cgroup v1 and no systemd here. cgroupRoot: the pods'
 	// cgroups under one of the cluster's own, which Up creates and Down
 	// removes, so that Down never touches a host's kubepods. failSwapOn false: a
-	// developer's machine may have swap. Eviction thresholds low, so that
-	// a nearly full disk of a CI machine does not evict the test's pods.
+	// developer's machine may have swap. Eviction thresholds absolute and
+	// low: a percentage of a large shared disk (1% of 250 GB is 2.5 GB) can
+	// exceed what a CI machine has free, and the node then evicts every pod
+	// for disk pressure though the test's pods write almost nothing. Up
+	// checks for minFreeDisk, well above these.
 	"kubelet.yaml": `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: {{.NodeIP}}
@@ -224,9 +227,9 @@ resolvConf: {{.ResolvConf}}
 podLogsDir: {{.PodLogs}}
 evictionHard:
   memory.available: 50Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
+  nodefs.available: 100Mi
+  nodefs.inodesFree: "1000"
+  imagefs.available: 100Mi
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 `,

@@ -50,7 +50,7 @@ type UpResult struct {
 // *MissingError; a failure or ctx's end tears down what Up started, and the
 // error then also says what teardown could not restore.
 func Up(ctx context.Context, o Options) (res UpResult, err error) {
-	t, err := checkMachine()
+	t, err := checkMachine(o.StateDir)
 	if err != nil {
 		return res, err
 	}
