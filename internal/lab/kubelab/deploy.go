@@ -172,7 +172,7 @@ func sidecarMismatch(mode scenario.Mode, client, server *corev1.Pod) string {
 		pod  *corev1.Pod
 		want bool
 	}{{client, wantClient}, {server, wantServer}} {
-		has := hasContainer(p.pod, inject.ProxyContainerName)
+		has := inject.HasSidecar(p.pod)
 		switch {
 		case p.want && !has:
 			out = append(out, fmt.Sprintf("pod %s has no %s container: it was not injected (the injector admitted it without a sidecar)", p.pod.Name, inject.ProxyContainerName))
@@ -181,16 +181,6 @@ func sidecarMismatch(mode scenario.Mode, client, server *corev1.Pod) string {
 		}
 	}
 	return strings.Join(out, "; ")
-}
-
-func hasContainer(p *corev1.Pod, name string) bool {
-	named := func(c corev1.Container) bool { return c.Name == name }
-	// A native sidecar (Istio's default since 1.27 on Kubernetes 1.29 and
-	// later) is an init container that keeps running.
-	native := func(c corev1.Container) bool {
-		return named(c) && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-	}
-	return slices.ContainsFunc(p.Spec.Containers, named) || slices.ContainsFunc(p.Spec.InitContainers, native)
 }
 
 // imagePullReasons are the container states of an image the node cannot

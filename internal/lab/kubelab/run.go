@@ -182,7 +182,7 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 		pod *corev1.Pod
 		dst *string
 	}{{k.clientPod, &m.Client}, {k.serverPod, &m.Server}} {
-		if s.pod == nil || !hasContainer(s.pod, inject.ProxyContainerName) {
+		if s.pod == nil || !inject.HasSidecar(s.pod) {
 			continue
 		}
 		var err error
@@ -259,10 +259,10 @@ func (k *kubeLab) roles() []containerRole {
 		{results.RoleClientApp, k.clientPod, appContainer},
 		{results.RoleServerApp, k.serverPod, appContainer},
 	}
-	if hasContainer(k.clientPod, inject.ProxyContainerName) {
+	if inject.HasSidecar(k.clientPod) {
 		out = append(out, containerRole{results.RoleClientSidecar, k.clientPod, inject.ProxyContainerName})
 	}
-	if hasContainer(k.serverPod, inject.ProxyContainerName) {
+	if inject.HasSidecar(k.serverPod) {
 		out = append(out, containerRole{results.RoleServerSidecar, k.serverPod, inject.ProxyContainerName})
 	}
 	// One node proxy serving both pods (a single node) is counted once, as

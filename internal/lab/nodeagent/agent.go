@@ -26,6 +26,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/lab/inpod"
 	"github.com/meshperf/meshperf/internal/lab/pod"
+	"github.com/meshperf/meshperf/internal/pilot/inject"
 )
 
 // Istio's enrolment label, on a pod or its namespace, and its values.
@@ -33,7 +34,6 @@ const (
 	DataplaneModeLabel = "istio.io/dataplane-mode"
 	DataplaneAmbient   = "ambient"
 	DataplaneNone      = "none" // on a pod: opted out whatever its namespace says
-	sidecarContainer   = "istio-proxy"
 )
 
 // DefaultResync is how often every pod is looked at again without an event:
@@ -171,12 +171,7 @@ func Enrolled(p *corev1.Pod, ns *corev1.Namespace) bool {
 	case corev1.PodSucceeded, corev1.PodFailed:
 		return false
 	}
-	for _, c := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
-		if c.Name == sidecarContainer {
-			return false
-		}
-	}
-	return true
+	return !inject.HasSidecar(p)
 }
 
 // reconcile brings the served set to what the informers say.
@@ -233,11 +228,7 @@ func (a *Agent) enrol(uid string, p *corev1.Pod) {
 		ns.Release()
 		return
 	}
-	sa := p.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
-	w := inpod.Workload{UID: uid, Name: p.Name, Namespace: p.Namespace, ServiceAccount: sa, NetnsPath: ns.NetnsPath()}
+	w := inpod.Workload{UID: uid, Name: p.Name, Namespace: p.Namespace, ServiceAccount: inject.ServiceAccount(p), NetnsPath: ns.NetnsPath()}
 	if err := a.cfg.ZDS.Add(w); err != nil {
 		// Back to the app's own path: a pod the node proxy does not serve
 		// must not have its traffic sent to listeners that are not there.

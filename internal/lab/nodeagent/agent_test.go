@@ -14,6 +14,7 @@ import (
 	"istio.io/istio/pkg/zdsapi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/lab/inpod"
@@ -51,7 +52,9 @@ func TestEnrolled(t *testing.T) {
 		{"sidecar", running(func(p *corev1.Pod) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "istio-proxy"})
 		}), ambientNS, false},
-		{"native sidecar", running(func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "istio-proxy"}} }), ambientNS, false},
+		{"native sidecar", running(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "istio-proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		}), ambientNS, false},
 		{"host network", running(func(p *corev1.Pod) { p.Spec.HostNetwork = true }), ambientNS, false},
 		{"no address yet", running(func(p *corev1.Pod) { p.Status.PodIP = "" }), ambientNS, false},
 		{"terminating (served until it is gone)", running(func(p *corev1.Pod) { p.DeletionTimestamp = &now }), ambientNS, true},

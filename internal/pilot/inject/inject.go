@@ -248,6 +248,26 @@ func sidecarLabels(p *corev1.Pod) map[string]string {
 	return out
 }
 
+// HasSidecar reports whether p runs the mesh's proxy: an istio-proxy
+// container, or a native sidecar (Istio's default since 1.27 on Kubernetes
+// 1.29 and later), an init container of that name that keeps running.
+func HasSidecar(p *corev1.Pod) bool {
+	named := func(c corev1.Container) bool { return c.Name == ProxyContainerName }
+	native := func(c corev1.Container) bool {
+		return named(c) && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	}
+	return slices.ContainsFunc(p.Spec.Containers, named) || slices.ContainsFunc(p.Spec.InitContainers, native)
+}
+
+// ServiceAccount is the service account p runs as: the one it names, or
+// its namespace's "default".
+func ServiceAccount(p *corev1.Pod) string {
+	if p.Spec.ServiceAccountName == "" {
+		return "default"
+	}
+	return p.Spec.ServiceAccountName
+}
+
 // WorkloadName is the name of the workload p belongs to, as Istio reports
 // it: a Deployment's pod, owned by a ReplicaSet named DEPLOYMENT-HASH with
 // the label pod-template-hash=HASH, belongs to DEPLOYMENT; any other owned

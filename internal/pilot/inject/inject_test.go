@@ -112,3 +112,24 @@ func TestSidecarGetsTheTrustDomain(t *testing.T) {
 		}
 	}
 }
+
+// A sidecar is an istio-proxy container, or an istio-proxy init container
+// that keeps running (a native sidecar); an init container of that name
+// that runs to completion is not one.
+func TestHasSidecar(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	for _, c := range []struct {
+		name string
+		spec corev1.PodSpec
+		want bool
+	}{
+		{"app only", corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}, false},
+		{"container", corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: ProxyContainerName}}}, true},
+		{"native", corev1.PodSpec{InitContainers: []corev1.Container{{Name: ProxyContainerName, RestartPolicy: &always}}}, true},
+		{"init that completes", corev1.PodSpec{InitContainers: []corev1.Container{{Name: ProxyContainerName}}}, false},
+	} {
+		if got := HasSidecar(&corev1.Pod{Spec: c.spec}); got != c.want {
+			t.Errorf("%s: HasSidecar = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -23,19 +23,8 @@ var podIndexers = cache.Indexers{
 		if !ok || p.Spec.NodeName == "" || terminal(p) {
 			return nil, nil
 		}
-		return []string{nodeIdentityKey(p.Spec.NodeName, p.Namespace, serviceAccount(p))}, nil
+		return []string{nodeIdentityKey(p.Spec.NodeName, p.Namespace, inject.ServiceAccount(p))}, nil
 	},
-}
-
-// sidecarContainer is the injected proxy's name, as a container or, for
-// Istio's native sidecars, an init container that keeps running.
-const sidecarContainer = "istio-proxy"
-
-func serviceAccount(p *corev1.Pod) string {
-	if p.Spec.ServiceAccountName == "" {
-		return "default"
-	}
-	return p.Spec.ServiceAccountName
 }
 
 func terminal(p *corev1.Pod) bool {
@@ -51,18 +40,16 @@ func podWorkload(p *corev1.Pod) *registry.PodWorkload {
 	}
 	w := &registry.PodWorkload{
 		Namespace: p.Namespace, Name: p.Name, Address: p.Status.PodIP, Labels: p.Labels,
-		ServiceAccount: serviceAccount(p), Node: p.Spec.NodeName, WorkloadName: inject.WorkloadName(p),
+		ServiceAccount: inject.ServiceAccount(p), Node: p.Spec.NodeName, WorkloadName: inject.WorkloadName(p),
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			w.Ready = c.Status == corev1.ConditionTrue
 		}
 	}
+	w.Sidecar = inject.HasSidecar(p)
 	for _, list := range [][]corev1.Container{p.Spec.Containers, p.Spec.InitContainers} {
 		for _, c := range list {
-			if c.Name == sidecarContainer {
-				w.Sidecar = true
-			}
 			for _, port := range c.Ports {
 				if port.Name == "" {
 					continue
