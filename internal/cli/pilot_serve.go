@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,6 +147,13 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	apiServer := &http.Server{Handler: api.NewHandler(apiDeps(srv, scopeLog(apiScope))), ReadHeaderTimeout: 10 * time.Second}
 	mon := http.NewServeMux()
 	mon.Handle("/metrics", promhttp.HandlerFor(srv.Metrics(), promhttp.HandlerOpts{}))
+	// Go's profiles, as istiod serves them (on its debug port): how the
+	// connect, push and disconnect paths spend CPU and memory at scale.
+	mon.HandleFunc("/debug/pprof/", pprof.Index)
+	mon.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mon.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mon.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mon.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	monServer := &http.Server{Handler: mon, ReadHeaderTimeout: 10 * time.Second}
 	var secureServer *grpc.Server
 	if ls.get(listenerSecureGRPC) != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -40,5 +41,28 @@ func TestProvenanceControlPlane(t *testing.T) {
 	}
 	if faster := prov(func(c *Config) { c.Rate = 20 }); faster.ParamsHash == own.ParamsHash {
 		t.Errorf("params hash %s did not change with the rate", own.ParamsHash)
+	}
+}
+
+// A control plane cpload starts admits the fleet's streams as fast as the
+// fleet opens them, unless the user set its limit; an external target's
+// limit is its own.
+func TestAdmitTheFleet(t *testing.T) {
+	mesh := &shape.Mesh{Proxies: make([]sim.ProxySpec, 300)}
+	for _, c := range []struct {
+		name string
+		c    Config
+		want float64
+	}{
+		{"unlimited connect rate: all of them", Config{Mesh: mesh, ConnectRate: -1}, 300},
+		{"connect rate", Config{Mesh: mesh, ConnectRate: 40}, 40},
+		{"default connect rate", Config{Mesh: mesh}, sim.DefaultConnectRate},
+		{"set by the user", Config{Mesh: mesh, ConnectRate: -1, Knobs: Knobs{MaxRequestsPerSecond: 7}}, 7},
+		{"external target", Config{Mesh: mesh, ConnectRate: -1, Target: "127.0.0.1:15010"}, 0},
+	} {
+		c.c.admitTheFleet()
+		if got := c.c.Knobs.MaxRequestsPerSecond; got != c.want {
+			t.Errorf("%s: PILOT_MAX_REQUESTS_PER_SECOND %g, want %g", c.name, got, c.want)
+		}
 	}
 }

@@ -319,6 +319,7 @@ func Run(ctx context.Context, c Config) (_ *Report, err error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	c.admitTheFleet()
 	dataDir := c.DataDir
 	if dataDir == "" && c.Target == "" {
 		dir, err := os.MkdirTemp("", "meshperf-cpload-")
@@ -386,6 +387,27 @@ func Run(ctx context.Context, c Config) (_ *Report, err error) {
 		r.Kube = kubeFigures
 	}
 	return r, err
+}
+
+// admitTheFleet sets the stream limit (PILOT_MAX_REQUESTS_PER_SECOND) of
+// a control plane cpload starts to the rate the fleet opens streams at,
+// unless the user set it: the run measures how the control plane
+// configures proxies, and its automatic limit (about 25 new streams a
+// second on 2 cores, as istiod's) would turn away most of a fleet that
+// connects faster, so that the sync time measured the limiter's queue and
+// the proxies' back-off. The report and provenance carry the value.
+func (c *Config) admitTheFleet() {
+	if c.Target != "" || c.Knobs.MaxRequestsPerSecond != 0 {
+		return
+	}
+	switch {
+	case c.ConnectRate > 0:
+		c.Knobs.MaxRequestsPerSecond = c.ConnectRate
+	case c.ConnectRate < 0: // all at once: admit them all within a second
+		c.Knobs.MaxRequestsPerSecond = float64(len(c.Mesh.Proxies))
+	default:
+		c.Knobs.MaxRequestsPerSecond = sim.DefaultConnectRate
+	}
 }
 
 // changes builds the churn's changes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,9 +235,59 @@ func (f *Fleet) WaitSynced(ctx context.Context) error {
 	case <-f.syncedAll:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%d of %d simulated proxies had their first full config, %d connected: %w",
-			f.Synced(), len(f.proxies), f.Connected(), ctx.Err())
+		return fmt.Errorf("%d of %d simulated proxies had their first full config, %d connected; %s: %w",
+			f.Synced(), len(f.proxies), f.Connected(), f.Unsynced(), ctx.Err())
 	}
+}
+
+// Unsynced says what the proxies without a first full config lack: how many
+// never opened a stream, how many wait for each type on their stream and
+// how many of those never received that type at all (the control plane
+// never sent it, as opposed to a stream that was reset before it came),
+// and how many streams failed, with the last error.
+func (f *Fleet) Unsynced() string {
+	var notOpen, failed, unsynced int
+	var waiting, neverSent [numTypes]int
+	lastError := ""
+	for _, p := range f.proxies {
+		s := p.rec.snapshot()
+		if !s.Synced.IsZero() {
+			continue
+		}
+		unsynced++
+		if s.Connected.IsZero() {
+			notOpen++
+		}
+		if s.StreamErrors > 0 {
+			failed++
+			lastError = s.LastError
+		}
+		var received [numTypes]bool
+		for _, r := range s.Responses {
+			received[r.Type] = true
+		}
+		for t := range numTypes {
+			if s.Waiting[t] {
+				waiting[t]++
+				if !received[t] {
+					neverSent[t]++
+				}
+			}
+		}
+	}
+	if unsynced == 0 {
+		return "none is missing anything"
+	}
+	parts := []string{fmt.Sprintf("of the %d without, %d never opened a stream", unsynced, notOpen)}
+	for _, t := range Types {
+		if waiting[t] > 0 {
+			parts = append(parts, fmt.Sprintf("%d wait for %s (%d never received any)", waiting[t], t, neverSent[t]))
+		}
+	}
+	if failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d had streams fail (last: %s)", failed, lastError))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Stats returns a copy of what proxy i recorded.

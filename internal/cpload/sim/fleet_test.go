@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -189,4 +192,68 @@ func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Contex
 		t.Fatal(err)
 	}
 	return f, ctx
+}
+
+// cdsOnly is an ADS server that answers the first CDS request with no
+// clusters and never answers anything else: a control plane that leaves
+// its proxies half configured.
+type cdsOnly struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+}
+
+func (cdsOnly) StreamAggregatedResources(stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	answered := false
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if req.GetTypeUrl() == Cluster.URL() && !answered {
+			answered = true
+			if err := stream.Send(&discoveryv3.DiscoveryResponse{TypeUrl: Cluster.URL(), VersionInfo: "1", Nonce: "1"}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// When the wait times out, the error says which types the proxies lack and
+// that the control plane never sent them, rather than only a count.
+func TestWaitSyncedSaysWhatIsMissing(t *testing.T) {
+	cc := testutil.ServeGRPC(t, func(g grpc.ServiceRegistrar) {
+		discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, cdsOnly{})
+	})
+	f, err := NewFleet(specs(3), Options{Target: cc.Target(), ConnectRate: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := f.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	// Every proxy has its CDS answer before the wait is cut short.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for i := range 3 {
+			if f.Stats(i).Acks[Cluster] == 0 {
+				return fmt.Errorf("proxy %d has no CDS yet", i)
+			}
+		}
+		return nil
+	})
+	wait, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	err = f.WaitSynced(wait)
+	if err == nil {
+		t.Fatal("synced against a control plane that sends only CDS")
+	}
+	for _, want := range []string{"0 of 3 simulated proxies", "3 wait for lds (3 never received any)", "3 wait for sds (3 never received any)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "wait for cds") {
+		t.Errorf("error %q says proxies wait for CDS, which they had", err)
+	}
 }

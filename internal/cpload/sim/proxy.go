@@ -94,6 +94,7 @@ func (st *session) opened() {
 			s.Connected = time.Now()
 			p.fleet.markConnected()
 		}
+		s.Waiting = st.waiting()
 	})
 }
 
@@ -137,18 +138,20 @@ func (st *session) received(at time.Time, t Type, nack bool, resources, removed,
 			s.Synced, s.SyncBytes = at, st.bytes
 			p.fleet.markSynced()
 		}
+		s.Waiting = st.waiting()
 	})
 }
 
-// complete says whether every needed type has been answered.
-func (st *session) complete() bool {
+// waiting says which needed types this stream has not had answered.
+func (st *session) waiting() (w [numTypes]bool) {
 	for t := range numTypes {
-		if st.need[t] && !st.answer[t] {
-			return false
-		}
+		w[t] = st.need[t] && !st.answer[t]
 	}
-	return true
+	return w
 }
+
+// complete says whether every needed type has been answered.
+func (st *session) complete() bool { return st.waiting() == [numTypes]bool{} }
 
 // setDependent records the names a CDS or LDS response implies for EDS or
 // RDS and returns those added and removed.

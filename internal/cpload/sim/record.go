@@ -27,7 +27,10 @@ type ProxyStats struct {
 	// Synced is when every type it subscribes to had been answered for the
 	// first time: CDS, LDS and SDS, plus EDS and RDS when CDS and LDS named
 	// something to ask for.
-	Synced    time.Time
+	Synced time.Time
+	// Waiting are the types the current stream needs and has not had
+	// answered yet: what is missing of its first config on that stream.
+	Waiting   [numTypes]bool
 	Responses []Response
 	Acks      [numTypes]int
 	Nacks     [numTypes]int
