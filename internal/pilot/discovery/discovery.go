@@ -409,7 +409,7 @@ func (s *Server) buildSnapshot() *snapshot.Snapshot {
 func (s *Server) publish(snap *snapshot.Snapshot) { s.current.Store(snap) }
 
 // startPush is the debouncer's push: one snapshot, then a queued push for every
-// connected proxy (the dependency filter runs when each is dequeued).
+// connected proxy the push concerns.
 func (s *Server) startPush(req *model.PushRequest) {
 	begin := time.Now()
 	s.traces.begin(s.pushes.Add(1), req, begin)
@@ -418,7 +418,51 @@ func (s *Server) startPush(req *model.PushRequest) {
 	s.publish(snap)
 	conns := s.connections()
 	s.recordPush(req, snap, len(conns))
-	s.queue.StartPush(req, conns)
+	s.queue.StartPush(req, s.concerned(snap, req, conns))
+}
+
+// concerned keeps the connections a push may concern: istiod's per-proxy
+// filter (needsPush), applied as the push starts and once per pair of
+// scopes (before, now) rather than once per proxy. Filtering only when
+// each proxy's turn comes let every push reach every proxy's queue entry:
+// while thousands of proxies connect, each connect is an endpoint change,
+// and every proxy's pending request then gathered every other proxy's
+// endpoint keys, so that connecting n proxies cost O(n²). The filter runs
+// again when each is dequeued, on what was merged by then. Node proxies
+// and waypoints are judged by what they would receive, when dequeued.
+func (s *Server) concerned(snap *snapshot.Snapshot, req *model.PushRequest, conns []*xds.Connection) []*xds.Connection {
+	if req.Reason[model.ReasonSecret] > 0 || req.Reason[model.ReasonGlobal] > 0 || len(req.ConfigsUpdated) == 0 {
+		return conns
+	}
+	type scopes struct{ prev, cur *scope.SidecarScope }
+	decided := map[scopes]bool{}
+	out := conns[:0]
+	skipped := 0
+	s.connsMu.Lock()
+	for _, c := range conns {
+		st := s.conns[c]
+		if st == nil {
+			continue // gone
+		}
+		if t := c.Proxy().Type; t == model.Ztunnel || t == model.Waypoint {
+			out = append(out, c)
+			continue
+		}
+		k := scopes{st.prevScope, snap.Scopes.For(c.Proxy())}
+		need, ok := decided[k]
+		if !ok {
+			need = needsPush(k.prev, k.cur, req)
+			decided[k] = need
+		}
+		if need {
+			out = append(out, c)
+		} else {
+			skipped++
+		}
+	}
+	s.connsMu.Unlock()
+	s.countSkipped(skipped)
+	return out
 }
 
 // pushConnection is one proxy's push, run under the throttle: skip proxies that
@@ -446,7 +490,7 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 	}
 	s.connsMu.Unlock()
 	if !push {
-		s.countSkipped()
+		s.countSkipped(1)
 		return
 	}
 	if err := s.xds.Push(ctx, conn, req); err != nil {

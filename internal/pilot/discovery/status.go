@@ -45,9 +45,9 @@ func (s *Server) recordPush(req *model.PushRequest, snap *snapshot.Snapshot, pro
 	s.status.SnapshotBuilt = snap.Built
 }
 
-func (s *Server) countSkipped() {
+func (s *Server) countSkipped(n int) {
 	s.statusMu.Lock()
-	s.status.SkippedTotal++
+	s.status.SkippedTotal += int64(n)
 	s.statusMu.Unlock()
 }
 

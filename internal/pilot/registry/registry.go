@@ -64,8 +64,15 @@ type Registry struct {
 	opts   Options
 	notify Notify
 
-	mu         sync.Mutex
-	services   map[config.Key]*config.Resource           // Services and ServiceEntries
+	mu       sync.Mutex
+	services map[config.Key]*config.Resource // Services and ServiceEntries
+	// selecting indexes, by namespace, the services of those resources
+	// that select workloads (a selector; not fed by EndpointSlices): a
+	// service selects only its own namespace's workloads, so a workload's
+	// change looks at its namespace's, not at every service of the mesh
+	// (which made each proxy's connect cost grow with the mesh). Read
+	// only: they are parsed once per change of their resource.
+	selecting  map[string]map[config.Key][]*model.Service
 	workloads  map[string]*workload                      // by id
 	namespaces map[string]map[string]string              // labels by namespace
 	proxies    map[string]*proxyEntry                    // connected or in grace, by node id
@@ -96,6 +103,7 @@ func New(opts Options, notify Notify) *Registry {
 	return &Registry{
 		opts: opts, notify: notify,
 		services:   map[config.Key]*config.Resource{},
+		selecting:  map[string]map[config.Key][]*model.Service{},
 		workloads:  map[string]*workload{},
 		namespaces: map[string]map[string]string{},
 		proxies:    map[string]*proxyEntry{},
@@ -139,6 +147,7 @@ func (r *Registry) updateLocked(kind config.Kind, old, new *config.Resource) (In
 		} else {
 			r.services[new.Key()] = new
 		}
+		r.indexSelectingLocked(old, new)
 		if !r.visibleLocked(cur.Meta.Namespace) {
 			return "", nil
 		}
@@ -197,22 +206,52 @@ func (r *Registry) visibleLocked(namespace string) bool {
 	return r.opts.NamespaceSelected(namespace, r.namespaces[namespace])
 }
 
+// indexSelectingLocked moves a Service or ServiceEntry change into the
+// selecting index.
+func (r *Registry) indexSelectingLocked(old, new *config.Resource) {
+	if old != nil {
+		if byKey := r.selecting[old.Meta.Namespace]; byKey != nil {
+			delete(byKey, old.Key())
+			if len(byKey) == 0 {
+				delete(r.selecting, old.Meta.Namespace)
+			}
+		}
+	}
+	if new == nil || r.fromSlices(new) {
+		return // its endpoints move with its slices, not with workloads
+	}
+	var selecting []*model.Service
+	for _, s := range servicesOf(new, r.opts.DomainSuffix) {
+		if len(s.Selector) > 0 {
+			selecting = append(selecting, s)
+		}
+	}
+	if len(selecting) == 0 {
+		return
+	}
+	ns := new.Meta.Namespace
+	if r.selecting[ns] == nil {
+		r.selecting[ns] = map[config.Key][]*model.Service{}
+	}
+	r.selecting[ns][new.Key()] = selecting
+}
+
 // endpointChangeLocked finds the services whose endpoints a workload change
-// moves (those selecting it before or after) and asks for an EDS push of them.
+// moves (those selecting it before or after) and asks for an EDS push of
+// them. Only the workload's namespace holds such services.
 func (r *Registry) endpointChangeLocked(before, after *workload, now time.Time) (InboundType, *model.PushRequest) {
 	var keys []config.Key
 	seen := map[config.Key]bool{}
-	for _, res := range r.services {
-		if r.fromSlices(res) {
-			continue // its endpoints move with its slices, not with workloads
+	for _, w := range []*workload{before, after} {
+		if w == nil || !r.visibleLocked(w.namespace) {
+			continue
 		}
-		for _, s := range servicesOf(res, r.opts.DomainSuffix) {
-			if seen[s.Key] || !r.visibleLocked(s.Namespace) {
-				continue
-			}
-			if (before != nil && selects(s, before)) || (after != nil && selects(s, after)) {
-				seen[s.Key] = true
-				keys = append(keys, s.Key)
+		for _, services := range r.selecting[w.namespace] {
+			for _, s := range services {
+				if !seen[s.Key] && selects(s, w) {
+					seen[s.Key] = true
+					keys = append(keys, s.Key)
+				}
 			}
 		}
 	}
