@@ -351,7 +351,11 @@ type Snapshot struct {
 	Workloads  []*model.Workload
 	endpoints  map[serviceID][]*model.Endpoint
 	byHostname map[string][]*model.Service
-	Namespaces map[string]map[string]string
+	// inNamespace: a proxy's inbound side looks only at its namespace's
+	// services, and looking through all of them per proxy made each
+	// proxy's config cost grow with the mesh.
+	inNamespace map[string][]*model.Service
+	Namespaces  map[string]map[string]string
 }
 
 // serviceID identifies a service across snapshots: a hostname is unique within
@@ -373,14 +377,18 @@ func (s *Snapshot) Endpoints(svc *model.Service, port uint32) []*model.Endpoint 
 // that declares it).
 func (s *Snapshot) ServicesByHostname(host string) []*model.Service { return s.byHostname[host] }
 
+// ServicesIn returns the services of a namespace, sorted by hostname.
+func (s *Snapshot) ServicesIn(namespace string) []*model.Service { return s.inNamespace[namespace] }
+
 // Snapshot builds the registry's current state, applying discoverySelectors.
 func (r *Registry) Snapshot() *Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	snap := &Snapshot{
-		endpoints:  map[serviceID][]*model.Endpoint{},
-		byHostname: map[string][]*model.Service{},
-		Namespaces: make(map[string]map[string]string, len(r.namespaces)),
+		endpoints:   map[serviceID][]*model.Endpoint{},
+		byHostname:  map[string][]*model.Service{},
+		inNamespace: map[string][]*model.Service{},
+		Namespaces:  make(map[string]map[string]string, len(r.namespaces)),
 	}
 	for ns, labels := range r.namespaces {
 		snap.Namespaces[ns] = labels
@@ -441,6 +449,9 @@ func (r *Registry) Snapshot() *Snapshot {
 	slices.SortFunc(snap.Services, func(a, b *model.Service) int {
 		return cmp.Or(strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Namespace, b.Namespace))
 	})
+	for _, svc := range snap.Services {
+		snap.inNamespace[svc.Namespace] = append(snap.inNamespace[svc.Namespace], svc)
+	}
 	slices.SortFunc(snap.Workloads, func(a, b *model.Workload) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Address, b.Address))
 	})

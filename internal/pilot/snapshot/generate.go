@@ -330,8 +330,8 @@ func (s *Snapshot) loadAssignments(sc *scope.SidecarScope, names []string) ([]Re
 func (s *Snapshot) inboundPorts(p *model.Proxy) []generate.InboundPort {
 	seen := map[uint32]bool{}
 	var out []generate.InboundPort
-	for _, svc := range s.Registry.Services {
-		if svc.Namespace != p.Namespace || len(svc.Selector) == 0 || !hasLabels(p.Labels, svc.Selector) {
+	for _, svc := range s.Registry.ServicesIn(p.Namespace) {
+		if len(svc.Selector) == 0 || !hasLabels(p.Labels, svc.Selector) {
 			continue
 		}
 		for _, port := range svc.Ports {
