@@ -35,6 +35,10 @@ type Connection struct {
 	// goroutine is the only writer.
 	mu      sync.Mutex
 	watches map[string]*watch
+
+	// configured is set, by the stream's goroutine, once a response was
+	// sent on every type the stream subscribed to (pilot_xds_awaiting_config).
+	configured bool
 }
 
 // watch is what the connection knows about one type.
@@ -145,6 +149,24 @@ func (c *Connection) pushWatches(full bool) []*watch {
 // recordSent notes a response that reached the stream.
 func (c *Connection) recordSent(w *watch, version, nonce string, at time.Time) {
 	c.update(func() { w.versionSent, w.nonceSent, w.lastSent = version, nonce, at })
+}
+
+// allSent says whether the proxy has been sent its full config: a response
+// on every type it subscribed to, and for Envoy, which asks for listeners
+// last (after clusters and their endpoints), listeners among them; stream
+// goroutine only.
+func (c *Connection) allSent() bool {
+	if c.proxy.Type != model.Ztunnel {
+		if w := c.watches[ListenerType]; w == nil || w.nonceSent == "" {
+			return false
+		}
+	}
+	for _, w := range c.watches {
+		if w.subscribed() && w.nonceSent == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // recordNack notes a rejected response.

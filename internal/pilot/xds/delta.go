@@ -195,7 +195,7 @@ func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string
 		w.have[r.Name] = versions[r.Name]
 		w.lastSend = append(w.lastSend, r.Name)
 	}
-	st.conn.recordSent(w, version, resp.Nonce, time.Now())
+	s.recordSent(st.conn, w, version, resp.Nonce)
 	tm.pushes.Inc()
 	tm.pushTime.Observe(time.Since(start).Seconds())
 	tm.configSize.Observe(float64(sent))

@@ -10,6 +10,7 @@ import (
 // Istio's dashboards and PromQL work against this server unchanged.
 type metrics struct {
 	clients       *prometheus.GaugeVec
+	awaiting      prometheus.Gauge
 	sendTime      prometheus.Histogram
 	writeTimeouts prometheus.Counter
 	internalErrs  prometheus.Counter
@@ -56,6 +57,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "pilot_xds",
 			Help: "Connected xDS streams, by the proxy's Istio version.",
 		}, []string{"version"})),
+		// Not istiod's: how many streams wait for their first full
+		// config, so that a proxy left unconfigured at scale shows.
+		awaiting: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pilot_xds_awaiting_config",
+			Help: "Connected xDS streams not yet sent a response for every type they subscribed to.",
+		})),
 		sendTime: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pilot_xds_send_time",
 			Help:    "Seconds one stream send took.",

@@ -190,6 +190,7 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	s.conns[conn.id] = conn
 	s.mu.Unlock()
 	s.m.clients.WithLabelValues(p.IstioVersion).Inc()
+	s.m.awaiting.Inc()
 	if h := s.pushHook.Load(); h != nil {
 		(*h).ConnectionAdded(conn)
 	}
@@ -204,6 +205,9 @@ func (s *Server) disconnect(conn *Connection) {
 	delete(s.conns, conn.id)
 	s.mu.Unlock()
 	s.m.clients.WithLabelValues(conn.proxy.IstioVersion).Dec()
+	if !conn.configured {
+		s.m.awaiting.Dec()
+	}
 	if h := s.pushHook.Load(); h != nil {
 		(*h).ConnectionRemoved(conn)
 	}
@@ -330,6 +334,16 @@ func sendWithin(d time.Duration, write func() error) error {
 		return err
 	case <-t.C:
 		return status.Errorf(codes.DeadlineExceeded, "send did not finish within %v (%s)", d, EnvSendTimeout)
+	}
+}
+
+// recordSent notes a response that reached conn's stream, and the stream's
+// first full config; stream goroutine only.
+func (s *Server) recordSent(conn *Connection, w *watch, version, nonce string) {
+	conn.recordSent(w, version, nonce, time.Now())
+	if !conn.configured && conn.allSent() {
+		conn.configured = true
+		s.m.awaiting.Dec()
 	}
 }
 

@@ -147,7 +147,7 @@ func (st *sotwStream) sendType(w *watch, req *model.PushRequest, version string)
 	if err := s.send(st.conn, tm, func() error { return st.stream.Send(resp) }); err != nil {
 		return err
 	}
-	st.conn.recordSent(w, version, resp.Nonce, time.Now())
+	s.recordSent(st.conn, w, version, resp.Nonce)
 	tm.pushes.Inc()
 	tm.pushTime.Observe(time.Since(start).Seconds())
 	tm.configSize.Observe(float64(configSize(res)))

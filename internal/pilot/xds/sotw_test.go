@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestSotWConnectRequestAckPushNack(t *testing.T) {
@@ -307,5 +309,44 @@ func TestGenerationFailureOnRequestEndsStream(t *testing.T) {
 	nextConn(t, e.hooks.disconnected)
 	if got := metricValue(t, e.reg, "pilot_total_xds_internal_errors", nil); got != 1 {
 		t.Errorf("pilot_total_xds_internal_errors = %v", got)
+	}
+}
+
+// pilot_xds_awaiting_config counts a stream until it has been sent its full
+// config (clusters, then listeners, as Envoy asks), and forgets a stream
+// that went away unconfigured.
+func TestAwaitingConfigGauge(t *testing.T) {
+	e := newTestEnv(t, newFakeGen("a"), Options{})
+	awaiting := func() float64 { return metricValue(t, e.reg, "pilot_xds_awaiting_config", nil) }
+	configured := e.sotw(t, testCtx(t), testNode(t, "1.23.1"))
+	configured.ask(ClusterType)
+	configured.expect(ClusterType)
+	nextConn(t, e.hooks.connected)
+	if got := awaiting(); got != 1 {
+		t.Errorf("awaiting %v with clusters sent and no listeners, want 1", got)
+	}
+	configured.ask(ListenerType)
+	configured.expect(ListenerType)
+	// The server counts the send after it returned, maybe after the client
+	// read it.
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if got := awaiting(); got != 0 {
+			return fmt.Errorf("awaiting %v once listeners were sent, want 0", got)
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	left := e.sotw(t, ctx, testNode(t, "1.23.1"))
+	left.ask(ClusterType)
+	left.expect(ClusterType)
+	nextConn(t, e.hooks.connected)
+	if got := awaiting(); got != 1 {
+		t.Errorf("awaiting %v with a second stream half configured, want 1", got)
+	}
+	cancel()
+	nextConn(t, e.hooks.disconnected)
+	if got := awaiting(); got != 0 {
+		t.Errorf("awaiting %v after the unconfigured stream went away, want 0", got)
 	}
 }
