@@ -17,7 +17,7 @@ import (
 	"github.com/meshperf/meshperf/internal/results"
 )
 
-// Cpload is `meshperf cpload run|lab`: the control-plane load test.
+// Cpload is `meshperf cpload run|scale|lab`: the control-plane load test.
 func Cpload(args []string, stdout, stderr io.Writer) int {
 	return untilSignalled(func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCpload(ctx, args, stdout, stderr, nil)
@@ -32,6 +32,8 @@ func runCpload(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 		subs: []subcommand{
 			{name: "run", about: "one load test: shape x churn x knobs against meshperf pilot or --target",
 				run: func(args []string) int { return cploadRun(ctx, args, stdout, stderr, pilotCommand) }},
+			{name: "scale", about: "one shape at growing sizes: cost per proxy and per service, and how it grows",
+				run: func(args []string) int { return cploadScale(ctx, args, stdout, stderr, pilotCommand) }},
 			{name: "lab", about: "Istio in Action chapter 11's tuning sequence, beside the book's figures",
 				run: func(args []string) int { return cploadLab(ctx, args, stdout, stderr, pilotCommand) }},
 		},

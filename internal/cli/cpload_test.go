@@ -23,6 +23,10 @@ func TestCploadBadInput(t *testing.T) {
 		{[]string{"run", "--target", "127.0.0.1:1"}, "--churn needs a way to change config"},
 		{[]string{"run", "--target", "127.0.0.1:1", "--churn", "none", "--apply-with", "kubectl"}, `--apply-with "kubectl"`},
 		{[]string{"lab", "extra"}, `unexpected argument "extra"`},
+		{[]string{"scale", "--steps", "2,1"}, "the sizes must increase"},
+		{[]string{"scale", "--steps", "1,two"}, `--steps "1,two": want positive whole multiples`},
+		{[]string{"scale", "--steps", "0"}, "want positive whole multiples"},
+		{[]string{"scale", "--kube"}, "cpload scale runs off Kubernetes so far"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runCpload(context.Background(), tc.args, &stdout, &stderr, []string{"/nonexistent"})

@@ -41,7 +41,7 @@ func fullReport() *driver.Report {
 			Convergence:  driver.Percentiles{N: 70, P50: 2.5, P90: 5, P99: 99.95}},
 		Prometheus: &driver.PromFigures{PushCount: 70, P50: 2.5, P90: 5, P99: 100,
 			Queries: []string{"sum(pilot_xds_pushes)", "histogram_quantile(0.99, ...)"}},
-		Process: &driver.ProcessFigures{Source: "procstat", CPUSeconds: 12.345, ChurnCPU: 3.2, RSSMaxMB: 180.4,
+		Process: &driver.ProcessFigures{Source: "procstat", CPUSeconds: 12.345, ChurnCPU: 3.2, ConnectCPU: 6.1, RSSMaxMB: 180.4,
 			PeakRSSMB: 190.6, RSSAtEndMB: 175, SamplesInTest: 25},
 		Notes: []string{"no proxy imports the changed namespace: nothing to time end to end"},
 	}
@@ -60,7 +60,7 @@ func externalReport() *driver.Report {
 		Churn: &driver.ChurnFigures{Kind: driver.ChurnEndpoints, Changes: 0,
 			EndToEnd:  driver.Percentiles{P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Max: math.NaN()},
 			PerChange: driver.Percentiles{P50: math.NaN(), P99: math.NaN()}},
-		Process: &driver.ProcessFigures{Source: "metrics", CPUSeconds: 40, ChurnCPU: 0.25, RSSAtEndMB: 512.5},
+		Process: &driver.ProcessFigures{Source: "metrics", CPUSeconds: 40, ChurnCPU: 0.25, ConnectCPU: 21.5, RSSAtEndMB: 512.5},
 		Notes:   []string{"external control plane: knobs were not set by meshperf"},
 	}
 }

@@ -30,6 +30,7 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 		return nil, err
 	}
 	c.progress("connecting %d simulated proxies to %s", len(specs), e.xds)
+	connecting := e.sample(ctx)
 	if err := f.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -43,6 +44,7 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 		}
 		return nil, fmt.Errorf("waiting for the proxies' first config: %w", err)
 	}
+	synced := e.sample(ctx)
 	fr := f.Report()
 	r.Connect = ConnectFigures{AllConnected: ms(fr.AllConnected), AllSynced: ms(fr.AllSynced), FirstConfig: pct(fr.FirstConfig)}
 	r.ConfigSize = configSize(f, specs)
@@ -79,6 +81,9 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	after := e.sample(ctx)
 	r.setControlPlane(before, after)
 	r.setResources(e, before, after)
+	if r.Process != nil {
+		r.Process.ConnectCPU = e.cpuBetween(connecting, synced)
+	}
 	if e.prom != nil {
 		if err := r.setPrometheus(ctx, e.prom, before.at, after.at); err != nil {
 			r.Notes = append(r.Notes, "Prometheus figures unavailable: "+err.Error())
@@ -106,6 +111,20 @@ func quietPeriod(c *Config) time.Duration {
 type scrape struct {
 	at   time.Time
 	snap *metrics.Snapshot
+}
+
+// cpuBetween is the control plane's CPU seconds between two samples: from
+// its process when sampled, else from its process_cpu_seconds_total.
+func (e *env) cpuBetween(from, to scrape) float64 {
+	if e.sampler != nil {
+		if w := e.sampler.Window(from.at, to.at); len(w) == 1 && w[0].Samples > 0 {
+			return w[0].CPU.Seconds()
+		}
+	}
+	if from.snap != nil && to.snap != nil && to.snap.Has("process_cpu_seconds_total") {
+		return to.snap.Sum("process_cpu_seconds_total") - from.snap.Sum("process_cpu_seconds_total")
+	}
+	return 0
 }
 
 func (e *env) sample(ctx context.Context) scrape {
