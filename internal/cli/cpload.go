@@ -43,7 +43,7 @@ func runCpload(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 
 // cploadRunFlags are cpload run's flags.
 type cploadRunFlags struct {
-	shape                              string
+	shape, form                        string
 	namespaces, services, replicas     int
 	proxies                            int
 	churn, namespace, service          string
@@ -68,6 +68,7 @@ type cploadRunFlags struct {
 
 func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.shape, "shape", "booklab", "mesh `shape`: uniform, large (Istio's large load test), booklab (the book's lab mesh)")
+	fs.StringVar(&f.form, "form", shape.FormServices, "how the shape's services and pods are written: services (Kubernetes Services; endpoints from the connected proxies) or serviceentries (a ServiceEntry per Service and a WorkloadEntry per pod, the kinds istiod's file mode reads: for --target istiod)")
 	countVar(fs, &f.namespaces, "namespaces", 0, "namespaces (uniform: default 5; large: default 1)")
 	countVar(fs, &f.services, "services", 0, "uniform: services per namespace (default 10)")
 	countVar(fs, &f.replicas, "replicas", 0, "pods per service/deployment (uniform default 1, large default 2)")
@@ -171,6 +172,12 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	m, ns, err := f.mesh()
 	if err != nil {
 		return driver.Config{}, err
+	}
+	if f.form != shape.FormServices && f.kube {
+		return driver.Config{}, usagef("--form %s: with --kube the mesh is Services and pods on the API server", f.form)
+	}
+	if m, err = shape.InForm(m, f.form, "cluster.local"); err != nil {
+		return driver.Config{}, usageError{"--" + err.Error()}
 	}
 	if f.namespace != "" {
 		ns = f.namespace

@@ -24,6 +24,8 @@ func TestCploadBadInput(t *testing.T) {
 		{[]string{"run", "--target", "127.0.0.1:1", "--churn", "none", "--apply-with", "kubectl"}, `--apply-with "kubectl"`},
 		{[]string{"lab", "extra"}, `unexpected argument "extra"`},
 		{[]string{"scale", "--steps", "2,1"}, "the sizes must increase"},
+		{[]string{"run", "--form", "crds"}, `--form "crds": want services or serviceentries`},
+		{[]string{"run", "--kube", "--form", "serviceentries"}, "with --kube the mesh is Services and pods"},
 		{[]string{"scale", "--steps", "1,two"}, `--steps "1,two": want positive whole multiples`},
 		{[]string{"scale", "--steps", "0"}, "want positive whole multiples"},
 		{[]string{"scale", "--kube"}, "cpload scale runs off Kubernetes so far"},

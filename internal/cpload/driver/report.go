@@ -133,7 +133,7 @@ type ProcessFigures struct {
 
 func newReport(c *Config, e *env, proxies int) *Report {
 	r := &Report{Name: c.Name, Shape: c.Shape, Started: time.Now().UTC(), Target: e.xds, External: c.Target != "",
-		Delta: c.Delta, Proxies: proxies, Resources: len(c.Mesh.All()), Services: c.Mesh.Count(config.KindService),
+		Delta: c.Delta, Proxies: proxies, Resources: len(c.Mesh.All()), Services: c.Mesh.Count(config.KindService) + c.Mesh.Count(config.KindServiceEntry),
 		Scoping: c.Scoping, Exclude: c.Exclude, Knobs: c.Knobs}
 	// istiod started by the run (-istiod) gets the knobs as meshperf pilot does.
 	startedIstiod := c.Kube != nil && c.Kube.Istiod != ""

@@ -1,12 +1,28 @@
 package model
 
 import (
+	"strings"
+
 	"github.com/meshperf/meshperf/internal/pilot/config"
 )
 
 // Protocol is a service port's protocol, by Istio's names (HTTP, HTTP2, GRPC,
 // TCP, TLS, HTTPS, ...), from the port's protocol or name prefix.
 type Protocol string
+
+// ProtocolFromName reads an Istio protocol from a port name or an
+// appProtocol such as "http-web", "grpc", "tcp-db" or "HTTPS", as Istio's
+// protocol selection does; anything else is TCP.
+func ProtocolFromName(name string) Protocol {
+	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
+	switch prefix {
+	case "http", "http2", "grpc", "grpc-web", "https", "tls", "tcp", "mongo", "redis", "mysql":
+		return Protocol(strings.ToUpper(prefix))
+	case "h2c":
+		return "HTTP2"
+	}
+	return "TCP"
+}
 
 // ServicePort is one port of a service.
 type ServicePort struct {

@@ -395,17 +395,18 @@ func (r *Registry) Snapshot() *Snapshot {
 	}
 	byNamespace := map[string][]*workload{}
 	views := map[*workload]*model.Workload{}
-	podAddresses := map[string]bool{} // "NS/IP" of pods
+	// "NS/IP" of the workloads the config declares (pods, WorkloadEntries):
+	// a connected sidecar at one of them is that workload's proxy, and
+	// registered as well it would be a service's endpoint twice.
+	declared := map[string]bool{}
 	for _, w := range r.workloads {
-		if w.pod != nil {
-			podAddresses[w.namespace+"/"+w.address] = true
+		if !strings.HasPrefix(w.id, proxyIDPrefix) {
+			declared[w.namespace+"/"+w.address] = true
 		}
 	}
 	for _, w := range r.workloads {
 		if r.visibleLocked(w.namespace) {
-			if w.pod == nil && strings.HasPrefix(w.id, proxyIDPrefix) && podAddresses[w.namespace+"/"+w.address] {
-				// A sidecar's pod is the workload already: selected twice it
-				// would be a ServiceEntry's endpoint twice.
+			if strings.HasPrefix(w.id, proxyIDPrefix) && declared[w.namespace+"/"+w.address] {
 				continue
 			}
 			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)

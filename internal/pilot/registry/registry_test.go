@@ -230,3 +230,31 @@ func TestDiscoverySelectorsHideNamespacesAndRelabellingPushes(t *testing.T) {
 		t.Errorf("an unchanged namespace pushed")
 	}
 }
+
+// A connected sidecar at the address of a WorkloadEntry (or pod) of its
+// namespace is that workload's proxy: the service's endpoint once, as the
+// entry declares it.
+func TestSidecarOfADeclaredWorkloadIsOneEndpoint(t *testing.T) {
+	r, _, _ := newTestRegistry(Options{})
+	r.Update(nil, kubeService("shop", "cart", map[string]string{"app": "cart"},
+		corev1.ServicePort{Name: "http-web", Port: 80, TargetPort: intstr.FromInt(8080)}))
+	we := workloadEntry("shop", "cart-1", "10.0.0.1", map[string]string{"app": "cart", "security.istio.io/tlsMode": "istio"})
+	r.Update(nil, we)
+	r.ProxyConnected(&model.Proxy{ID: "sidecar~10.0.0.1~cart-1.shop~shop.svc.cluster.local", Namespace: "shop",
+		IPAddresses: []string{"10.0.0.1"}, Labels: map[string]string{"app": "cart"}, ServiceAccount: "cart"})
+	// The same address in another namespace is another workload.
+	r.ProxyConnected(&model.Proxy{ID: "sidecar~10.0.0.1~cart-1.other~other.svc.cluster.local", Namespace: "other",
+		IPAddresses: []string{"10.0.0.1"}, Labels: map[string]string{"app": "cart"}, ServiceAccount: "cart"})
+	snap := r.Snapshot()
+	eps := snap.Endpoints(snap.Services[0], 80)
+	if len(eps) != 1 || eps[0].Address != "10.0.0.1" || eps[0].ServiceAccount != "sa-cart-1" || eps[0].TLSMode != "istio" {
+		t.Errorf("endpoints %+v, want the entry's once", eps)
+	}
+	if len(snap.Workloads) != 2 {
+		t.Errorf("workloads %+v, want the entry and the other namespace's sidecar", snap.Workloads)
+	}
+	r.Update(we, nil)
+	if eps := r.Snapshot().Endpoints(snap.Services[0], 80); len(eps) != 1 || eps[0].ServiceAccount != "cart" {
+		t.Errorf("with the entry deleted, endpoints %+v, want the sidecar's", eps)
+	}
+}

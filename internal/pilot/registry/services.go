@@ -54,25 +54,12 @@ func fromKubeService(r *config.Resource, spec *corev1.ServiceSpec, domainSuffix 
 // meshperf treats undeclared ports as TCP, as Istio does with sniffing off).
 func kubeProtocol(p corev1.ServicePort) model.Protocol {
 	if p.AppProtocol != nil && *p.AppProtocol != "" {
-		return protocolFromName(*p.AppProtocol)
+		return model.ProtocolFromName(*p.AppProtocol)
 	}
 	if p.Protocol == corev1.ProtocolUDP || p.Protocol == corev1.ProtocolSCTP {
 		return model.Protocol(p.Protocol)
 	}
-	return protocolFromName(p.Name)
-}
-
-// protocolFromName reads an Istio protocol from a name such as "http-web",
-// "grpc", "tcp-db" or "HTTPS".
-func protocolFromName(name string) model.Protocol {
-	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
-	switch prefix {
-	case "http", "http2", "grpc", "grpc-web", "https", "tls", "tcp", "mongo", "redis", "mysql":
-		return model.Protocol(strings.ToUpper(prefix))
-	case "h2c":
-		return "HTTP2"
-	}
-	return "TCP"
+	return model.ProtocolFromName(p.Name)
 }
 
 func fromServiceEntry(r *config.Resource, spec *networking.ServiceEntry) []*model.Service {
