@@ -42,7 +42,7 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 		if e.pilot != nil && e.pilot.Exited() {
 			return nil, errors.New(e.pilot.ExitReason())
 		}
-		return nil, fmt.Errorf("waiting for the proxies' first config: %w", err)
+		return nil, fmt.Errorf("waiting for the proxies' first config: %w%s", err, e.awaitingConfig(ctx))
 	}
 	synced := e.sample(ctx)
 	fr := f.Report()
@@ -111,6 +111,18 @@ func quietPeriod(c *Config) time.Duration {
 type scrape struct {
 	at   time.Time
 	snap *metrics.Snapshot
+}
+
+// awaitingConfig is the control plane's side of a wait that timed out:
+// how many streams it counts as not yet sent their full config
+// (pilot_xds_awaiting_config), or "" when it does not say.
+func (e *env) awaitingConfig(ctx context.Context) string {
+	s := e.sample(ctx)
+	if !s.snap.Has("pilot_xds_awaiting_config") {
+		return ""
+	}
+	return fmt.Sprintf("; the control plane counts %.0f of its %.0f streams as not yet sent their full config (pilot_xds_awaiting_config)",
+		s.snap.Sum("pilot_xds_awaiting_config"), s.snap.Sum("pilot_xds"))
 }
 
 // cpuBetween is the control plane's CPU seconds between two samples: from
