@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/meshperf/meshperf/internal/bench"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
+	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -241,7 +243,7 @@ func cploadRun(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	}
 	r, err := driver.Run(ctx, c)
 	if err != nil {
-		return cmd.exit(stderr, err)
+		return cmd.exit(stderr, runError(err))
 	}
 	r.Print(stdout)
 	return cmd.exit(stderr, saveCpload(f.jsonOut, f.db, r, []*driver.Report{r}))
@@ -274,7 +276,7 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 	lc.PilotCommand, lc.Progress = pilotCommand, stderr
 	lr, err := driver.Lab(ctx, lc)
 	if err != nil {
-		return cmd.exit(stderr, err)
+		return cmd.exit(stderr, runError(err))
 	}
 	lr.Print(stdout)
 	reports := make([]*driver.Report, 0, len(lr.Steps))
@@ -282,6 +284,16 @@ func cploadLab(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 		reports = append(reports, s.Report)
 	}
 	return cmd.exit(stderr, saveCpload(jsonOut, db, lr, reports))
+}
+
+// runError is a run's failure as the command reports it: a fleet larger
+// than the open-files limit lets a process connect is the command line's
+// doing (exit status 2), which -proxies-per-conn mends.
+func runError(err error) error {
+	if errors.Is(err, sim.ErrTooFewFiles) {
+		return inputError{err}
+	}
+	return err
 }
 
 // checkStoreLocation refuses, before a run, a -db ("" for none) that names

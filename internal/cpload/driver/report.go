@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +47,7 @@ type Report struct {
 	ControlPlane *ControlPlaneFigures `json:"controlPlane,omitempty"`
 	Prometheus   *PromFigures         `json:"prometheus,omitempty"`
 	Process      *ProcessFigures      `json:"process,omitempty"`
+	Simulator    *SimulatorFigures    `json:"simulator,omitempty"`
 	Kube         *KubeFigures         `json:"kube,omitempty"`
 	Notes        []string             `json:"notes,omitempty"`
 	// Provenance says what was measured and where: meshperf's build, the
@@ -129,7 +131,25 @@ type ProcessFigures struct {
 	PeakRSSMB     float64 `json:"peakRssMB"` // VmHWM
 	RSSAtEndMB    float64 `json:"rssAtEndMB"`
 	SamplesInTest int     `json:"samples"`
+	// RSSAtSyncMB is the RSS once every proxy had its first config and the
+	// pushes their connecting caused were over, before any churn: what the
+	// mesh and the connected proxies hold, shared out per proxy and per
+	// service (KB) to see whether the cost grows linearly.
+	RSSAtSyncMB        float64 `json:"rssAtSyncMB,omitempty"`
+	KBPerProxyAtSync   float64 `json:"kbPerProxyAtSync,omitempty"`
+	KBPerServiceAtSync float64 `json:"kbPerServiceAtSync,omitempty"`
 }
+
+// SimulatorFigures are cpload's own CPU and memory over the run, so that
+// the simulator's cost is not mistaken for the control plane's.
+type SimulatorFigures struct {
+	CPUSeconds float64 `json:"cpuSeconds"`
+	RSSMaxMB   float64 `json:"rssMaxMB"`
+	KBPerProxy float64 `json:"kbPerProxy"` // RSS max over the simulated proxies
+}
+
+// simulatorName is cpload's own process in the sampler.
+const simulatorName = "cpload"
 
 func newReport(c *Config, e *env, proxies int) *Report {
 	r := &Report{Name: c.Name, Shape: c.Shape, Started: time.Now().UTC(), Target: e.xds, External: c.Target != "",
@@ -184,20 +204,51 @@ func (r *Report) setResources(e *env, before, after scrape) {
 	if e.sampler != nil {
 		all := e.sampler.Window(time.Time{}, after.at)
 		test := e.sampler.Window(before.at, after.at)
-		if len(all) == 1 && all[0].Samples > 0 {
-			p := &ProcessFigures{Source: "procstat", CPUSeconds: all[0].CPU.Seconds(), RSSMaxMB: float64(all[0].MaxRSS) / mb,
-				PeakRSSMB: float64(all[0].MaxHWM) / mb, SamplesInTest: test[0].Samples}
-			p.ChurnCPU = test[0].CPU.Seconds()
-			r.Process = p
+		atSync := e.sampler.Window(before.at, before.at)
+		for i, u := range all {
+			if u.Samples == 0 {
+				continue
+			}
+			switch {
+			case u.Name == simulatorName && u.PID == os.Getpid():
+				r.Simulator = &SimulatorFigures{CPUSeconds: u.CPU.Seconds(), RSSMaxMB: float64(u.MaxRSS) / mb,
+					KBPerProxy: perKB(float64(u.MaxRSS), r.Proxies)}
+			case i == 0 && e.controlPlaneSampled:
+				r.Process = &ProcessFigures{Source: "procstat", CPUSeconds: u.CPU.Seconds(), RSSMaxMB: float64(u.MaxRSS) / mb,
+					PeakRSSMB: float64(u.MaxHWM) / mb, SamplesInTest: test[i].Samples, ChurnCPU: test[i].CPU.Seconds()}
+				if atSync[i].Samples > 0 {
+					r.Process.setAtSync(float64(atSync[i].MaxRSS), r.Proxies, r.Services)
+				}
+			}
 		}
 	}
 	if after.snap != nil && after.snap.Has("process_cpu_seconds_total") {
 		if r.Process == nil {
 			r.Process = &ProcessFigures{Source: "metrics", CPUSeconds: after.snap.Sum("process_cpu_seconds_total"),
 				ChurnCPU: after.snap.Sum("process_cpu_seconds_total") - before.snap.Sum("process_cpu_seconds_total")}
+			if before.snap.Has("process_resident_memory_bytes") {
+				r.Process.setAtSync(before.snap.Sum("process_resident_memory_bytes"), r.Proxies, r.Services)
+			}
 		}
 		r.Process.RSSAtEndMB = after.snap.Sum("process_resident_memory_bytes") / mb
 	}
+}
+
+// setAtSync records the control plane's RSS at sync, in bytes, and its
+// share per proxy and per service.
+func (p *ProcessFigures) setAtSync(rss float64, proxies, services int) {
+	p.RSSAtSyncMB = rss / (1 << 20)
+	p.KBPerProxyAtSync = perKB(rss, proxies)
+	p.KBPerServiceAtSync = perKB(rss, services)
+}
+
+// perKB is bytes shared out over n, in KB; 0 when there is nothing to
+// share over.
+func perKB(bytes float64, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return bytes / float64(n) / 1024
 }
 
 // setPrometheus asks the book's queries at the end of the test; the push
@@ -314,6 +365,14 @@ func (r *Report) Print(w io.Writer) {
 	} else if p != nil {
 		fmt.Fprintf(w, "control plane process (%s): CPU %.2f s (%.2f s connecting, %.2f s during churn), RSS max %.0f MB, peak RSS %.0f MB\n",
 			p.Source, p.CPUSeconds, p.ConnectCPU, p.ChurnCPU, p.RSSMaxMB, p.PeakRSSMB)
+	}
+	if p := r.Process; p != nil && p.RSSAtSyncMB > 0 {
+		fmt.Fprintf(w, "control plane memory at sync: RSS %.0f MB, %.1f KB per proxy, %.1f KB per service\n",
+			p.RSSAtSyncMB, p.KBPerProxyAtSync, p.KBPerServiceAtSync)
+	}
+	if s := r.Simulator; s != nil {
+		fmt.Fprintf(w, "simulator (cpload): CPU %.2f s, RSS max %.0f MB, %.1f KB per simulated proxy\n",
+			s.CPUSeconds, s.RSSMaxMB, s.KBPerProxy)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

@@ -2,13 +2,16 @@ package driver_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshperf/meshperf/internal/cpload/driver"
+	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -18,7 +21,8 @@ import (
 
 // fullReport has every section: meshperf pilot started here with all four
 // knobs, discoverySelectors, churn, scraped control-plane figures, the book's
-// PromQL answers, procstat's process figures and a note.
+// PromQL answers, procstat's process figures with the memory at sync,
+// cpload's own cost and a note.
 func fullReport() *driver.Report {
 	return &driver.Report{
 		Name: "booklab mesh-wide", Shape: "booklab",
@@ -42,8 +46,9 @@ func fullReport() *driver.Report {
 		Prometheus: &driver.PromFigures{PushCount: 70, P50: 2.5, P90: 5, P99: 100,
 			Queries: []string{"sum(pilot_xds_pushes)", "histogram_quantile(0.99, ...)"}},
 		Process: &driver.ProcessFigures{Source: "procstat", CPUSeconds: 12.345, ChurnCPU: 3.2, ConnectCPU: 6.1, RSSMaxMB: 180.4,
-			PeakRSSMB: 190.6, RSSAtEndMB: 175, SamplesInTest: 25},
-		Notes: []string{"no proxy imports the changed namespace: nothing to time end to end"},
+			PeakRSSMB: 190.6, RSSAtEndMB: 175, SamplesInTest: 25, RSSAtSyncMB: 150, KBPerProxyAtSync: 11815.4, KBPerServiceAtSync: 9600},
+		Simulator: &driver.SimulatorFigures{CPUSeconds: 1.5, RSSMaxMB: 40.2, KBPerProxy: 3166.5},
+		Notes:     []string{"no proxy imports the changed namespace: nothing to time end to end"},
 	}
 }
 
@@ -130,5 +135,43 @@ func TestStoreRow(t *testing.T) {
 	bad.ControlPlane.Pushes = math.NaN()
 	if _, err := bad.StoreRow(); err == nil {
 		t.Error("a report with a NaN figure was stored")
+	}
+}
+
+// A run reports cpload's own cost beside the control plane's, and the
+// control plane's memory at sync shared out per proxy and per service.
+func TestRunReportsSimulatorCost(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := shape.Uniform(shape.UniformOptions{Namespaces: 2, ServicesPerNamespace: 2, Replicas: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := driver.Run(ctx, driver.Config{Shape: "uniform", Mesh: m, Churn: driver.ChurnNone,
+		PilotCommand: pilotCommand(t), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Simulator
+	if s == nil || s.RSSMaxMB <= 0 || s.CPUSeconds <= 0 {
+		t.Fatalf("simulator figures %+v; want cpload's CPU and RSS", s)
+	}
+	if want := s.RSSMaxMB * 1024 / float64(r.Proxies); math.Abs(s.KBPerProxy-want) > 1e-6*want {
+		t.Errorf("simulator KB per proxy %v; want RSS max over %d proxies, %v", s.KBPerProxy, r.Proxies, want)
+	}
+	p := r.Process
+	if p == nil || p.Source != "procstat" || p.RSSAtSyncMB <= 0 || p.RSSAtSyncMB > p.RSSMaxMB {
+		t.Fatalf("control plane figures %+v; want its RSS at sync, at most its RSS max", p)
+	}
+	if want := p.RSSAtSyncMB * 1024 / float64(r.Services); math.Abs(p.KBPerServiceAtSync-want) > 1e-6*want {
+		t.Errorf("control plane KB per service %v; want RSS at sync over %d services, %v", p.KBPerServiceAtSync, r.Services, want)
+	}
+	if want := p.RSSAtSyncMB * 1024 / float64(r.Proxies); math.Abs(p.KBPerProxyAtSync-want) > 1e-6*want {
+		t.Errorf("control plane KB per proxy %v; want RSS at sync over %d proxies, %v", p.KBPerProxyAtSync, r.Proxies, want)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	if !strings.Contains(out.String(), "simulator (cpload): CPU ") || !strings.Contains(out.String(), "control plane memory at sync: RSS ") {
+		t.Errorf("the printed report lacks the simulator's cost or the memory at sync:\n%s", out.String())
 	}
 }

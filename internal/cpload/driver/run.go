@@ -220,13 +220,17 @@ type env struct {
 	promServer *metrics.PromServer
 	sampler    *procstat.Sampler
 	stopSample context.CancelFunc
-	tmp        string
+	// controlPlaneSampled says the sampler's first process is the control
+	// plane; cpload itself is always sampled, last, to tell the
+	// simulator's cost from the control plane's.
+	controlPlaneSampled bool
+	tmp                 string
 }
 
 // startEnv starts meshperf pilot (unless c.Target), the procstat sampler on
 // it, and Prometheus when asked.
 func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env, error) {
-	e := &env{}
+	e := &env{sampler: procstat.NewSampler(200 * time.Millisecond)}
 	if c.Target == "" {
 		p, err := startPilot(ctx, c.PilotCommand, dataDir, meshConfig, c.Knobs.env())
 		if err != nil {
@@ -254,6 +258,7 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 			e.api = &DirApplier{Dir: strings.TrimPrefix(c.ApplyWith, "dir:")}
 		}
 	}
+	e.sampleSelf()
 	switch {
 	case c.Prometheus:
 		dir, err := os.MkdirTemp("", "meshperf-prometheus-")
@@ -291,11 +296,13 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 
 // sampleProcess samples the control plane's CPU and memory for the report.
 func (e *env) sampleProcess(name string, pid int) {
-	e.sampler = procstat.NewSampler(200 * time.Millisecond)
-	if err := e.sampler.Add(name, pid); err != nil {
-		e.sampler = nil
-		return
-	}
+	e.controlPlaneSampled = e.sampler.Add(name, pid) == nil
+}
+
+// sampleSelf adds cpload's own process to the sampler, after the control
+// plane, and starts sampling.
+func (e *env) sampleSelf() {
+	_ = e.sampler.Add(simulatorName, os.Getpid())
 	sctx, cancel := context.WithCancel(context.Background())
 	e.stopSample = cancel
 	go e.sampler.Run(sctx)

@@ -29,6 +29,9 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkPilotFiles(len(specs), c.ProxiesPerConn); err != nil {
+		return nil, err
+	}
 	c.progress("connecting %d simulated proxies to %s", len(specs), e.xds)
 	connecting := e.sample(ctx)
 	if err := f.Start(ctx); err != nil {
@@ -95,6 +98,19 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// checkPilotFiles refuses a fleet whose connections the meshperf pilot this
+// run started could not accept; the fleet checks its own side in Start.
+func (e *env) checkPilotFiles(proxies, perConn int) error {
+	if e.pilot == nil {
+		return nil
+	}
+	b, err := sim.ProcessFiles(e.pilot.PID())
+	if err != nil {
+		return nil // no /proc: the accepts will say if it runs out
+	}
+	return sim.CheckFiles(b, proxies, max(perConn, 1), "the meshperf pilot this run started", "")
 }
 
 // quietPeriod is how long the push counter must stand still for the control

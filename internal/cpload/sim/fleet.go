@@ -154,14 +154,21 @@ func nacks(i int, share float64) bool {
 func (f *Fleet) Len() int { return len(f.proxies) }
 
 // Start connects the proxies in the background, at most ConnectRate per
-// second, and returns at once; Stop ends them.
+// second, and returns at once; Stop ends them. It first checks that this
+// process may open a connection per ProxiesPerConn proxies (see CheckFiles).
 func (f *Fleet) Start(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.started {
 		return errors.New("simulated proxies: already started")
 	}
-	n := (len(f.proxies) + f.opts.ProxiesPerConn - 1) / f.opts.ProxiesPerConn
+	// Without /proc the budget is unknown; the dials will say if it runs out.
+	if b, err := OwnFiles(); err == nil {
+		if err := CheckFiles(b, len(f.proxies), f.opts.ProxiesPerConn, "this process", SplitFleet); err != nil {
+			return err
+		}
+	}
+	n := connsFor(len(f.proxies), f.opts.ProxiesPerConn)
 	for range n {
 		cc, err := grpc.NewClient(f.opts.Target, f.opts.DialOptions...)
 		if err != nil {

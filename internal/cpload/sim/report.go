@@ -64,7 +64,7 @@ func PercentilesOf(ds []time.Duration) Percentiles {
 func (f *Fleet) Report() Report {
 	f.mu.Lock()
 	r := Report{Proxies: len(f.proxies), Delta: f.opts.Delta, Start: f.start,
-		Conns: (len(f.proxies) + f.opts.ProxiesPerConn - 1) / f.opts.ProxiesPerConn}
+		Conns: connsFor(len(f.proxies), f.opts.ProxiesPerConn)}
 	f.mu.Unlock()
 	var firsts []time.Duration
 	var lastConn, lastSync time.Time
