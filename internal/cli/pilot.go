@@ -2,14 +2,20 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
@@ -142,6 +148,8 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	for _, scope := range f.levels.unknown {
 		log.Warn("--log_output_level names a scope meshperf pilot does not have; ignored", "scope", scope, "scopes", strings.Join(pilotLogScopes, ","))
 	}
+	setMemoryLimit(log, memlimit.FromCgroup)
+	logOpenFilesLimit(log)
 	// The cluster is checked before the CA's root is created: a pilot that
 	// cannot watch it leaves nothing behind.
 	kubeSource, err := f.kube.source(ctx, scopeLog(discovery.ScopeKube))
@@ -181,4 +189,44 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		return exitFailed
 	}
 	return exitOK
+}
+
+// memoryLimitRatio is the share of the cgroup's memory limit given to the Go
+// runtime as GOMEMLIMIT, istiod's: the rest is left for what the runtime
+// does not count (stacks in flight, the kernel's socket buffers) so that the
+// collector works harder before the kernel kills the process.
+const memoryLimitRatio = 0.9
+
+// setMemoryLimit sets GOMEMLIMIT, as istiod does at its start, to
+// memoryLimitRatio of the limit that cgroupLimit reads, unless the user set
+// GOMEMLIMIT (or AUTOMEMLIMIT=off), and logs the limit in force. It returns
+// that limit (math.MaxInt64 when none).
+func setMemoryLimit(log *slog.Logger, cgroupLimit memlimit.Provider) int64 {
+	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", v)
+		return debug.SetMemoryLimit(-1)
+	}
+	limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(cgroupLimit))
+	switch {
+	case errors.Is(err, memlimit.ErrNoCgroup), errors.Is(err, memlimit.ErrCgroupsNotSupported):
+		log.Info("no memory limit: not in a memory cgroup; set GOMEMLIMIT to bound the heap")
+	case err != nil:
+		log.Warn("no memory limit: the cgroup's could not be read; set GOMEMLIMIT to bound the heap", "error", err)
+	case limit == math.MaxInt64:
+		log.Info("no memory limit: the cgroup has none; set GOMEMLIMIT to bound the heap")
+	default:
+		log.Info("memory limit set from the cgroup's", "GOMEMLIMIT", limit, "ratio", memoryLimitRatio)
+	}
+	return limit
+}
+
+// logOpenFilesLimit says how many files pilot may open: every proxy's
+// stream holds one, so the limit bounds the proxies one pilot serves.
+func logOpenFilesLimit(log *slog.Logger) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("cannot read the open-files limit", "error", err)
+		return
+	}
+	log.Info("open-files limit: each proxy's xDS stream holds one file", "soft", lim.Cur, "hard", lim.Max)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +268,75 @@ func TestPilotScopedLoggers(t *testing.T) {
 	cancel()
 	if code := <-done; code != exitOK || strings.Count(stderr.String(), "scope=klog") != 1 {
 		t.Errorf("exit %d, stderr %q; want 0 and one warning about scope klog", code, stderr.String())
+	}
+}
+
+// Pilot ends on its signal (here its context, as untilSignalled cancels it
+// on SIGTERM) while hundreds of proxies keep their ADS streams open: it
+// closes them rather than waiting for the proxies to leave, and waits for
+// the closing no longer than its grace.
+func TestPilotExitsWhileStreamsStayOpen(t *testing.T) {
+	dir := t.TempDir()
+	readyFile := filepath.Join(dir, "ready.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- runPilot(ctx, []string{"--dataDir", dir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+			"--monitoringAddr", "127.0.0.1:0", "--maxRequestsPerSecond", "0", "--log_output_level", "warn", "--ready-file", readyFile}, &stdout, &stderr)
+	}()
+	addr := waitReadyFile(t, readyFile).Listeners[listenerGRPC]
+
+	const proxies = 300
+	streamCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	ended := make(chan error, proxies)
+	for i := range proxies {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(streamCtx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, _ := structpb.NewStruct(map[string]any{"NAMESPACE": "shop"})
+		if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xds.ClusterType,
+			Node: &corev3.Node{Id: "sidecar~10.0.0.9~p-" + strconv.Itoa(i) + ".shop~shop.svc.cluster.local", Metadata: meta}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("proxy %d: first response: %v", i, err)
+		}
+		// The proxy keeps reading, and never closes its stream itself.
+		go func() {
+			for {
+				if _, err := stream.Recv(); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}()
+	}
+
+	cancel()
+	// The bound is far above the grace: it tells an exit from none (a
+	// pilot waiting for its proxies to leave would never exit here).
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d; stderr %q", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("pilot did not exit with %d streams open", proxies)
+	}
+	for range proxies {
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a proxy's stream was still open after pilot exited")
+		}
 	}
 }
