@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // netnsDir is where named namespaces live, as `ip netns add` makes them.
@@ -51,9 +52,32 @@ func inNetns(ns netns.NsHandle, fn func() error) error {
 	return <-result
 }
 
+// prepareNetnsDir makes /run/netns a shared mount point of its own, as
+// `ip netns add` does before its first namespace. Without it, the first
+// `ip netns add` run afterwards (by the user, or a test beside the lab's)
+// bind-mounts the directory onto itself over the namespaces already in it:
+// each of those is then mounted beneath the new mount as well, unmounting
+// it at the end leaves that one, and its file cannot be removed (EBUSY).
+func prepareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", netnsDir, err)
+	}
+	shared := func() error { return unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "") }
+	if err := shared(); err == nil || !errors.Is(err, unix.EINVAL) {
+		return err // EINVAL: not a mount point yet
+	}
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s onto itself: %w", netnsDir, err)
+	}
+	return shared()
+}
+
 // newNamedNetns creates a namespace visible as /run/netns/name, without
 // leaving any thread in it (netns.NewNamed moves its caller's thread).
 func newNamedNetns(name string) (netns.NsHandle, error) {
+	if err := prepareNetnsDir(); err != nil {
+		return netns.None(), fmt.Errorf("create network namespace %s: %w", name, err)
+	}
 	type res struct {
 		h   netns.NsHandle
 		err error
