@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
+	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -217,11 +218,12 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	return c, nil
 }
 
-// firstService is the app label of the first Service in ns, for endpoint
+// firstService is the app label of the first Service (or, in the
+// ServiceEntry form, ServiceEntry) in ns, for endpoint
 // churn (WorkloadEntries select by app).
 func firstService(m *shape.Mesh, ns string) string {
 	for _, r := range m.All() {
-		if r.Kind == "Service" && r.Meta.Namespace == ns {
+		if (r.Kind == config.KindService || r.Kind == config.KindServiceEntry) && r.Meta.Namespace == ns {
 			return r.Meta.Name
 		}
 	}

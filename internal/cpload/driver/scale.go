@@ -134,6 +134,10 @@ func (sr *ScaleReport) CheckCost(maxRatio float64) error {
 		return nil
 	}
 	first, last := sr.Steps[0], sr.Steps[len(sr.Steps)-1]
+	if first.ConnectCPUPerProxyMs <= 0 || last.ConnectCPUPerProxyMs <= 0 {
+		return fmt.Errorf("the connect CPU per proxy could not be measured (%.2f ms at %d proxies, %.2f ms at %d): the control plane's process or its process_cpu_seconds_total is needed for --max-cost-ratio",
+			first.ConnectCPUPerProxyMs, first.Proxies, last.ConnectCPUPerProxyMs, last.Proxies)
+	}
 	if sr.CostRatio > maxRatio {
 		return fmt.Errorf("connect CPU per proxy grew %.2fx from %d to %d proxies (%.2f to %.2f ms), more than the %gx allowed",
 			sr.CostRatio, first.Proxies, last.Proxies, first.ConnectCPUPerProxyMs, last.ConnectCPUPerProxyMs, maxRatio)

@@ -86,3 +86,14 @@ func TestRunScale(t *testing.T) {
 		t.Errorf("printed:\n%s", out.String())
 	}
 }
+
+// A cost check that could not measure the cost fails rather than passes.
+func TestCheckCostNeedsAMeasurement(t *testing.T) {
+	sr := &driver.ScaleReport{Steps: []driver.ScaleStep{{Proxies: 500}, {Proxies: 5000, ConnectCPUPerProxyMs: 1}}}
+	if err := sr.CheckCost(2); err == nil || !strings.Contains(err.Error(), "could not be measured") {
+		t.Errorf("CheckCost without the first size's cost: %v", err)
+	}
+	if err := sr.CheckCost(0); err != nil {
+		t.Errorf("no check asked: %v", err)
+	}
+}

@@ -144,8 +144,10 @@ func (e *env) awaitingConfig(ctx context.Context) string {
 // cpuBetween is the control plane's CPU seconds between two samples: from
 // its process when sampled, else from its process_cpu_seconds_total.
 func (e *env) cpuBetween(from, to scrape) float64 {
-	if e.sampler != nil {
-		if w := e.sampler.Window(from.at, to.at); len(w) == 1 && w[0].Samples > 0 {
+	// The control plane is the sampler's first process when it is sampled
+	// at all; the others (cpload itself) are not it.
+	if e.sampler != nil && e.controlPlaneSampled {
+		if w := e.sampler.Window(from.at, to.at); len(w) > 0 && w[0].Samples > 0 {
 			return w[0].CPU.Seconds()
 		}
 	}

@@ -435,20 +435,32 @@ func (s *Server) concerned(snap *snapshot.Snapshot, req *model.PushRequest, conn
 		return conns
 	}
 	type scopes struct{ prev, cur *scope.SidecarScope }
+	// The scopes before, read under the lock; building the current ones
+	// (the first of each in a new snapshot) happens outside it, so that
+	// connects and disconnects do not wait for it.
+	prevs := make([]*scope.SidecarScope, len(conns))
+	gone := make([]bool, len(conns))
+	s.connsMu.Lock()
+	for i, c := range conns {
+		if st := s.conns[c]; st != nil {
+			prevs[i] = st.prevScope
+		} else {
+			gone[i] = true
+		}
+	}
+	s.connsMu.Unlock()
 	decided := map[scopes]bool{}
 	out := conns[:0]
 	skipped := 0
-	s.connsMu.Lock()
-	for _, c := range conns {
-		st := s.conns[c]
-		if st == nil {
-			continue // gone
+	for i, c := range conns {
+		if gone[i] {
+			continue
 		}
 		if t := c.Proxy().Type; t == model.Ztunnel || t == model.Waypoint {
 			out = append(out, c)
 			continue
 		}
-		k := scopes{st.prevScope, snap.Scopes.For(c.Proxy())}
+		k := scopes{prevs[i], snap.Scopes.For(c.Proxy())}
 		need, ok := decided[k]
 		if !ok {
 			need = needsPush(k.prev, k.cur, req)
@@ -460,7 +472,6 @@ func (s *Server) concerned(snap *snapshot.Snapshot, req *model.PushRequest, conn
 			skipped++
 		}
 	}
-	s.connsMu.Unlock()
 	s.countSkipped(skipped)
 	return out
 }
