@@ -249,3 +249,14 @@ func (l *lab) startApp(ctx context.Context, gp *graphPod) error {
 func appAdmin(gp *graphPod) *admin {
 	return inPodAdmin(gp.pod, topology.ServicePort)
 }
+
+// injectsErrors reports whether a service of the graph fails a share of its
+// requests on purpose (isotope's errorRate).
+func (g *graphLab) injectsErrors() bool {
+	for _, s := range g.topo.Services {
+		if s.ErrorRate > 0 {
+			return true
+		}
+	}
+	return false
+}

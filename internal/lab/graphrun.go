@@ -106,6 +106,12 @@ func (l *lab) graphLoadCommand(spec scenario.RunSpec, r results.Run, jsonPath st
 	}
 	entry := netip.AddrPortFrom(g.entry.vip, topology.ServicePort)
 	target := []string{"-H", fmt.Sprintf("Host: %s:%d", g.entry.Name, topology.ServicePort), "http://" + entry.String() + "/"}
+	if g.injectsErrors() {
+		// A service that fails a share of its requests on purpose can
+		// fail a connection's warm-up call too; those errors are the
+		// graph's, counted in the run like every other.
+		target = append([]string{"-allow-initial-errors"}, target...)
+	}
 	return l.loadCommand(spec, r, jsonPath, target)
 }
 
