@@ -50,6 +50,10 @@ type Options struct {
 	// store with a directory of YAML files (istiod's file mode).
 	StorePath string
 	ConfigDir string
+	// WatchBuffer is how many config events the store's watch may fall
+	// behind before it ends and the control plane lists everything again
+	// (store.DefaultWatchBuffer if 0).
+	WatchBuffer int
 	// Kube, when set, replaces both: config and the service registry come
 	// from a Kubernetes cluster (istiod's mode), and Run waits for its
 	// informers to sync before the first push. Server.Close closes it.
@@ -99,11 +103,19 @@ type Server struct {
 	xds     *xds.Server
 	current atomic.Pointer[snapshot.Snapshot]
 	pushes  atomic.Int64
+	// lastScopes is the scope index the last snapshot built from, and
+	// the store revision it reflects (see buildSnapshot).
+	lastScopes atomic.Pointer[scopesAt]
 	// sdsRefused counts SDS requests refused because certificates come
 	// from the CA (refusesSDS).
 	sdsRefused prometheus.Counter
 
 	ctx context.Context // set by Run; inbound updates stop with it
+	// stopWatch ends the config store's current watch, which a Resync
+	// replaces.
+	watchMu      sync.Mutex
+	stopWatch    func()
+	watchStopped bool
 	// serving is closed once Run has published the first snapshot: before
 	// that there is nothing to answer a proxy with, so streams are refused.
 	serving  chan struct{}
@@ -112,6 +124,12 @@ type Server struct {
 	statusMu sync.Mutex
 	status   PushStatus
 	traces   pushTraces
+}
+
+// scopesAt is a Sidecar scope index and the store revision it was built at.
+type scopesAt struct {
+	revision int64
+	index    *scope.Index
 }
 
 // connState is what the push filter remembers of a connection.
@@ -208,7 +226,7 @@ func (s *Server) openStore() error {
 		return nil
 	}
 	if s.opts.ConfigDir != "" {
-		d, err := store.OpenDir(s.opts.ConfigDir, s.scopeLog(ScopeStore))
+		d, err := store.OpenDir(s.opts.ConfigDir, s.scopeLog(ScopeStore), s.storeOptions()...)
 		if err != nil {
 			return err
 		}
@@ -218,11 +236,18 @@ func (s *Server) openStore() error {
 	if err := os.MkdirAll(filepath.Dir(s.opts.StorePath), 0o700); err != nil {
 		return fmt.Errorf("store directory: %w", err)
 	}
-	db, err := store.Open(s.opts.StorePath)
+	db, err := store.Open(s.opts.StorePath, s.storeOptions()...)
 	if err != nil {
 		return err
 	}
 	s.store, s.writer, s.closer = db, db, db.Close
+	return nil
+}
+
+func (s *Server) storeOptions() []store.Option {
+	if s.opts.WatchBuffer > 0 {
+		return []store.Option{store.WithWatchBuffer(s.opts.WatchBuffer)}
+	}
 	return nil
 }
 
@@ -293,8 +318,8 @@ func (s *Server) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	_, cancel := store.ListWatch(s.store, s.loadAll, s.onEvent)
-	defer cancel()
+	s.watchConfig()
+	defer s.stopWatchingConfig()
 	s.publish(s.buildSnapshot())
 	close(s.serving)
 
@@ -314,22 +339,52 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// loadAll fills the registry from a full listing (ListWatch may call it again:
-// a registry update of an unchanged object is harmless).
-func (s *Server) loadAll() {
-	for _, kind := range []config.Kind{config.KindNamespace, config.KindService, config.KindServiceEntry, config.KindWorkloadEntry} {
-		for _, r := range s.store.List(kind, "") {
-			s.reg.Update(nil, r)
-		}
+// watchConfig lists the store into the registry and watches it from there
+// on; it runs again after the watch fell behind (see onEvent).
+func (s *Server) watchConfig() {
+	_, cancel := store.ListWatch(s.store, s.loadAll, s.onEvent)
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.watchStopped { // Run ended while this relisted
+		cancel()
+		return
 	}
+	s.stopWatch = cancel
+}
+
+func (s *Server) stopWatchingConfig() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	s.watchStopped = true
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+}
+
+// loadAll makes the registry's config that of a full listing (ListWatch
+// may call it again: it replaces, it does not add).
+func (s *Server) loadAll() {
+	var listing []*config.Resource
+	for _, kind := range registry.ConfigKinds {
+		listing = append(listing, s.store.List(kind, "")...)
+	}
+	s.reg.ReplaceConfig(listing)
 }
 
 // onEvent turns a store change into an inbound update.
 func (s *Server) onEvent(ev store.Event) {
 	switch ev.Type {
 	case store.Resync:
-		s.log.Warn("config watch fell behind; reloading everything")
-		s.loadAll()
+		// The watch fell behind (a write larger than its buffer, such as
+		// a whole mesh applied at once) and has ended: list again, watch
+		// again, and push everything, or no change after it would ever
+		// reach a proxy. The ended watcher calls this from its own
+		// goroutine, after it has stopped.
+		s.log.Warn("config watch fell behind; listing everything again and watching from there")
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.watchConfig()
 		s.inbound(push.InboundConfig, model.NewPushRequest(model.ReasonGlobal, true, time.Now()))
 		return
 	}
@@ -388,7 +443,17 @@ func (s *Server) inbound(t push.InboundType, req *model.PushRequest) {
 }
 
 // buildSnapshot makes the push context from the store and the registry.
+// The Sidecar scope index depends on the store's config alone, so while the
+// store's revision stands still (endpoint changes: proxies connecting, pods
+// scaling) each push keeps the previous snapshot's index and the scopes it
+// has built; rebuilding every namespace's scope per endpoint push cost
+// services x namespaces each time.
 func (s *Server) buildSnapshot() *snapshot.Snapshot {
+	rev := s.store.Revision() // before listing: a write in between makes the next build differ
+	var scopes *scope.Index
+	if last := s.lastScopes.Load(); last != nil && last.revision == rev {
+		scopes = last.index
+	}
 	var rs []*config.Resource
 	for _, kind := range config.Kinds {
 		rs = append(rs, s.store.List(kind, "")...)
@@ -399,11 +464,13 @@ func (s *Server) buildSnapshot() *snapshot.Snapshot {
 			rs = f.Filter(rs)
 		}
 	}
-	return snapshot.Build(snapshot.Input{
+	snap := snapshot.Build(snapshot.Input{
 		Version:   strconv.FormatInt(s.pushes.Load(), 10),
 		Resources: rs, Registry: s.reg.Snapshot(), Mesh: s.opts.Mesh,
-		DomainSuffix: s.opts.DomainSuffix, CA: s.ca,
+		DomainSuffix: s.opts.DomainSuffix, CA: s.ca, Scopes: scopes,
 	})
+	s.lastScopes.Store(&scopesAt{rev, snap.Scopes})
+	return snap
 }
 
 func (s *Server) publish(snap *snapshot.Snapshot) { s.current.Store(snap) }

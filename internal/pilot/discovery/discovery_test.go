@@ -367,3 +367,56 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestChangesReachProxiesAfterTheConfigWatchFellBehind: a write larger than
+// the store watch's buffer (a whole mesh applied at once, as cpload does at
+// ten times Istio's scale) ends the watch with a Resync. The control plane
+// relisted then but did not watch again, so no later change ever reached a
+// proxy. Now it lists, watches again and pushes everything; a deletion
+// missed while behind is applied too.
+func TestChangesReachProxiesAfterTheConfigWatchFellBehind(t *testing.T) {
+	opts := discoverytest.Options(t)
+	opts.WatchBuffer = 4
+	base, err := config.Decode("base.yaml", []byte(baseMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, addr := discoverytest.StartWith(t, opts, func(s *discovery.Server) { discoverytest.Apply(t, s, base) })
+	c := dial(t, addr, "shop", "cart-1", map[string]string{"app": "cart"})
+	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.ClusterType})
+	c.send(ack(c.recv()))
+
+	const bulk = 6 // more than the buffer, in one write
+	var yaml strings.Builder
+	for i := range bulk {
+		fmt.Fprintf(&yaml, "---\napiVersion: v1\nkind: Service\nmetadata: {name: bulk-%d, namespace: shop}\nspec:\n  selector: {app: bulk}\n  ports: [{name: http, port: 80}]\n", i)
+	}
+	discoverytest.ApplyYAML(t, s, yaml.String())
+	cds := c.recvUntil(func(r *discoveryv3.DiscoveryResponse) bool {
+		return strings.Contains(resourceNames(r), fmt.Sprintf("bulk-%d.shop", bulk-1))
+	})
+	if !strings.Contains(resourceNames(cds), "bulk-0.shop") {
+		t.Fatalf("after the bulk write: %s", resourceNames(cds))
+	}
+
+	// A change after the watch fell behind still reaches the proxy.
+	if _, err := s.Writer().Delete(context.Background(), []config.Key{{Kind: config.KindService, Namespace: "shop", Name: "bulk-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.recvUntil(func(r *discoveryv3.DiscoveryResponse) bool {
+		return r.TypeUrl == snapshot.ClusterType && !strings.Contains(resourceNames(r), "bulk-0.shop")
+	})
+}
+
+// recvUntil acks responses until one satisfies ok, and returns it; it fails
+// when none comes within recv's bound.
+func (c *adsClient) recvUntil(ok func(*discoveryv3.DiscoveryResponse) bool) *discoveryv3.DiscoveryResponse {
+	c.t.Helper()
+	for {
+		r := c.recv()
+		c.send(ack(r))
+		if ok(r) {
+			return r
+		}
+	}
+}

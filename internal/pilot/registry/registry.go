@@ -16,6 +16,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
@@ -131,6 +132,53 @@ func (r *Registry) Update(old, new *config.Resource) {
 	r.mu.Unlock()
 	if req != nil {
 		r.notify(typ, req)
+	}
+}
+
+// ConfigKinds are the config kinds the registry holds (see Update).
+var ConfigKinds = []config.Kind{config.KindNamespace, config.KindService, config.KindServiceEntry, config.KindWorkloadEntry}
+
+// ReplaceConfig makes the registry's config-fed objects (ConfigKinds) those
+// of listing, a full listing of the store: each listed one is applied, and
+// each the registry holds that the listing lacks is removed. A watch that
+// fell behind lost its events, deletions among them, so adding the listing
+// alone would keep what was deleted meanwhile. Workloads that proxies,
+// pods or EndpointSlices registered are kept. It notifies nothing: the
+// caller pushes everything after a relist.
+func (r *Registry) ReplaceConfig(listing []*config.Resource) {
+	listed := make(map[config.Key]bool, len(listing))
+	for _, res := range listing {
+		if slices.Contains(ConfigKinds, res.Kind) {
+			listed[res.Key()] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// What the registry holds of each kind, as the key Update was given.
+	var gone []*config.Resource
+	for k, res := range r.services {
+		if !listed[k] {
+			gone = append(gone, res)
+		}
+	}
+	for ns := range r.namespaces {
+		if k := (config.Key{Kind: config.KindNamespace, Name: ns}); !listed[k] {
+			gone = append(gone, &config.Resource{Kind: k.Kind, Meta: metav1.ObjectMeta{Name: ns}})
+		}
+	}
+	for _, w := range r.workloads {
+		k := config.Key{Kind: config.KindWorkloadEntry, Namespace: w.namespace, Name: w.name}
+		if w.id == k.String() && !listed[k] {
+			gone = append(gone, &config.Resource{Kind: k.Kind, Meta: metav1.ObjectMeta{Namespace: w.namespace, Name: w.name}})
+		}
+	}
+	for _, res := range gone {
+		r.updateLocked(res.Kind, res, nil)
+	}
+	for _, res := range listing {
+		if slices.Contains(ConfigKinds, res.Kind) {
+			r.updateLocked(res.Kind, r.services[res.Key()], res)
+		}
 	}
 }
 

@@ -258,3 +258,45 @@ func TestSidecarOfADeclaredWorkloadIsOneEndpoint(t *testing.T) {
 		t.Errorf("with the entry deleted, endpoints %+v, want the sidecar's", eps)
 	}
 }
+
+// TestReplaceConfigDropsWhatTheListingLacks: after a watch fell behind, the
+// store's listing replaces the config-fed objects, deletions included, and
+// leaves the workloads proxies registered.
+func TestReplaceConfigDropsWhatTheListingLacks(t *testing.T) {
+	r, rec, _ := newTestRegistry(Options{})
+	cart := kubeService("shop", "cart", map[string]string{"app": "cart"}, corev1.ServicePort{Name: "http", Port: 80})
+	ledger := kubeService("shop", "ledger", map[string]string{"app": "cart"}, corev1.ServicePort{Name: "http", Port: 81})
+	ns := &config.Resource{Kind: config.KindNamespace, Meta: meta("", "shop", map[string]string{"team": "a"})}
+	for _, res := range []*config.Resource{ns, cart, ledger, workloadEntry("shop", "vm1", "10.0.0.2", map[string]string{"app": "cart"}),
+		&config.Resource{Kind: config.KindNamespace, Meta: meta("", "gone", nil)}} {
+		r.Update(nil, res)
+	}
+	r.ProxyConnected(&model.Proxy{ID: "sidecar~10.0.0.1~cart-1.shop~shop.svc.cluster.local", Namespace: "shop",
+		IPAddresses: []string{"10.0.0.1"}, Labels: map[string]string{"app": "cart"}, ServiceAccount: "cart"})
+	rec.take()
+
+	// The listing: ledger and vm1 deleted, the namespace gone deleted, a new
+	// WorkloadEntry vm2, and a DestinationRule the registry does not hold.
+	r.ReplaceConfig([]*config.Resource{ns, cart, workloadEntry("shop", "vm2", "10.0.0.3", map[string]string{"app": "cart"}),
+		{Kind: config.KindDestinationRule, Meta: meta("shop", "cart", nil)}})
+
+	if types, _ := rec.take(); len(types) != 0 {
+		t.Errorf("ReplaceConfig notified %v; its caller pushes everything", types)
+	}
+	snap := r.Snapshot()
+	if len(snap.Services) != 1 || snap.Services[0].Hostname != "cart.shop.svc.cluster.local" {
+		t.Fatalf("services %+v", snap.Services)
+	}
+	eps := snap.Endpoints(snap.Services[0], 80)
+	if len(eps) != 2 || eps[0].Address != "10.0.0.1" || eps[1].Address != "10.0.0.3" {
+		t.Errorf("cart's endpoints %+v: want the proxy's and vm2's", eps)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.namespaces["gone"]; ok || r.namespaces["shop"]["team"] != "a" {
+		t.Errorf("namespaces %v", r.namespaces)
+	}
+	if _, ok := r.selecting["shop"][ledger.Key()]; ok {
+		t.Error("the deleted ledger still selects workloads")
+	}
+}

@@ -92,7 +92,7 @@ func (ix *Index) buildListener(ns string, e *networking.IstioEgressListener) *Eg
 	port := listenerPort(e)
 
 	var imported []*Service
-	for _, s := range ix.services {
+	for _, s := range ix.candidates(hosts) {
 		if !s.ExportTo.Allows(s.Namespace, ns) || !importsService(hosts, s) {
 			continue
 		}
@@ -116,6 +116,29 @@ func (ix *Index) buildListener(ns string, e *networking.IstioEgressListener) *Eg
 		}
 	}
 	return l
+}
+
+// candidates are the services egress hosts may import, oldest first:
+// every service when a host names any namespace ("*/..."), else those of
+// the namespaces the hosts name (importsService looks at no other).
+func (ix *Index) candidates(hosts map[string][]string) []*Service {
+	if _, all := hosts["*"]; all {
+		return ix.services
+	}
+	switch len(hosts) {
+	case 0:
+		return nil
+	case 1:
+		for ns := range hosts {
+			return ix.servicesIn[ns]
+		}
+	}
+	var out []*Service
+	for ns := range hosts {
+		out = append(out, ix.servicesIn[ns]...)
+	}
+	slices.SortFunc(out, func(a, b *Service) int { return ix.servicePosition[a] - ix.servicePosition[b] })
+	return out
 }
 
 // listenerPort is the port services must have to be imported by the

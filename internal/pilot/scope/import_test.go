@@ -228,3 +228,28 @@ func TestDestinationRuleLookup(t *testing.T) {
 		})
 	}
 }
+
+// TestNamedNamespacesImportInMeshOrder: a listener that names namespaces
+// looks only at theirs, and imports them in the mesh's order, as one that
+// imports everything would.
+func TestNamedNamespacesImportInMeshOrder(t *testing.T) {
+	listenerServices := func(egress ...string) []string {
+		sc := sidecarRes("a", "sc", 0, nil)
+		sc.Spec.(*networking.Sidecar).Egress = []*networking.IstioEgressListener{{Hosts: egress}}
+		scope := NewIndex(Input{Resources: append(importFixture(), sc)}).For(sidecarProxy("a", nil))
+		var out []string
+		for _, s := range scope.Egress[0].Services {
+			out = append(out, s.Hostname)
+		}
+		return out
+	}
+	var want []string
+	for _, h := range listenerServices("*/*") {
+		if strings.HasSuffix(h, ".a.svc.cluster.local") || strings.HasSuffix(h, ".b.svc.cluster.local") {
+			want = append(want, h)
+		}
+	}
+	if got := listenerServices("b/*", "./*"); strings.Join(got, " ") != strings.Join(want, " ") || len(got) != 3 {
+		t.Errorf("b/* and ./* import %q, want %q", got, want)
+	}
+}

@@ -51,6 +51,13 @@ type Index struct {
 
 	services       []*Service // oldest first
 	servicesByHost map[string][]*Service
+	// servicesIn are each namespace's services, oldest first, and
+	// servicePosition each service's place in services: a Sidecar that
+	// imports named namespaces looks at theirs only, not at every service
+	// of the mesh (which made building a namespace's scope cost as much as
+	// the mesh is large).
+	servicesIn      map[string][]*Service
+	servicePosition map[*Service]int
 	// hostShared says whether any hostname has several services (in
 	// several namespaces, or a Service and a ServiceEntry): only then does
 	// a scope have to choose one per hostname.
@@ -115,14 +122,16 @@ func NewIndex(in Input) *Index {
 	drDefault := ParseExportTo(in.Mesh.GetDefaultDestinationRuleExportTo())
 
 	ix.services = ServicesFrom(in.Resources, ix.domainSuffix)
-	namespaces := map[string]struct{}{}
-	for _, s := range ix.services {
+	ix.servicesIn = map[string][]*Service{}
+	ix.servicePosition = make(map[*Service]int, len(ix.services))
+	for i, s := range ix.services {
 		s.ExportTo = s.ExportTo.orDefault(svcDefault)
 		ix.servicesByHost[s.Hostname] = append(ix.servicesByHost[s.Hostname], s)
 		ix.hostShared = ix.hostShared || len(ix.servicesByHost[s.Hostname]) > 1
-		namespaces[s.Namespace] = struct{}{}
+		ix.servicesIn[s.Namespace] = append(ix.servicesIn[s.Namespace], s)
+		ix.servicePosition[s] = i
 	}
-	ix.serviceNamespaces = len(namespaces)
+	ix.serviceNamespaces = len(ix.servicesIn)
 
 	rs := slices.Clone(in.Resources)
 	slices.SortStableFunc(rs, compareResources)

@@ -79,6 +79,11 @@ type Input struct {
 	Mesh         *meshconfig.MeshConfig
 	DomainSuffix string
 	CA           *ca.CA
+	// Scopes, when set, is the Sidecar scope index of an earlier snapshot
+	// built from the same Resources, Mesh and DomainSuffix (the index
+	// depends on nothing else): reusing it keeps the scopes it has already
+	// built. nil builds a new one.
+	Scopes *scope.Index
 }
 
 // Build makes the snapshot for one push.
@@ -92,7 +97,7 @@ func Build(in Input) *Snapshot {
 		Mesh:          in.Mesh,
 		DomainSuffix:  in.DomainSuffix,
 		Registry:      in.Registry,
-		Scopes:        scope.NewIndex(scope.Input{Resources: in.Resources, Mesh: in.Mesh, DomainSuffix: in.DomainSuffix}),
+		Scopes:        in.Scopes,
 		CA:            in.CA,
 		outbound:      map[string]*outboundConfig{},
 		endpoints:     map[endpointsKey]Resource{},
@@ -101,6 +106,9 @@ func Build(in Input) *Snapshot {
 		listeners:     map[generate.OutboundListenerKey]*sharedListener{},
 		virtualHosts:  map[generate.VirtualHostKey]*sharedVirtualHost{},
 		virtualHostOf: map[*routev3.VirtualHost]*sharedVirtualHost{},
+	}
+	if s.Scopes == nil {
+		s.Scopes = scope.NewIndex(scope.Input{Resources: in.Resources, Mesh: in.Mesh, DomainSuffix: in.DomainSuffix})
 	}
 	var gateways []*config.Resource
 	for _, r := range in.Resources {

@@ -27,9 +27,7 @@ import (
 // and stops when the test ends.
 func Start(t testing.TB, tune func(*push.Options), resources ...*config.Resource) (*discovery.Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
-	opts.Push.DebounceAfter = 10 * time.Millisecond
+	opts := Options(t)
 	if tune != nil {
 		tune(&opts.Push)
 	}
@@ -38,6 +36,16 @@ func Start(t testing.TB, tune func(*push.Options), resources ...*config.Resource
 			Apply(t, s, resources)
 		}
 	})
+}
+
+// Options are the options Start runs the control plane with: a store and a
+// CA in the test's temporary directory, Istio's push defaults but a 10ms
+// debounce.
+func Options(t testing.TB) discovery.Options {
+	dir := t.TempDir()
+	opts := discovery.Options{StorePath: filepath.Join(dir, "config.db"), CADir: filepath.Join(dir, "ca"), Push: push.DefaultOptions()}
+	opts.Push.DebounceAfter = 10 * time.Millisecond
+	return opts
 }
 
 // StartKube runs the control plane as Start does, with its config and
