@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/atomicfile"
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 )
 
@@ -17,15 +22,19 @@ func cploadScale(ctx context.Context, args []string, stdout, stderr io.Writer, p
 		"Steps one mesh shape through growing sizes against meshperf pilot or --target, and prints per size the sync time, CPU and memory per proxy and per service, the change P99, and how each grows with the proxy count.")
 	var f cploadRunFlags
 	f.define(cmd.flags)
-	var stepsFlag string
+	var stepsFlag, htmlOut string
 	var maxRatio float64
 	cmd.flags.StringVar(&stepsFlag, "steps", "1,2,5", "sizes as `multiples` of the first size's namespaces, comma-separated and increasing (1x is --namespaces; with the defaults, Istio's published 1,000 services and 2,000 sidecars)")
+	cmd.flags.StringVar(&htmlOut, "html", "", "also write the steps and charts of cost against proxies (log-log, fitted and linear lines) as a self-contained HTML page to `FILE`")
 	rateVar(cmd.flags, &maxRatio, "max-cost-ratio", 0, "fail (exit 1) if the connect CPU per proxy of the last size is more than this many times the first's (0: no check)")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	multiples, err := parseSteps(stepsFlag)
 	if err != nil {
+		return cmd.exit(stderr, err)
+	}
+	if err := checkOutputDir("--html", htmlOut); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	if f.kube {
@@ -47,6 +56,9 @@ func cploadScale(ctx context.Context, args []string, stdout, stderr io.Writer, p
 	sr.Print(stdout)
 	if runErr != nil {
 		return cmd.exit(stderr, runErr)
+	}
+	if err := writeScalePage(htmlOut, sr); err != nil {
+		return cmd.exit(stderr, err)
 	}
 	reports := make([]*driver.Report, 0, len(sr.Steps))
 	for _, s := range sr.Steps {
@@ -98,4 +110,32 @@ func parseSteps(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// checkOutputDir says, before a run that takes minutes, that an output
+// file's directory is missing (nil for an unset flag).
+func checkOutputDir(flagName, path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return inputError{fmt.Errorf("%s %s: the directory %s does not exist; create it or give another path", flagName, path, dir)}
+	}
+	return nil
+}
+
+// writeScalePage writes the scale run's HTML page to path, if set.
+func writeScalePage(path string, sr *driver.ScaleReport) error {
+	if path == "" {
+		return nil
+	}
+	var page bytes.Buffer
+	if err := sr.WriteHTML(&page); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(path, page.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write --html %s: %w", path, err)
+	}
+	return nil
 }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/cpload/driver"
 )
 
 // TestCploadBadInput: wrong flags and combinations are one line and exit 2,
@@ -29,6 +33,7 @@ func TestCploadBadInput(t *testing.T) {
 		{[]string{"scale", "--steps", "1,two"}, `--steps "1,two": want positive whole multiples`},
 		{[]string{"scale", "--steps", "0"}, "want positive whole multiples"},
 		{[]string{"scale", "--kube"}, "cpload scale runs off Kubernetes so far"},
+		{[]string{"scale", "--html", "/nonexistent/dir/scale.html"}, "--html /nonexistent/dir/scale.html: the directory /nonexistent/dir does not exist"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runCpload(context.Background(), tc.args, &stdout, &stderr, []string{"/nonexistent"})
@@ -63,5 +68,27 @@ func TestCploadNoSDSFlag(t *testing.T) {
 		if c.NoSDS != tc.wantNoSDS {
 			t.Errorf("%v: NoSDS = %v, want %v", tc.args, c.NoSDS, tc.wantNoSDS)
 		}
+	}
+}
+
+// A page that cannot be written after the run is one line (exit 1 by the
+// command's exit): here the path is a directory.
+func TestWriteScalePageFails(t *testing.T) {
+	sr := &driver.ScaleReport{Steps: []driver.ScaleStep{{Multiple: 1, Proxies: 10, Services: 5, SyncedMs: 100, Report: &driver.Report{Shape: "uniform"}}}}
+	dir := t.TempDir()
+	err := writeScalePage(dir, sr)
+	if err == nil || !strings.Contains(err.Error(), "write --html "+dir) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("writing the page over a directory: %v, want one line naming --html", err)
+	}
+	var stderr bytes.Buffer
+	if code := exitStatus(&stderr, "meshperf cpload scale", err); code != exitFailed {
+		t.Errorf("exit %d, want %d", code, exitFailed)
+	}
+	page := filepath.Join(dir, "scale.html")
+	if err := writeScalePage(page, sr); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "<h1>meshperf cpload scale: uniform mesh</h1>") {
+		t.Errorf("page written: %v, %.200q", err, b)
 	}
 }
