@@ -372,8 +372,9 @@ func TestSecureXDSServesVerifiableTLS(t *testing.T) {
 // the store watch's buffer (a whole mesh applied at once, as cpload does at
 // ten times Istio's scale) ends the watch with a Resync. The control plane
 // relisted then but did not watch again, so no later change ever reached a
-// proxy. Now it lists, watches again and pushes everything; a deletion
-// missed while behind is applied too.
+// proxy. Now it lists, watches again and pushes everything. (That the relist
+// also applies deletions missed while behind is the registry's
+// TestReplaceConfigDropsWhatTheListingLacks.)
 func TestChangesReachProxiesAfterTheConfigWatchFellBehind(t *testing.T) {
 	opts := discoverytest.Options(t)
 	opts.WatchBuffer = 4
