@@ -66,8 +66,15 @@ func ConfigChurn(ns string, n int, who Audience) []Change {
 
 // ChurnServiceEntry is ConfigChurn's ServiceEntry with the given host.
 func ChurnServiceEntry(ns, host string) *config.Resource {
+	return StaticServiceEntry(ns, ConfigChurnName, host)
+}
+
+// StaticServiceEntry is ServiceEntry ns/name for host: port 80 (HTTP) and
+// one static endpoint, so that it shows in every importing sidecar's
+// clusters as outbound|80||host.
+func StaticServiceEntry(ns, name, host string) *config.Resource {
 	return &config.Resource{Kind: config.KindServiceEntry, APIVersion: "networking.istio.io/v1",
-		Meta: metav1.ObjectMeta{Name: ConfigChurnName, Namespace: ns},
+		Meta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: &networking.ServiceEntry{
 			Hosts:      []string{host},
 			Ports:      []*networking.ServicePort{{Number: 80, Name: "http", Protocol: "HTTP"}},

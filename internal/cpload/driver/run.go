@@ -388,6 +388,11 @@ func Run(ctx context.Context, c Config) (_ *Report, err error) {
 		if err := e.api.Apply(ctx, rs); err != nil {
 			return nil, fmt.Errorf("loading the mesh: %w", err)
 		}
+		if dir, ok := e.api.(*DirApplier); ok {
+			if err := c.awaitDirLoaded(ctx, e, dir); err != nil {
+				return nil, err
+			}
+		}
 	}
 	r, err := runStep(ctx, &c, e)
 	if r != nil {

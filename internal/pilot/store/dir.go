@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,9 +51,28 @@ type Dir struct {
 
 	// Only the reload path touches these: OpenDir's first read, then the
 	// watch loop's goroutine.
-	files    map[string][]*config.Resource // last good content of each file
-	settled  map[string]fileStamp          // files decoded long enough after their last write to trust
-	reported map[string]string             // the problem last logged for each file
+	files  map[string][]*config.Resource // last good content of each file
+	stamps map[string]fileStamp          // each file's stamp when its content in files was read
+	// paths are the config files of the last re-read, in the order the
+	// directory is walked.
+	paths []string
+	// touched are the config files events named since the last re-read:
+	// they are read again whatever their stamp says, and the others are
+	// not looked at unless rescan is set, when an event named something
+	// else (a directory, a Kubernetes ConfigMap's hidden link swap) and
+	// the tree is walked and every file's stamp checked. rereadAll asks the
+	// next re-read to read every file, after a watch error lost events.
+	touched   map[string]bool
+	rescan    bool
+	rereadAll bool
+	// decoded counts files read and decoded, for tests of what a change
+	// costs.
+	decoded atomic.Int64
+	// stored is, per object, the decoded resource the state last took it
+	// from: one whose file was not read again is the same pointer, and
+	// commit skips it, so that a re-read costs what changed, not the mesh.
+	stored   map[config.Key]*config.Resource
+	reported map[string]string // the problem last logged for each file
 
 	done      chan struct{}
 	loopDone  chan struct{}
@@ -92,7 +112,9 @@ func openDir(dir string, log *slog.Logger, o options, events fileEvents) (*Dir, 
 		log:      log,
 		fs:       events,
 		files:    make(map[string][]*config.Resource),
-		settled:  make(map[string]fileStamp),
+		stamps:   make(map[string]fileStamp),
+		touched:  make(map[string]bool),
+		stored:   make(map[config.Key]*config.Resource),
 		reported: make(map[string]string),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -165,19 +187,23 @@ func (d *Dir) loop() {
 			if !ok {
 				return
 			}
-			// An overflowed inotify queue loses events; a re-read recovers.
+			// An overflowed inotify queue loses events; a re-read of every
+			// file recovers.
 			d.log.Warn("config directory watch error", "dir", d.dir, "error", err)
+			d.rereadAll = true
 			d.reloadOrWarn()
 		}
 	}
 }
 
-// note handles one file event and says whether it may have changed the
-// config. Every event that might costs a re-read, now that re-reads are not
-// held back, so the ones that cannot are skipped: mode changes (editors and
-// backups touch them), and what happens to hidden files (editors' swap
-// files, atomic writers' temporaries: their rename into place is a Create of
-// the visible name). A hidden directory appearing still counts, because a
+// note handles one file event, says whether it may have changed the config,
+// and records what the re-read must look at: the config file it names, or
+// the whole tree. Every event that might change the config costs a re-read,
+// now that re-reads are not held back, so the ones that cannot are skipped:
+// mode changes (editors and backups touch them), files that are not config,
+// and what happens to hidden files (editors' swap files, atomic writers'
+// temporaries: their rename into place is a Create of the visible name). A
+// hidden directory appearing still counts, and walks the tree, because a
 // Kubernetes ConfigMap changes by swapping its "..data" link and nothing
 // else.
 func (d *Dir) note(ev fsnotify.Event) bool {
@@ -190,7 +216,18 @@ func (d *Dir) note(ev fsnotify.Event) bool {
 	}
 	newDir := info != nil && info.IsDir()
 	if hidden(filepath.Base(ev.Name)) {
+		d.rescan = d.rescan || newDir
 		return newDir
+	}
+	switch {
+	case configFile(filepath.Base(ev.Name)) && !newDir:
+		d.touched[ev.Name] = true
+	case newDir || ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+		// A directory came, or something went that may have been one
+		// (a name alone cannot tell): walk the tree.
+		d.rescan = true
+	default:
+		return false // a file that is not config was created or written
 	}
 	if newDir {
 		// A new directory may already hold files and subdirectories
@@ -243,15 +280,10 @@ func (d *Dir) listFiles() ([]string, error) {
 	return files, err // WalkDir visits in lexical order
 }
 
-// settleAge is how long after its last modification a file must have been
-// read for Dir to skip it on later re-reads while its size, times and inode
-// stay the same. Every change anywhere in the directory re-reads it, and
-// decoding hundreds of unchanged files was most of a change's watch time;
-// a file modified just before it was read may have been changed again
-// within the file system's timestamp granularity, so it is read again.
-const settleAge = time.Second
-
-// fileStamp is what tells a file changed without reading it.
+// fileStamp is what tells a file changed without reading it, when no event
+// named it: a Kubernetes ConfigMap changes by swapping a link in a hidden
+// directory, so its files' events name only that directory, and what they
+// resolve to has a new inode.
 type fileStamp struct {
 	size             int64
 	modified, change time.Time
@@ -272,26 +304,47 @@ func stampOf(path string) (fileStamp, error) {
 }
 
 // reload re-reads every file that may have changed and commits the difference from the current
-// state as one revision (none if nothing changed).
+// state as one revision (none if nothing changed). A file is read again when an event named it
+// since its last read, when its last read failed, or, when the tree is walked, when its stamp
+// changed; the others keep their last content without a look, since a burst of writes (a
+// mesh of ten thousand files applied at once) re-reads as often as it can, and walking and
+// decoding the unchanged files was almost all of its cost. Why events and not stamps alone: a
+// file rewritten in place within the file system's timestamp granularity, at the same size,
+// keeps its stamp, but every write is an event naming it, queued behind the re-read that read
+// its earlier content.
 func (d *Dir) reload() error {
-	paths, err := d.listFiles()
-	if err != nil {
-		return fmt.Errorf("read config directory %s: %w", d.dir, err)
+	walk := d.paths == nil || d.rescan || d.rereadAll
+	var paths []string
+	if walk {
+		var err error
+		if paths, err = d.listFiles(); err != nil {
+			return fmt.Errorf("read config directory %s: %w", d.dir, err)
+		}
+	} else {
+		paths = d.pathsAfterEvents()
 	}
 	files := make(map[string][]*config.Resource, len(paths))
 	problems := make(map[string]string)
 	kept := make(map[string]bool)
-	settled := make(map[string]fileStamp, len(paths))
+	stamps := make(map[string]fileStamp, len(paths))
 	for _, p := range paths {
-		stamp, stampErr := stampOf(p)
-		if last, ok := d.files[p]; ok && stampErr == nil && d.settled[p] == stamp {
-			files[p], settled[p] = last, stamp
-			continue
+		last, good := d.files[p]
+		lastStamp, readWell := d.stamps[p]
+		if good && readWell && !d.rereadAll && !d.touched[p] {
+			if !walk {
+				files[p], stamps[p] = last, lastStamp
+				continue
+			}
+			if stamp, err := stampOf(p); err == nil && stamp == lastStamp {
+				files[p], stamps[p] = last, stamp
+				continue
+			}
 		}
-		readAt := time.Now()
+		stamp, stampErr := stampOf(p)
+		d.decoded.Add(1)
 		rs, err := readConfigFile(p)
-		if err == nil && stampErr == nil && readAt.Sub(stamp.modified) > settleAge {
-			settled[p] = stamp
+		if err == nil && stampErr == nil {
+			stamps[p] = stamp
 		}
 		if err != nil {
 			problems[p] = err.Error()
@@ -302,11 +355,38 @@ func (d *Dir) reload() error {
 		}
 		files[p] = rs
 	}
-	d.files, d.settled = files, settled
+	d.files, d.stamps, d.paths = files, stamps, paths
+	clear(d.touched)
+	d.rescan, d.rereadAll = false, false
 	want := merge(paths, files, problems)
 	d.report(paths, problems, kept)
 	d.commit(want)
 	return nil
+}
+
+// pathsAfterEvents is the last re-read's paths with the touched files that
+// appeared added and those that went removed, in the walk's order.
+func (d *Dir) pathsAfterEvents() []string {
+	paths := slices.Clone(d.paths)
+	for p := range d.touched {
+		i, found := slices.BinarySearchFunc(paths, p, compareWalkOrder)
+		info, err := os.Stat(p)
+		exists := err == nil && info.Mode().IsRegular()
+		switch {
+		case exists && !found:
+			paths = slices.Insert(paths, i, p)
+		case !exists && found:
+			paths = slices.Delete(paths, i, i+1)
+		}
+	}
+	return paths
+}
+
+// compareWalkOrder orders paths as filepath.WalkDir visits them: by name
+// within each directory, a directory's files where its name sorts
+// ("a/x.yaml" before "a-b.yaml", unlike a plain string comparison).
+func compareWalkOrder(a, b string) int {
+	return slices.Compare(strings.Split(a, string(filepath.Separator)), strings.Split(b, string(filepath.Separator)))
 }
 
 // readConfigFile decodes one file. An empty file counts as a failure: editors
@@ -370,16 +450,23 @@ func (d *Dir) commit(want map[config.Key]*config.Resource) {
 	have := d.state.snapshot()
 	rev, now := d.state.Revision()+1, time.Now()
 	var changes []change
+	stored := make(map[config.Key]*config.Resource, len(want))
 	for k, r := range want {
+		if d.stored[k] == r && have[k] != nil {
+			stored[k] = r
+			continue
+		}
 		e, changed, err := stamp(have[k], r, rev, now)
 		if err != nil {
 			d.log.Warn("config object not stored", "object", k.String(), "error", err)
 			continue
 		}
+		stored[k] = r
 		if changed {
 			changes = append(changes, change{key: k, old: have[k], new: e})
 		}
 	}
+	d.stored = stored
 	for k, e := range have {
 		if _, ok := want[k]; !ok {
 			changes = append(changes, change{key: k, old: e})

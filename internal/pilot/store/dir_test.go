@@ -218,3 +218,64 @@ func TestOpenDirErrors(t *testing.T) {
 		t.Errorf("file as directory: %v", err)
 	}
 }
+
+// TestDirChangeRereadsOnlyWhatChanged checks that a change costs what
+// changed: a mesh applied as thousands of files is a burst of re-reads, and
+// each must not decode the files it did not touch.
+func TestDirChangeRereadsOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 40 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("dr-%02d.yaml", i)), drYAML("a", fmt.Sprintf("dr-%02d", i), "h"))
+	}
+	d, _ := openTempDir(t, dir)
+	if got := d.decoded.Load(); got != 40 {
+		t.Fatalf("the first read decoded %d files, want 40", got)
+	}
+	writeFile(t, filepath.Join(dir, "dr-07.yaml"), drYAML("a", "dr-07", "changed"))
+	waitHost(t, d, drKey("a", "dr-07"), "changed")
+	writeFile(t, filepath.Join(dir, "new.yaml"), drYAML("a", "new", "h"))
+	waitHost(t, d, drKey("a", "new"), "h")
+	if err := os.Remove(filepath.Join(dir, "dr-08.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d, drKey("a", "dr-08"))
+	if got := d.decoded.Load() - 40; got != 2 {
+		t.Errorf("a changed, an added and a removed file decoded %d files, want 2", got)
+	}
+	if got := len(d.List(config.KindDestinationRule, "")); got != 40 {
+		t.Errorf("%d DestinationRules, want 40", got)
+	}
+}
+
+// TestDirFollowsRemovedDirectoriesAndConfigMapSwaps covers the events that
+// do not name the config files they change: a subdirectory removed whole,
+// and a Kubernetes ConfigMap volume, whose files are links through a hidden
+// "..data" link that the kubelet swaps to a new hidden directory.
+func TestDirFollowsRemovedDirectoriesAndConfigMapSwaps(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "sub", "deeper", "x.yaml"), drYAML("a", "x", "h"))
+	writeFile(t, filepath.Join(dir, "..v1", "cm.yaml"), drYAML("a", "cm", "v1"))
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("..v1", "..data")
+	link(filepath.Join("..data", "cm.yaml"), "cm.yaml")
+	d, _ := openTempDir(t, dir)
+	waitHost(t, d, drKey("a", "x"), "h")
+	waitHost(t, d, drKey("a", "cm"), "v1")
+
+	if err := os.RemoveAll(filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d, drKey("a", "x"))
+
+	writeFile(t, filepath.Join(dir, "..v2", "cm.yaml"), drYAML("a", "cm", "v2"))
+	link("..v2", "..data_tmp")
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitHost(t, d, drKey("a", "cm"), "v2")
+}
