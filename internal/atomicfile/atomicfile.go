@@ -13,12 +13,25 @@ import (
 // (named TempPrefix(base name) + random, so leftovers can be recognised),
 // written, synced, renamed into place, and the directory synced so the
 // rename survives a crash.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
-	dir, name := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, TempPrefix(name))
+func Write(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	return write(path, dir, data, perm, true)
+}
+
+// WriteStaged replaces path with data for a reader that watches path's
+// directory, not for crash safety: the temporary file is written in
+// staging, a directory on the same file system outside the watched tree,
+// and renamed into place unsynced. A watcher then sees only the rename
+// (one event naming the file), never a temporary that vanishes while it
+// walks the directory (istiod's file mode gives up a re-read on one), and
+// thousands of files are written without a disk sync each.
+func WriteStaged(path, staging string, data []byte, perm os.FileMode) error {
+	return write(path, staging, data, perm, false)
+}
+
+func write(path, tmpDir string, data []byte, perm os.FileMode, durable bool) (err error) {
+	name := filepath.Base(path)
+	f, err := os.CreateTemp(tmpDir, TempPrefix(name))
 	if err != nil {
 		return err
 	}
@@ -35,8 +48,10 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
-	if err = f.Sync(); err != nil {
-		return err
+	if durable {
+		if err = f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err = f.Close(); err != nil {
 		return err
@@ -44,7 +59,10 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 	if err = os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	if !durable {
+		return nil
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 // TempPrefix is how Write names its temporary files for name: a writer

@@ -18,23 +18,43 @@ import (
 // control plane watches: istiod's `--configDir` (and meshperf pilot's), so
 // that the same run can be made against both. One file per object, written
 // to a temporary name and renamed, so the watcher never reads half a file.
+// The temporaries are written beside the directory, not in it (staging):
+// istiod walks the directory on every change and abandons a walk that finds
+// a file gone, so with the temporaries inside, a mesh of thousands of files
+// left it holding whatever its last complete walk saw.
 type DirApplier struct {
 	Dir string
 }
 
 // Apply writes each object's file.
 func (d *DirApplier) Apply(_ context.Context, rs []*config.Resource) error {
+	staging, err := d.staging()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(staging) // only if empty: another Apply may be using it
 	for _, r := range rs {
 		data, err := shape.YAML([]*config.Resource{r})
 		if err != nil {
 			return err
 		}
 		path := d.path(r)
-		if err := atomicfile.Write(path, data, 0o644); err != nil {
+		if err := atomicfile.WriteStaged(path, staging, data, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", r.Key(), err)
 		}
 	}
 	return nil
+}
+
+// staging is the hidden directory beside Dir where Apply writes its
+// temporary files, on Dir's file system so that renames into Dir work.
+func (d *DirApplier) staging() (string, error) {
+	clean := filepath.Clean(d.Dir)
+	staging := filepath.Join(filepath.Dir(clean), "."+filepath.Base(clean)+".cpload-staging")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		return "", fmt.Errorf("--apply-with dir:%s: a directory beside it for the files being written: %w", d.Dir, err)
+	}
+	return staging, nil
 }
 
 // Delete removes each object's file; one already gone is not an error.

@@ -11,12 +11,24 @@ import (
 )
 
 func TestDirApplierWritesOneFilePerObjectAndDeletes(t *testing.T) {
-	dir := t.TempDir()
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "config")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	d := &DirApplier{Dir: dir}
 	rs := shape.ServiceGatewayVS("istioinaction", 3)
 	ctx := context.Background()
 	if err := d.Apply(ctx, rs); err != nil {
 		t.Fatal(err)
+	}
+	// Only the objects' files, in the directory and beside it: the
+	// temporaries were written in the staging directory, which is gone.
+	if all, _ := os.ReadDir(dir); len(all) != len(rs) {
+		t.Fatalf("%d entries for %d objects: %v", len(all), len(rs), all)
+	}
+	if beside, _ := os.ReadDir(parent); len(beside) != 1 {
+		t.Fatalf("beside the directory: %v", beside)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(files) != len(rs) {

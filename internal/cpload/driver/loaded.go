@@ -52,8 +52,12 @@ func (c *Config) awaitDirLoaded(ctx context.Context, e *env, dir *DirApplier) er
 	err = arrived.Wait(wctx, nil)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("the control plane did not read the mesh from %s within %s (the ServiceEntry cpload wrote after it never reached a proxy of %s): is %s the directory it watches (istiod's --configDir)?",
-			dir.Dir, c.timeout(), c.Namespace, dir.Dir)
+		why := ""
+		if st := probe.Stats(0); st.StreamErrors > 0 {
+			why = fmt.Sprintf("; the probe's %d streams failed, the last with: %s", st.StreamErrors, st.LastError)
+		}
+		return fmt.Errorf("the control plane did not read the mesh from %s within %s (the ServiceEntry cpload wrote after it never reached a proxy of %s%s): is %s the directory it watches (istiod's --configDir)?",
+			dir.Dir, c.timeout(), c.Namespace, why, dir.Dir)
 	}
 	return dir.Delete(ctx, marker)
 }
