@@ -157,9 +157,25 @@ func (d *Dir) watchTree(root string) error {
 
 // loop turns file events into re-reads, at once. Events that queued while
 // the last re-read ran are taken together, so a burst costs as many
-// re-reads as fit in it, not one per event, and never waits on a timer.
+// re-reads as fit in it, not one per event. One thing paces them: after a
+// re-read that took T, the next waits until rereadSpacing*T has passed, so
+// that a burst of ten thousand files (a mesh applied as files) does not
+// spend a core re-reading a large directory while it is being written.
+// A change after a quiet moment is re-read at once: a re-read of a
+// directory of a few files takes microseconds, so the wait is nothing.
 func (d *Dir) loop() {
 	defer close(d.loopDone)
+	var (
+		stale  bool
+		nextAt time.Time        // when the next re-read may start
+		spaced <-chan time.Time // fires at nextAt while a re-read waits
+	)
+	reread := func() {
+		began := time.Now()
+		d.reloadOrWarn()
+		nextAt = time.Now().Add(rereadSpacing * time.Since(began))
+		stale, spaced = false, nil
+	}
 	for {
 		select {
 		case <-d.done:
@@ -168,7 +184,7 @@ func (d *Dir) loop() {
 			if !ok {
 				return
 			}
-			stale := d.note(ev)
+			stale = d.note(ev) || stale
 			for more := true; more; {
 				select {
 				case ev, ok := <-d.fs.Events():
@@ -180,9 +196,9 @@ func (d *Dir) loop() {
 					more = false
 				}
 			}
-			if stale {
-				d.reloadOrWarn()
-			}
+		case <-spaced:
+			reread()
+			continue
 		case err, ok := <-d.fs.Errors():
 			if !ok {
 				return
@@ -190,11 +206,21 @@ func (d *Dir) loop() {
 			// An overflowed inotify queue loses events; a re-read of every
 			// file recovers.
 			d.log.Warn("config directory watch error", "dir", d.dir, "error", err)
-			d.rereadAll = true
-			d.reloadOrWarn()
+			d.rereadAll, stale = true, true
+		}
+		if stale && spaced == nil {
+			if wait := time.Until(nextAt); wait > 0 {
+				spaced = time.After(wait)
+			} else {
+				reread()
+			}
 		}
 	}
 }
+
+// rereadSpacing is how many times its own length a re-read keeps the next
+// one waiting: the directory's watch spends at most a fifth of a core.
+const rereadSpacing = 4
 
 // note handles one file event, says whether it may have changed the config,
 // and records what the re-read must look at: the config file it names, or
