@@ -73,7 +73,7 @@ func (r *Registry) SetPodWorkload(p *PodWorkload) {
 		return
 	}
 	after := fromPod(p)
-	r.workloads[id] = after
+	r.putWorkloadLocked(after)
 	typ, req := r.podChangeLocked(before, after)
 	r.mu.Unlock()
 	if req != nil {
@@ -86,12 +86,11 @@ func (r *Registry) SetPodWorkload(p *PodWorkload) {
 func (r *Registry) DeletePodWorkload(namespace, name string) {
 	r.mu.Lock()
 	id := podID(namespace, name)
-	before, ok := r.workloads[id]
-	if !ok {
+	before := r.deleteWorkloadLocked(id)
+	if before == nil {
 		r.mu.Unlock()
 		return
 	}
-	delete(r.workloads, id)
 	typ, req := r.podChangeLocked(before, nil)
 	r.mu.Unlock()
 	if req != nil {

@@ -73,7 +73,7 @@ func (r *Registry) Restore(records []ProxyRecord) {
 		w := &workload{id: proxyIDPrefix + rec.ID, namespace: rec.Namespace, name: rec.Name, address: rec.Address,
 			labels: rec.Labels, serviceAccount: rec.ServiceAccount, tlsMode: "istio"}
 		before := r.workloads[w.id]
-		r.workloads[w.id] = w
+		r.putWorkloadLocked(w)
 		typ, req := r.endpointChangeLocked(before, w, r.opts.Now())
 		id := rec.ID
 		e.removal = r.opts.AfterFunc(r.opts.GracePeriod, func() { r.removeProxy(id) })

@@ -9,8 +9,6 @@ package registry
 import (
 	"cmp"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -73,13 +71,30 @@ type Registry struct {
 	// change looks at its namespace's, not at every service of the mesh
 	// (which made each proxy's connect cost grow with the mesh). Read
 	// only: they are parsed once per change of their resource.
-	selecting  map[string]map[config.Key][]*model.Service
-	workloads  map[string]*workload                      // by id
-	namespaces map[string]map[string]string              // labels by namespace
-	proxies    map[string]*proxyEntry                    // connected or in grace, by node id
-	slices     map[config.Key]map[string][]SliceEndpoint // by Service, then EndpointSlice name
+	selecting map[string]map[config.Key][]*model.Service
+	// parsed are the services of every Service and ServiceEntry, by
+	// namespace, parsed once per change of their resource; selecting
+	// and the snapshots share them.
+	parsed      map[string]map[config.Key][]*model.Service
+	workloads   map[string]*workload                      // by id
+	workloadsIn map[string]map[string]*workload           // by namespace, then id
+	namespaces  map[string]map[string]string              // labels by namespace
+	proxies     map[string]*proxyEntry                    // connected or in grace, by node id
+	slices      map[config.Key]map[string][]SliceEndpoint // by Service, then EndpointSlice name
 
 	proxiesChanged chan struct{} // see ProxiesChanged
+
+	// The snapshot cache (see Snapshot): the last snapshot handed out,
+	// and what changed since.
+	lastSnapshot *Snapshot
+	// dirty are the namespaces whose services, workloads, slices or
+	// visibility changed since lastSnapshot. Each write to services,
+	// workloads, slices or namespaces marks its namespace: in
+	// putWorkloadLocked, deleteWorkloadLocked, putServiceLocked,
+	// namespaceLocked, SetEndpointSlice and DeleteEndpointSlice.
+	dirty map[string]bool
+	// labelsChanged: some namespace's labels changed since lastSnapshot.
+	labelsChanged bool
 }
 
 type proxyEntry struct {
@@ -103,12 +118,15 @@ func New(opts Options, notify Notify) *Registry {
 	}
 	return &Registry{
 		opts: opts, notify: notify,
-		services:   map[config.Key]*config.Resource{},
-		selecting:  map[string]map[config.Key][]*model.Service{},
-		workloads:  map[string]*workload{},
-		namespaces: map[string]map[string]string{},
-		proxies:    map[string]*proxyEntry{},
-		slices:     map[config.Key]map[string][]SliceEndpoint{},
+		services:    map[config.Key]*config.Resource{},
+		selecting:   map[string]map[config.Key][]*model.Service{},
+		parsed:      map[string]map[config.Key][]*model.Service{},
+		workloads:   map[string]*workload{},
+		workloadsIn: map[string]map[string]*workload{},
+		dirty:       map[string]bool{},
+		namespaces:  map[string]map[string]string{},
+		proxies:     map[string]*proxyEntry{},
+		slices:      map[config.Key]map[string][]SliceEndpoint{},
 
 		proxiesChanged: make(chan struct{}, 1),
 	}
@@ -188,14 +206,8 @@ func (r *Registry) updateLocked(kind config.Kind, old, new *config.Resource) (In
 	case config.KindNamespace:
 		return r.namespaceLocked(old, new, now)
 	case config.KindService, config.KindServiceEntry:
-		cur := new
-		if new == nil {
-			cur = old
-			delete(r.services, old.Key())
-		} else {
-			r.services[new.Key()] = new
-		}
-		r.indexSelectingLocked(old, new)
+		cur := cmp.Or(new, old)
+		r.putServiceLocked(old, new)
 		if !r.visibleLocked(cur.Meta.Namespace) {
 			return "", nil
 		}
@@ -207,13 +219,12 @@ func (r *Registry) updateLocked(kind config.Kind, old, new *config.Resource) (In
 	case config.KindWorkloadEntry:
 		var before, after *workload
 		if old != nil {
-			before = r.workloads[old.Key().String()]
-			delete(r.workloads, old.Key().String())
+			before = r.deleteWorkloadLocked(old.Key().String())
 		}
 		if new != nil {
 			if we, ok := new.Spec.(*networking.WorkloadEntry); ok {
 				after = fromWorkloadEntry(new, we)
-				r.workloads[after.id] = after
+				r.putWorkloadLocked(after)
 			}
 		}
 		typ, req := r.endpointChangeLocked(before, after, now)
@@ -240,6 +251,10 @@ func (r *Registry) namespaceLocked(old, new *config.Resource, now time.Time) (In
 	} else {
 		r.namespaces[ns] = new.Meta.Labels
 	}
+	// Labels decide the namespace's visibility alone (discoverySelectors
+	// look at no other namespace), and the snapshot's Namespaces copy.
+	r.labelsChanged = true
+	r.dirty[ns] = true
 	if r.visibleLocked(ns) == wasVisible {
 		return "", nil
 	}
@@ -254,34 +269,76 @@ func (r *Registry) visibleLocked(namespace string) bool {
 	return r.opts.NamespaceSelected(namespace, r.namespaces[namespace])
 }
 
-// indexSelectingLocked moves a Service or ServiceEntry change into the
+// putServiceLocked records a Service or ServiceEntry change (old nil:
+// added; new nil: deleted): the resource, its parsed services, and the
 // selecting index.
-func (r *Registry) indexSelectingLocked(old, new *config.Resource) {
+func (r *Registry) putServiceLocked(old, new *config.Resource) {
 	if old != nil {
-		if byKey := r.selecting[old.Meta.Namespace]; byKey != nil {
-			delete(byKey, old.Key())
-			if len(byKey) == 0 {
-				delete(r.selecting, old.Meta.Namespace)
-			}
-		}
+		delete(r.services, old.Key())
+		deleteIn(r.parsed, old.Meta.Namespace, old.Key())
+		deleteIn(r.selecting, old.Meta.Namespace, old.Key())
+		r.dirty[old.Meta.Namespace] = true
 	}
-	if new == nil || r.fromSlices(new) {
+	if new == nil {
+		return
+	}
+	r.services[new.Key()] = new
+	parsed := servicesOf(new, r.opts.DomainSuffix)
+	putIn(r.parsed, new.Meta.Namespace, new.Key(), parsed)
+	r.dirty[new.Meta.Namespace] = true
+	if r.fromSlices(new) {
 		return // its endpoints move with its slices, not with workloads
 	}
 	var selecting []*model.Service
-	for _, s := range servicesOf(new, r.opts.DomainSuffix) {
+	for _, s := range parsed {
 		if len(s.Selector) > 0 {
 			selecting = append(selecting, s)
 		}
 	}
-	if len(selecting) == 0 {
-		return
+	if len(selecting) > 0 {
+		putIn(r.selecting, new.Meta.Namespace, new.Key(), selecting)
 	}
-	ns := new.Meta.Namespace
-	if r.selecting[ns] == nil {
-		r.selecting[ns] = map[config.Key][]*model.Service{}
+}
+
+// putWorkloadLocked registers a workload (replacing the one with its id).
+func (r *Registry) putWorkloadLocked(w *workload) {
+	r.deleteWorkloadLocked(w.id) // it may have moved namespace
+	r.workloads[w.id] = w
+	putIn(r.workloadsIn, w.namespace, w.id, w)
+	r.dirty[w.namespace] = true
+}
+
+// deleteWorkloadLocked removes the workload with the id and returns it (nil
+// if there was none).
+func (r *Registry) deleteWorkloadLocked(id string) *workload {
+	w := r.workloads[id]
+	if w == nil {
+		return nil
 	}
-	r.selecting[ns][new.Key()] = selecting
+	delete(r.workloads, id)
+	deleteIn(r.workloadsIn, w.namespace, id)
+	r.dirty[w.namespace] = true
+	return w
+}
+
+// putIn sets an entry of a by-namespace index.
+func putIn[K comparable, V any](index map[string]map[K]V, namespace string, key K, value V) {
+	byKey := index[namespace]
+	if byKey == nil {
+		byKey = map[K]V{}
+		index[namespace] = byKey
+	}
+	byKey[key] = value
+}
+
+// deleteIn removes an entry of a by-namespace index, and the namespace's
+// map when it empties.
+func deleteIn[K comparable, V any](index map[string]map[K]V, namespace string, key K) {
+	byKey := index[namespace]
+	delete(byKey, key)
+	if len(byKey) == 0 {
+		delete(index, namespace)
+	}
 }
 
 // endpointChangeLocked finds the services whose endpoints a workload change
@@ -325,7 +382,7 @@ func (r *Registry) ProxyConnected(p *model.Proxy) {
 	}
 	w := fromProxy(p)
 	before := r.workloads[w.id]
-	r.workloads[w.id] = w
+	r.putWorkloadLocked(w)
 	typ, req := r.endpointChangeLocked(before, w, r.opts.Now())
 	changed := before == nil || !sameWorkload(before, w)
 	if !changed {
@@ -363,8 +420,7 @@ func (r *Registry) removeProxy(id string) {
 		return
 	}
 	delete(r.proxies, id)
-	before := r.workloads[proxyIDPrefix+id]
-	delete(r.workloads, proxyIDPrefix+id)
+	before := r.deleteWorkloadLocked(proxyIDPrefix + id)
 	typ, req := r.endpointChangeLocked(before, nil, r.opts.Now())
 	r.mu.Unlock()
 	r.signalProxiesChanged()
@@ -388,128 +444,6 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
-}
-
-// Snapshot is the registry at one moment, for one push: immutable, shared by
-// every proxy's generation.
-type Snapshot struct {
-	Services []*model.Service // sorted by hostname, then namespace
-	// Workloads are the WorkloadEntries, Pods and registered sidecars, sorted by
-	// namespace, then name, then address.
-	Workloads  []*model.Workload
-	endpoints  map[serviceID][]*model.Endpoint
-	byHostname map[string][]*model.Service
-	// inNamespace: a proxy's inbound side looks only at its namespace's
-	// services, and looking through all of them per proxy made each
-	// proxy's config cost grow with the mesh.
-	inNamespace map[string][]*model.Service
-	Namespaces  map[string]map[string]string
-}
-
-// serviceID identifies a service across snapshots: a hostname is unique within
-// a namespace.
-type serviceID struct{ hostname, namespace string }
-
-// Endpoints returns the endpoints of a service port, sorted by address.
-func (s *Snapshot) Endpoints(svc *model.Service, port uint32) []*model.Endpoint {
-	var out []*model.Endpoint
-	for _, e := range s.endpoints[serviceID{svc.Hostname, svc.Namespace}] {
-		if e.ServicePort == port {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// ServicesByHostname returns the services with that hostname (one per namespace
-// that declares it).
-func (s *Snapshot) ServicesByHostname(host string) []*model.Service { return s.byHostname[host] }
-
-// ServicesIn returns the services of a namespace, sorted by hostname.
-func (s *Snapshot) ServicesIn(namespace string) []*model.Service { return s.inNamespace[namespace] }
-
-// Snapshot builds the registry's current state, applying discoverySelectors.
-func (r *Registry) Snapshot() *Snapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	snap := &Snapshot{
-		endpoints:   map[serviceID][]*model.Endpoint{},
-		byHostname:  map[string][]*model.Service{},
-		inNamespace: map[string][]*model.Service{},
-		Namespaces:  make(map[string]map[string]string, len(r.namespaces)),
-	}
-	for ns, labels := range r.namespaces {
-		snap.Namespaces[ns] = labels
-	}
-	byNamespace := map[string][]*workload{}
-	views := map[*workload]*model.Workload{}
-	// "NS/IP" of the workloads the config declares (pods, WorkloadEntries):
-	// a connected sidecar at one of them is that workload's proxy, and
-	// registered as well it would be a service's endpoint twice.
-	declared := map[string]bool{}
-	for _, w := range r.workloads {
-		if !strings.HasPrefix(w.id, proxyIDPrefix) {
-			declared[w.namespace+"/"+w.address] = true
-		}
-	}
-	for _, w := range r.workloads {
-		if r.visibleLocked(w.namespace) {
-			if strings.HasPrefix(w.id, proxyIDPrefix) && declared[w.namespace+"/"+w.address] {
-				continue
-			}
-			byNamespace[w.namespace] = append(byNamespace[w.namespace], w)
-			v := w.view()
-			views[w] = v
-			snap.Workloads = append(snap.Workloads, v)
-		}
-	}
-	for _, res := range r.services {
-		if !r.visibleLocked(res.Meta.Namespace) {
-			continue
-		}
-		for _, svc := range servicesOf(res, r.opts.DomainSuffix) {
-			snap.Services = append(snap.Services, svc)
-			snap.byHostname[svc.Hostname] = append(snap.byHostname[svc.Hostname], svc)
-			eps := inlineEndpoints(svc, res)
-			if r.fromSlices(res) {
-				eps = sliceEndpoints(svc, res, r.slices[res.Key()])
-			}
-			for _, w := range byNamespace[svc.Namespace] {
-				if !selects(svc, w) {
-					continue
-				}
-				if r.fromSlices(res) {
-					views[w].Services = append(views[w].Services, w.selectedBy(svc, res))
-					continue
-				}
-				selected := endpointsFor(svc, w)
-				eps = append(eps, selected...)
-				views[w].Services = append(views[w].Services, workloadService(svc, selected))
-			}
-			sort.Slice(eps, func(i, j int) bool {
-				if eps[i].Address != eps[j].Address {
-					return eps[i].Address < eps[j].Address
-				}
-				return eps[i].Port < eps[j].Port
-			})
-			snap.endpoints[serviceID{svc.Hostname, svc.Namespace}] = eps
-		}
-	}
-	slices.SortFunc(snap.Services, func(a, b *model.Service) int {
-		return cmp.Or(strings.Compare(a.Hostname, b.Hostname), strings.Compare(a.Namespace, b.Namespace))
-	})
-	for _, svc := range snap.Services {
-		snap.inNamespace[svc.Namespace] = append(snap.inNamespace[svc.Namespace], svc)
-	}
-	slices.SortFunc(snap.Workloads, func(a, b *model.Workload) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.Address, b.Address))
-	})
-	for _, w := range snap.Workloads {
-		slices.SortFunc(w.Services, func(a, b model.WorkloadService) int {
-			return cmp.Or(strings.Compare(a.Service.Hostname, b.Service.Hostname), strings.Compare(a.Service.Namespace, b.Service.Namespace))
-		})
-	}
-	return snap
 }
 
 // ServiceCount is the number of services (hostnames) known, for pilot_services.

@@ -48,6 +48,7 @@ func (r *Registry) SetEndpointSlice(service config.Key, slice string, eps []Slic
 		r.slices[service] = bySlice
 	}
 	bySlice[slice] = eps
+	r.dirty[service.Namespace] = true
 	typ, req := r.sliceChangeLocked(service)
 	r.mu.Unlock()
 	if req != nil {
@@ -67,6 +68,7 @@ func (r *Registry) DeleteEndpointSlice(service config.Key, slice string) {
 	if len(bySlice) == 0 {
 		delete(r.slices, service)
 	}
+	r.dirty[service.Namespace] = true
 	typ, req := r.sliceChangeLocked(service)
 	r.mu.Unlock()
 	if req != nil {
