@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,8 @@ type Options struct {
 	// target).
 	Target string
 	// DialOptions replace the default (plaintext, as istiod's port 15010).
+	// They are applied after the fleet's buffer sizes (leanDialOptions), so
+	// they may override those too.
 	DialOptions []grpc.DialOption
 	// Delta selects delta ADS instead of state of the world.
 	Delta bool
@@ -51,6 +54,18 @@ type Options struct {
 	// BackoffMin and BackoffMax bound the wait before reopening a failed
 	// stream (default 100ms and 2s).
 	BackoffMin, BackoffMax time.Duration
+}
+
+// leanDialOptions shrink what grpc-go keeps per connection. By default each
+// connection holds a 32 KB read buffer and a 32 KB write buffer for its whole
+// life, which at one or two proxies per connection is most of a simulated
+// proxy's memory. A simulated proxy reads a few responses and then idles, so
+// the fleet reads through a small buffer (larger frames are read straight
+// into their own buffer) and borrows its write buffer from a shared pool
+// only while it writes.
+var leanDialOptions = []grpc.DialOption{
+	grpc.WithReadBufferSize(4 << 10),
+	grpc.WithSharedWriteBuffer(true),
 }
 
 // DefaultConnectRate is the default ConnectRate, new streams per second.
@@ -136,7 +151,7 @@ func NewFleet(specs []ProxySpec, o Options) (*Fleet, error) {
 			return nil, fmt.Errorf("simulated proxies %d and %d have the same node id %q", j, i, node.Id)
 		}
 		ids[node.Id] = i
-		p := &proxy{index: i, node: node, fleet: f, nack: nacks(i, o.NackShare)}
+		p := &proxy{index: i, spec: s, fleet: f, nack: nacks(i, o.NackShare)}
 		p.rec.s.Index, p.rec.s.NodeID = i, node.Id
 		f.proxies = append(f.proxies, p)
 	}
@@ -170,7 +185,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	n := connsFor(len(f.proxies), f.opts.ProxiesPerConn)
 	for range n {
-		cc, err := grpc.NewClient(f.opts.Target, f.opts.DialOptions...)
+		cc, err := grpc.NewClient(f.opts.Target, slices.Concat(leanDialOptions, f.opts.DialOptions)...)
 		if err != nil {
 			f.closeConns()
 			return fmt.Errorf("simulated proxies: connecting to %s: %w", f.opts.Target, err)
