@@ -57,15 +57,13 @@ type Options struct {
 }
 
 // leanDialOptions shrink what grpc-go keeps per connection. By default each
-// connection holds a 32 KB read buffer and a 32 KB write buffer for its whole
-// life, which at one or two proxies per connection is most of a simulated
-// proxy's memory. A simulated proxy reads a few responses and then idles, so
-// the fleet reads through a small buffer (larger frames are read straight
-// into their own buffer) and borrows its write buffer from a shared pool
-// only while it writes.
+// connection holds a 32 KB read buffer for its whole life (its write buffer is
+// already borrowed from a pool only while it writes), which at one or two
+// proxies per connection is a large part of a simulated proxy's memory. A
+// simulated proxy reads a few responses and then idles, so the fleet reads
+// through a small buffer; frames larger than it are read into their own.
 var leanDialOptions = []grpc.DialOption{
 	grpc.WithReadBufferSize(4 << 10),
-	grpc.WithSharedWriteBuffer(true),
 }
 
 // DefaultConnectRate is the default ConnectRate, new streams per second.
