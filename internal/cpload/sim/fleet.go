@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +20,6 @@ type Options struct {
 	// target).
 	Target string
 	// DialOptions replace the default (plaintext, as istiod's port 15010).
-	// They are applied after the fleet's buffer sizes (leanDialOptions), so
-	// they may override those too.
 	DialOptions []grpc.DialOption
 	// Delta selects delta ADS instead of state of the world.
 	Delta bool
@@ -54,16 +51,6 @@ type Options struct {
 	// BackoffMin and BackoffMax bound the wait before reopening a failed
 	// stream (default 100ms and 2s).
 	BackoffMin, BackoffMax time.Duration
-}
-
-// leanDialOptions shrink what grpc-go keeps per connection. By default each
-// connection holds a 32 KB read buffer for its whole life (its write buffer is
-// already borrowed from a pool only while it writes), which at one or two
-// proxies per connection is a large part of a simulated proxy's memory. A
-// simulated proxy reads a few responses and then idles, so the fleet reads
-// through a small buffer; frames larger than it are read into their own.
-var leanDialOptions = []grpc.DialOption{
-	grpc.WithReadBufferSize(4 << 10),
 }
 
 // DefaultConnectRate is the default ConnectRate, new streams per second.
@@ -183,7 +170,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	n := connsFor(len(f.proxies), f.opts.ProxiesPerConn)
 	for range n {
-		cc, err := grpc.NewClient(f.opts.Target, slices.Concat(leanDialOptions, f.opts.DialOptions)...)
+		cc, err := grpc.NewClient(f.opts.Target, f.opts.DialOptions...)
 		if err != nil {
 			f.closeConns()
 			return fmt.Errorf("simulated proxies: connecting to %s: %w", f.opts.Target, err)
