@@ -24,7 +24,11 @@ func (st *session) runDelta(ctx context.Context, cc grpc.ClientConnInterface) er
 	nodeSent := false
 	send := func(r *discoveryv3.DeltaDiscoveryRequest) error {
 		if !nodeSent {
-			r.Node, nodeSent = st.p.node, true
+			node, err := st.p.node()
+			if err != nil {
+				return err
+			}
+			r.Node, nodeSent = node, true
 		}
 		if err := stream.Send(r); err != nil {
 			return streamError("sending a delta request", err)

@@ -136,7 +136,7 @@ func NewFleet(specs []ProxySpec, o Options) (*Fleet, error) {
 			return nil, fmt.Errorf("simulated proxies %d and %d have the same node id %q", j, i, node.Id)
 		}
 		ids[node.Id] = i
-		p := &proxy{index: i, node: node, fleet: f, nack: nacks(i, o.NackShare)}
+		p := &proxy{index: i, spec: s, fleet: f, nack: nacks(i, o.NackShare)}
 		p.rec.s.Index, p.rec.s.NodeID = i, node.Id
 		f.proxies = append(f.proxies, p)
 	}

@@ -15,7 +15,10 @@ import (
 // connects a fleet of 500 simulated proxies to an in-process control plane
 // (both ends of each connection are counted), waits until every proxy has
 // its full first config, and stops it. heap-KB/proxy is the live heap held
-// while the fleet is up.
+// while the fleet is up; mem-KB/proxy adds the goroutine stacks, which the
+// heap figure misses and the process's RSS includes; goroutines/proxy counts
+// the goroutines the fleet keeps running. All three include the control
+// plane's side of each stream, since it runs in the same process.
 //
 //	go test ./internal/cpload/sim -run '^$' -bench FleetConnections -benchtime 3x
 func BenchmarkFleetConnections(b *testing.B) {
@@ -26,21 +29,32 @@ func BenchmarkFleetConnections(b *testing.B) {
 			// about 25 streams a second on two cores, which is what would be
 			// measured.
 			_, addr := startPilotWith(b, func(o *push.Options) { o.MaxRequestsPerSecond = 1e6; o.MaxRequestsBurst = 1e6 })
-			var heap float64
+			var sum fleetCost
 			for b.Loop() {
-				heap += syncFleet(b, addr, proxies, perConn)
+				c := syncFleet(b, addr, proxies, perConn)
+				sum.heap += c.heap
+				sum.stack += c.stack
+				sum.goroutines += c.goroutines
 			}
-			b.ReportMetric(heap/float64(b.N)/proxies/1024, "heap-KB/proxy")
+			perProxy := float64(b.N) * proxies
+			b.ReportMetric(sum.heap/perProxy/1024, "heap-KB/proxy")
+			b.ReportMetric((sum.heap+sum.stack)/perProxy/1024, "mem-KB/proxy")
+			b.ReportMetric(sum.goroutines/perProxy, "goroutines/proxy")
 		})
 	}
 }
 
-// syncFleet brings a fleet up to its first full config and returns the heap
-// it added, in bytes.
-func syncFleet(b *testing.B, addr string, n, perConn int) float64 {
+// fleetCost is what a synced fleet adds to the process: live heap and
+// goroutine stacks in bytes, and goroutines.
+type fleetCost struct{ heap, stack, goroutines float64 }
+
+// syncFleet brings a fleet up to its first full config and returns what it
+// added to the process.
+func syncFleet(b *testing.B, addr string, n, perConn int) fleetCost {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	goroutinesBefore := runtime.NumGoroutine()
 	f, err := NewFleet(specs(n), Options{Target: addr, ProxiesPerConn: perConn, ConnectRate: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -56,5 +70,9 @@ func syncFleet(b *testing.B, addr string, n, perConn int) float64 {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	return float64(after.HeapInuse) - float64(before.HeapInuse)
+	return fleetCost{
+		heap:       float64(after.HeapInuse) - float64(before.HeapInuse),
+		stack:      float64(after.StackInuse) - float64(before.StackInuse),
+		goroutines: float64(runtime.NumGoroutine() - goroutinesBefore),
+	}
 }

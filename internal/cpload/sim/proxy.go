@@ -19,10 +19,23 @@ import (
 // thread does.
 type proxy struct {
 	index int
-	node  *corev3.Node
+	// spec is kept rather than the node it describes: a node's metadata, as
+	// protobuf Structs, costs a few KB per proxy and is sent only once per
+	// stream (see node).
+	spec  ProxySpec
 	fleet *Fleet
 	nack  bool // this proxy rejects responses of the fleet's NackTypes
 	rec   recorder
+}
+
+// node is what the proxy sends as its node on a new stream. NewFleet built it
+// once already, so it cannot fail here for a spec that passed there.
+func (p *proxy) node() (*corev3.Node, error) {
+	node, err := p.spec.Node(p.fleet.opts.Node)
+	if err != nil {
+		return nil, fmt.Errorf("simulated proxy %d: %w", p.index, err)
+	}
+	return node, nil
 }
 
 // run keeps a stream open until ctx ends, reconnecting with exponential

@@ -23,7 +23,11 @@ func (st *session) runSotW(ctx context.Context, cc grpc.ClientConnInterface) err
 	send := func(r *discoveryv3.DiscoveryRequest) error {
 		// Istio's bootstrap sets set_node_on_first_message_only.
 		if !nodeSent {
-			r.Node, nodeSent = st.p.node, true
+			node, err := st.p.node()
+			if err != nil {
+				return err
+			}
+			r.Node, nodeSent = node, true
 		}
 		if err := stream.Send(r); err != nil {
 			return streamError("sending a request", err)
