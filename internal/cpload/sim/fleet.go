@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,8 +171,13 @@ func (f *Fleet) Start(ctx context.Context) error {
 		}
 	}
 	n := connsFor(len(f.proxies), f.opts.ProxiesPerConn)
+	// No limit on a response's size, as Envoy's ADS client has none: a
+	// sidecar of a large mesh without Sidecar scoping gets CDS of tens of
+	// megabytes, beyond grpc-go's default of 4 MB, and a limit would turn
+	// that into failed streams instead of a config size to report.
+	dial := append(slices.Clip(f.opts.DialOptions), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
 	for range n {
-		cc, err := grpc.NewClient(f.opts.Target, f.opts.DialOptions...)
+		cc, err := grpc.NewClient(f.opts.Target, dial...)
 		if err != nil {
 			f.closeConns()
 			return fmt.Errorf("simulated proxies: connecting to %s: %w", f.opts.Target, err)

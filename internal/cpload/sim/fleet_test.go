@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshperf/meshperf/internal/testutil"
 )
@@ -197,11 +199,13 @@ func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Contex
 // cdsOnly is an ADS server that answers the first CDS request with no
 // clusters and never answers anything else: a control plane that leaves
 // its proxies half configured.
+// cdsOnly answers CDS once, with clusters (none if nil), and nothing else.
 type cdsOnly struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	clusters []*anypb.Any
 }
 
-func (cdsOnly) StreamAggregatedResources(stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+func (c cdsOnly) StreamAggregatedResources(stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	answered := false
 	for {
 		req, err := stream.Recv()
@@ -210,10 +214,39 @@ func (cdsOnly) StreamAggregatedResources(stream discoveryv3.AggregatedDiscoveryS
 		}
 		if req.GetTypeUrl() == Cluster.URL() && !answered {
 			answered = true
-			if err := stream.Send(&discoveryv3.DiscoveryResponse{TypeUrl: Cluster.URL(), VersionInfo: "1", Nonce: "1"}); err != nil {
+			if err := stream.Send(&discoveryv3.DiscoveryResponse{TypeUrl: Cluster.URL(), VersionInfo: "1", Nonce: "1", Resources: c.clusters}); err != nil {
 				return err
 			}
 		}
+	}
+}
+
+// A response beyond grpc-go's default 4 MB limit, as a whole mesh's CDS is,
+// is received and acknowledged, as Envoy does.
+func TestFleetTakesResponsesOverFourMegabytes(t *testing.T) {
+	big, err := anypb.New(&clusterv3.Cluster{Name: strings.Repeat("c", 5<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := testutil.ServeGRPC(t, func(g grpc.ServiceRegistrar) {
+		discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, cdsOnly{clusters: []*anypb.Any{big}})
+	})
+	f, err := NewFleet(specs(1), Options{Target: cc.Target(), ConnectRate: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st := f.Stats(0); st.Acks[Cluster] == 0 {
+			return fmt.Errorf("no CDS acknowledged; %d stream errors, last %q", st.StreamErrors, st.LastError)
+		}
+		return nil
+	})
+	if st := f.Stats(0); st.StreamErrors != 0 || st.Bytes(Cluster) < 5<<20 {
+		t.Errorf("stream errors %d (%s), CDS bytes %d", st.StreamErrors, st.LastError, st.Bytes(Cluster))
 	}
 }
 
