@@ -30,6 +30,25 @@ func (m *mergedRequest) add(r *model.PushRequest) {
 	}
 }
 
+// addShared is add for a request merged into many connections' pushes at
+// once: the union of a shared request and r is the same for every
+// connection holding that shared request, so it is made once (unions maps
+// the shared request to it) and stays shared. Without it a push that
+// reaches 20,000 connections still waiting for a connect storm's push
+// copied that push's thousands of configs 20,000 times. A nil unions is add.
+func (m *mergedRequest) addShared(r *model.PushRequest, unions map[*model.PushRequest]*model.PushRequest) {
+	if unions == nil || r == nil || m.req == nil || m.owned {
+		m.add(r)
+		return
+	}
+	u, ok := unions[m.req]
+	if !ok {
+		u = m.req.Merge(r)
+		unions[m.req] = u
+	}
+	m.req = u
+}
+
 // mergeInto is model.Merge done in place on a dst the caller owns.
 func mergeInto(dst, src *model.PushRequest) {
 	dst.Full = dst.Full || src.Full

@@ -76,7 +76,7 @@ func (q *Queue[C]) Enqueue(conn C, req *model.PushRequest) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.enqueueLocked(conn, req)
+	q.enqueueLocked(conn, req, nil)
 }
 
 // StartPush stamps a copy of req with the current time as its start (the
@@ -90,26 +90,33 @@ func (q *Queue[C]) StartPush(req *model.PushRequest, conns []C) {
 	}
 	stamped := *req // the maps stay shared; nothing here modifies them
 	stamped.Start = q.clock.Now()
+	// Connections still waiting for an earlier push mostly hold the same
+	// shared request (a connect storm's, say, naming thousands of
+	// configs); their union with req is made once per shared request, not
+	// copied once per connection.
+	unions := make(map[*model.PushRequest]*model.PushRequest)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, c := range conns {
-		q.enqueueLocked(c, &stamped)
+		q.enqueueLocked(c, &stamped, unions)
 	}
 }
 
-func (q *Queue[C]) enqueueLocked(conn C, req *model.PushRequest) {
+// enqueueLocked merges req into conn's waiting or follow-up push, through
+// unions (shared request -> its union with req) when it is not nil.
+func (q *Queue[C]) enqueueLocked(conn C, req *model.PushRequest, unions map[*model.PushRequest]*model.PushRequest) {
 	if q.shutdown {
 		return
 	}
 	if f, ok := q.inflight[conn]; ok {
 		if !f.removed {
-			f.merged.add(req)
+			f.merged.addShared(req, unions)
 			q.inflight[conn] = f
 		}
 		return
 	}
 	if p, ok := q.pending[conn]; ok {
-		p.merged.add(req)
+		p.merged.addShared(req, unions)
 		q.pending[conn] = p
 		return
 	}

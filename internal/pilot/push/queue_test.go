@@ -266,3 +266,30 @@ func BenchmarkQueueMergeWhileInFlight(b *testing.B) {
 		}
 	}
 }
+
+// A push started for many connections still waiting for an earlier shared
+// push gives them one shared union, not a copy each, and leaves the earlier
+// request as it was.
+func TestStartPushSharesTheUnionAcrossWaitingConnections(t *testing.T) {
+	clk := newFakeClock()
+	q := NewQueue[int](clk, nil)
+	conns := []int{1, 2, 3, 4}
+	storm := model.NewPushRequest(model.ReasonEndpoint, false, clk.Now(), key("a"), key("b"))
+	q.StartPush(storm, conns)
+	q.StartPush(model.NewPushRequest(model.ReasonConfig, true, clk.Now(), key("c")), conns)
+	var first *model.PushRequest
+	for range conns {
+		_, got := dequeueNow(t, q)
+		if !got.Full || len(got.ConfigsUpdated) != 3 || got.Reason[model.ReasonEndpoint] != 1 || got.Reason[model.ReasonConfig] != 1 {
+			t.Errorf("merged %+v", got)
+		}
+		if first == nil {
+			first = got
+		} else if got != first {
+			t.Error("each connection got its own copy of the same union")
+		}
+	}
+	if storm.Full || len(storm.ConfigsUpdated) != 2 {
+		t.Errorf("the earlier request was modified: %+v", storm)
+	}
+}
