@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -137,7 +138,22 @@ func parsePilotArgs(cmd *command, args []string, stdout io.Writer) (*pilotFlags,
 	if err := f.kube.parse(f.configDir, os.Getenv); err != nil {
 		return nil, err
 	}
+	if v, ok := os.LookupEnv("AUTOMEMLIMIT"); ok && v != "off" {
+		if _, err := parseMemoryLimitRatio(v); err != nil {
+			return nil, inputError{err}
+		}
+	}
 	return f, nil
+}
+
+// parseMemoryLimitRatio reads AUTOMEMLIMIT, automemlimit's share of the
+// cgroup's limit to give the heap.
+func parseMemoryLimitRatio(v string) (float64, error) {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(r > 0 && r <= 1) {
+		return 0, fmt.Errorf("AUTOMEMLIMIT=%q: want the share of the cgroup's memory limit for the heap, in (0, 1], or off", v)
+	}
+	return r, nil
 }
 
 // runBoundPilot runs the control plane on f's bound listeners until ctx
@@ -206,7 +222,18 @@ func setMemoryLimit(log *slog.Logger, cgroupLimit memlimit.Provider) int64 {
 		log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", v)
 		return debug.SetMemoryLimit(-1)
 	}
-	limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitRatio), memlimit.WithProvider(cgroupLimit))
+	ratio := memoryLimitRatio
+	switch v, ok := os.LookupEnv("AUTOMEMLIMIT"); {
+	case !ok:
+	case v == "off":
+		log.Info("no memory limit: AUTOMEMLIMIT=off; set GOMEMLIMIT to bound the heap")
+		return debug.SetMemoryLimit(-1)
+	default:
+		// The library reads AUTOMEMLIMIT itself; it is read here too so that
+		// the log says the ratio in force. parsePilotArgs checked it.
+		ratio, _ = parseMemoryLimitRatio(v)
+	}
+	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(cgroupLimit))
 	switch {
 	case errors.Is(err, memlimit.ErrNoCgroup), errors.Is(err, memlimit.ErrCgroupsNotSupported):
 		log.Info("no memory limit: not in a memory cgroup; set GOMEMLIMIT to bound the heap")
@@ -215,7 +242,7 @@ func setMemoryLimit(log *slog.Logger, cgroupLimit memlimit.Provider) int64 {
 	case limit == math.MaxInt64:
 		log.Info("no memory limit: the cgroup has none; set GOMEMLIMIT to bound the heap")
 	default:
-		log.Info("memory limit set from the cgroup's", "GOMEMLIMIT", limit, "ratio", memoryLimitRatio)
+		log.Info("memory limit set from the cgroup's", "GOMEMLIMIT", limit, "ratio", ratio)
 	}
 	return limit
 }

@@ -66,3 +66,32 @@ func TestNoCgroupLeavesNoMemoryLimit(t *testing.T) {
 		t.Errorf("log = %q, want it to say there is none", logged.String())
 	}
 }
+
+func TestAutoMemLimitOffLeavesNoMemoryLimit(t *testing.T) {
+	restoreMemoryLimit(t)
+	unsetEnvForTest(t, "GOMEMLIMIT")
+	t.Setenv("AUTOMEMLIMIT", "off")
+	before := debug.SetMemoryLimit(-1)
+	var logged bytes.Buffer
+	got := setMemoryLimit(slog.New(slog.NewTextHandler(&logged, nil)), memlimit.Limit(1000<<20))
+	if got != before || debug.SetMemoryLimit(-1) != before {
+		t.Errorf("limit = %d, runtime's %d; want %d unchanged", got, debug.SetMemoryLimit(-1), before)
+	}
+	if !strings.Contains(logged.String(), "no memory limit: AUTOMEMLIMIT=off") {
+		t.Errorf("log = %q, want it to say AUTOMEMLIMIT=off left no limit", logged.String())
+	}
+}
+
+func TestAutoMemLimitRatioIsTheOneLogged(t *testing.T) {
+	restoreMemoryLimit(t)
+	unsetEnvForTest(t, "GOMEMLIMIT")
+	t.Setenv("AUTOMEMLIMIT", "0.5")
+	var logged bytes.Buffer
+	const cgroup = 1000 << 20
+	if got, want := setMemoryLimit(slog.New(slog.NewTextHandler(&logged, nil)), memlimit.Limit(cgroup)), int64(cgroup/2); got != want {
+		t.Errorf("limit = %d, want %d (AUTOMEMLIMIT's half of the cgroup's)", got, want)
+	}
+	if !strings.Contains(logged.String(), "ratio=0.5") {
+		t.Errorf("log = %q, want the ratio in force", logged.String())
+	}
+}

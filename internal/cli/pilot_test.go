@@ -51,6 +51,15 @@ func TestPilotBadInputIsOneLine(t *testing.T) {
 	if code := runPilot(context.Background(), nil, &syncBuffer{}, &stderr); code != exitBadInput || !strings.Contains(stderr.String(), "PILOT_DEBOUNCE_AFTER") {
 		t.Errorf("a bad PILOT_DEBOUNCE_AFTER: exit %d, %q", code, stderr.String())
 	}
+	t.Setenv("PILOT_DEBOUNCE_AFTER", "")
+	for _, ratio := range []string{"half", "0", "1.5"} {
+		t.Setenv("AUTOMEMLIMIT", ratio)
+		var stderr syncBuffer
+		code := runPilot(context.Background(), []string{"--dataDir", t.TempDir()}, &syncBuffer{}, &stderr)
+		if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); code != exitBadInput || len(lines) != 1 || !strings.Contains(lines[0], "AUTOMEMLIMIT") {
+			t.Errorf("AUTOMEMLIMIT=%s: exit %d, %q; want exit 2 and one line naming it", ratio, code, stderr.String())
+		}
+	}
 }
 
 // `meshperf pilot --httpAddr=` once panicked on a nil listener.

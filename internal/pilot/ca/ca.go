@@ -195,9 +195,8 @@ func (ca *CA) Root() *x509.Certificate { return ca.root }
 type Workload struct {
 	Identity     Identity
 	SPIFFEID     string
-	CertChainPEM []byte // the leaf; intermediates would follow it, the root is not included
-	KeyPEM       []byte // PKCS#8
-	Leaf         *x509.Certificate
+	CertChainPEM []byte    // the leaf; intermediates would follow it, the root is not included
+	KeyPEM       []byte    // PKCS#8
 	IssuedAt     time.Time // the CA's clock at issue; NotBefore is ClockSkewGrace earlier
 	NotAfter     time.Time
 	RotateAt     time.Time // when Get starts handing out a fresh certificate
@@ -244,7 +243,6 @@ func (ca *CA) issue(id Identity, dnsNames ...string) (*Workload, error) {
 		SPIFFEID:     c.SPIFFEID,
 		CertChainPEM: c.CertPEM,
 		KeyPEM:       keyPEM,
-		Leaf:         c.Leaf,
 		IssuedAt:     c.IssuedAt,
 		NotAfter:     c.NotAfter,
 		RotateAt:     c.NotAfter.Add(-grace),

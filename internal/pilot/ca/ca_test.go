@@ -12,6 +12,17 @@ import (
 	"time"
 )
 
+// leafOf parses the workload's leaf certificate, the first in its chain.
+func leafOf(t *testing.T, w *Workload) *x509.Certificate {
+	t.Helper()
+	certs, err := parseCerts(w.CertChainPEM)
+	if err != nil || len(certs) == 0 {
+		t.Fatalf("%s: no certificate in the chain: %v", w.SPIFFEID, err)
+	}
+	leaf := certs[0]
+	return leaf
+}
+
 func TestIssue(t *testing.T) {
 	clock := newFakeClock()
 	ca := mustOpen(t, t.TempDir(), WithClock(clock.Now))
@@ -27,11 +38,11 @@ func TestIssue(t *testing.T) {
 	if err := VerifyWorkload(ca.RootPEM(), w.CertChainPEM, want, now); err != nil {
 		t.Fatalf("issued certificate does not verify: %v", err)
 	}
-	if err := w.Leaf.CheckSignatureFrom(ca.Root()); err != nil {
+	if err := leafOf(t, w).CheckSignatureFrom(ca.Root()); err != nil {
 		t.Errorf("not signed by the root: %v", err)
 	}
 
-	leaf := w.Leaf
+	leaf := leafOf(t, w)
 	if got := leaf.KeyUsage; got != x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment {
 		t.Errorf("KeyUsage = %b, want DigitalSignature|KeyEncipherment", got)
 	}
@@ -72,7 +83,7 @@ func TestIssue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Leaf.SerialNumber.Cmp(leaf.SerialNumber) == 0 || string(again.KeyPEM) == string(w.KeyPEM) {
+	if leafOf(t, again).SerialNumber.Cmp(leaf.SerialNumber) == 0 || string(again.KeyPEM) == string(w.KeyPEM) {
 		t.Error("Issue reused the serial number or key")
 	}
 }
@@ -136,8 +147,8 @@ func TestKeyAlgorithms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !tc.check(w.Leaf.PublicKey) {
-				t.Errorf("leaf key is %T, want %s", w.Leaf.PublicKey, tc.alg)
+			if !tc.check(leafOf(t, w).PublicKey) {
+				t.Errorf("leaf key is %T, want %s", leafOf(t, w).PublicKey, tc.alg)
 			}
 			if _, err := tls.X509KeyPair(w.CertChainPEM, w.KeyPEM); err != nil {
 				t.Error(err)
@@ -196,7 +207,7 @@ func TestIssueServingHasDNSNamesAndSPIFFE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Leaf.VerifyHostname("istiod.istio-system.svc"); err != nil {
+	if err := leafOf(t, w).VerifyHostname("istiod.istio-system.svc"); err != nil {
 		t.Error(err)
 	}
 	if err := VerifyWorkload(ca.RootPEM(), w.CertChainPEM, "spiffe://cluster.local/ns/istio-system/sa/istiod", time.Now()); err != nil {

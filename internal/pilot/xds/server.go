@@ -168,7 +168,6 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	conn := &Connection{
 		id:          p.ID + "-" + strconv.FormatUint(s.connSeq.Add(1), 10),
 		proxy:       p,
-		node:        node,
 		connectedAt: time.Now(),
 		delta:       delta,
 		pushCh:      make(chan *pushEvent),
