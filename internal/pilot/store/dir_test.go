@@ -247,6 +247,29 @@ func TestDirChangeRereadsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// The files' decoded content is not kept beside the state's: each file holds
+// the state's object, so a large mesh is in memory once.
+func TestDirKeepsOneCopyOfEachObject(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), drYAML("a", "one", "h")+"---\n"+drYAML("a", "two", "h"))
+	writeFile(t, filepath.Join(dir, "b.yaml"), drYAML("b", "three", "h"))
+	d, _ := openTempDir(t, dir)
+	// Until a change, only OpenDir's own read has touched files.
+	state := d.state.snapshot()
+	n := 0
+	for path, rs := range d.files {
+		for _, r := range rs {
+			n++
+			if e := state[r.Key()]; e == nil || e.res != r {
+				t.Errorf("%s: %s is the file's own copy, not the state's", path, r.Key())
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("files hold %d objects, want 3", n)
+	}
+}
+
 // TestDirFollowsRemovedDirectoriesAndConfigMapSwaps covers the events that
 // do not name the config files they change: a subdirectory removed whole,
 // and a Kubernetes ConfigMap volume, whose files are links through a hidden
