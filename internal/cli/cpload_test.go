@@ -34,6 +34,12 @@ func TestCploadBadInput(t *testing.T) {
 		{[]string{"scale", "--steps", "0"}, "want positive whole multiples"},
 		{[]string{"scale", "--kube"}, "cpload scale runs off Kubernetes so far"},
 		{[]string{"scale", "--html", "/nonexistent/dir/scale.html"}, "--html /nonexistent/dir/scale.html: the directory /nonexistent/dir does not exist"},
+		{[]string{"run", "--shard", "3/2"}, `-shard "3/2": want I/N`},
+		{[]string{"run", "--shard", "2/2", "--churn", "none"}, "the shards need a shared --target"},
+		{[]string{"run", "--shard", "1/2", "--target", "127.0.0.1:1", "--churn", "none"}, "shard 1 needs --metrics-url"},
+		{[]string{"run", "--shard", "2/2", "--target", "127.0.0.1:1", "--churn", "endpoints"}, "use --churn config or perftest"},
+		{[]string{"merge"}, "no reports: give every shard's --json report"},
+		{[]string{"merge", "/nonexistent/shard1.json"}, "/nonexistent/shard1.json"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := runCpload(context.Background(), tc.args, &stdout, &stderr, []string{"/nonexistent"})
@@ -73,6 +79,19 @@ func TestCploadNoSDSFlag(t *testing.T) {
 
 // A page that cannot be written after the run is one line (exit 1 by the
 // command's exit): here the path is a directory.
+// A file that is not a cpload report is one line naming it (exit 2).
+func TestCploadMergeNotAReport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.json")
+	if err := os.WriteFile(path, []byte("shard one went fine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runCpload(context.Background(), []string{"merge", path}, &stdout, &stderr, nil)
+	if code != exitBadInput || !strings.Contains(stderr.String(), path+" is not a cpload run --json report") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
 func TestWriteScalePageFails(t *testing.T) {
 	sr := &driver.ScaleReport{Steps: []driver.ScaleStep{{Multiple: 1, Proxies: 10, Services: 5, SyncedMs: 100, Report: &driver.Report{Shape: "uniform"}}}}
 	dir := t.TempDir()
