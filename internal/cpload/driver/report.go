@@ -222,7 +222,7 @@ func (r *Report) setResources(e *env, before, after scrape) {
 				r.Process = &ProcessFigures{Source: "procstat", CPUSeconds: u.CPU.Seconds(), RSSMaxMB: float64(u.MaxRSS) / mb,
 					PeakRSSMB: float64(u.MaxHWM) / mb, SamplesInTest: test[i].Samples, ChurnCPU: test[i].CPU.Seconds()}
 				if atSync[i].Samples > 0 {
-					r.Process.setAtSync(float64(atSync[i].MaxRSS), r.Proxies, r.Services)
+					r.Process.setAtSync(float64(atSync[i].MaxRSS), r.controlPlaneProxies(), r.Services)
 				}
 			}
 		}
@@ -232,11 +232,21 @@ func (r *Report) setResources(e *env, before, after scrape) {
 			r.Process = &ProcessFigures{Source: "metrics", CPUSeconds: after.snap.Sum("process_cpu_seconds_total"),
 				ChurnCPU: after.snap.Sum("process_cpu_seconds_total") - before.snap.Sum("process_cpu_seconds_total")}
 			if before.snap.Has("process_resident_memory_bytes") {
-				r.Process.setAtSync(before.snap.Sum("process_resident_memory_bytes"), r.Proxies, r.Services)
+				r.Process.setAtSync(before.snap.Sum("process_resident_memory_bytes"), r.controlPlaneProxies(), r.Services)
 			}
 		}
 		r.Process.RSSAtEndMB = after.snap.Sum("process_resident_memory_bytes") / mb
 	}
+}
+
+// controlPlaneProxies is how many proxies the control plane holds: the
+// whole fleet, also in a shard's report (shard 1 measures it once every
+// shard's proxies are connected).
+func (r *Report) controlPlaneProxies() int {
+	if r.Shard != nil {
+		return r.Shard.Run.FleetProxies
+	}
+	return r.Proxies
 }
 
 // setAtSync records the control plane's RSS at sync, in bytes, and its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,11 @@ func TestShardsMakeOneFleet(t *testing.T) {
 	}
 	if merged.ControlPlane == nil || merged.ControlPlane.Pushes == 0 {
 		t.Errorf("merged control plane figures (shard 1's): %+v", merged.ControlPlane)
+	}
+	// The control plane holds the whole fleet: its memory is shared out
+	// over every shard's proxies.
+	if pr := merged.Process; pr == nil || math.Abs(pr.KBPerProxyAtSync*float64(fleet)-pr.RSSAtSyncMB*1024) > 1 {
+		t.Errorf("merged control plane memory %+v: want its RSS at sync over %d proxies", pr, fleet)
 	}
 	if len(merged.Shards) != 2 || merged.Simulator == nil || merged.Simulator.CPUSeconds != merged.Shards[0].Simulator.CPUSeconds+merged.Shards[1].Simulator.CPUSeconds {
 		t.Errorf("merged simulator %+v, shards %+v: want the shards' sum", merged.Simulator, merged.Shards)
