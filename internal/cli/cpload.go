@@ -39,6 +39,8 @@ func runCpload(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 				run: func(args []string) int { return cploadScale(ctx, args, stdout, stderr, pilotCommand) }},
 			{name: "lab", about: "Istio in Action chapter 11's tuning sequence, beside the book's figures",
 				run: func(args []string) int { return cploadLab(ctx, args, stdout, stderr, pilotCommand) }},
+			{name: "merge", about: "one report of a fleet's shards (cpload run -shard I/N), from their --json reports",
+				run: func(args []string) int { return cploadMerge(args, stdout, stderr) }},
 		},
 	}
 	return cpload.run(args, stdout, stderr)
@@ -67,6 +69,7 @@ type cploadRunFlags struct {
 	meshName, meshVersion, labels      string
 	kube                               bool
 	kubeconfig, kwokCIDR, istiod       string
+	shard                              string // cpload run only
 }
 
 func (f *cploadRunFlags) define(fs *flag.FlagSet) {
@@ -212,6 +215,11 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	if f.excludeNS != "" {
 		c.Exclude = strings.Split(f.excludeNS, ",")
 	}
+	if f.shard != "" {
+		if c.Shard, err = driver.ParseShard(f.shard); err != nil {
+			return driver.Config{}, usageError{err.Error()}
+		}
+	}
 	if err := c.Validate(); err != nil {
 		return driver.Config{}, usageError{err.Error()}
 	}
@@ -235,6 +243,7 @@ func cploadRun(ctx context.Context, args []string, stdout, stderr io.Writer, pil
 		"Loads a control plane with simulated sidecars, churns its config, and reports pushes, convergence, end-to-end times, config size, CPU and memory.")
 	var f cploadRunFlags
 	f.define(cmd.flags)
+	cmd.flags.StringVar(&f.shard, "shard", "", "simulate only shard `I/N` of the fleet: N processes with the same flags and shards 1/N..N/N make one fleet against one --target, shard 1 loading the mesh and making the changes (the way past one process's open-files limit; cpload merge joins their --json reports)")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}

@@ -49,7 +49,12 @@ type Report struct {
 	Process      *ProcessFigures      `json:"process,omitempty"`
 	Simulator    *SimulatorFigures    `json:"simulator,omitempty"`
 	Kube         *KubeFigures         `json:"kube,omitempty"`
-	Notes        []string             `json:"notes,omitempty"`
+	// Shard is one shard's run of a fleet split over several processes
+	// (-shard), with what merging needs; Shards are the shards a merged
+	// report was made of.
+	Shard  *ShardFigures  `json:"shard,omitempty"`
+	Shards []ShardSummary `json:"shards,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
 	// Provenance says what was measured and where: meshperf's build, the
 	// control plane (no data plane: the proxies are simulated), the
 	// parameters hash, the labels, the machine.
@@ -217,7 +222,7 @@ func (r *Report) setResources(e *env, before, after scrape) {
 				r.Process = &ProcessFigures{Source: "procstat", CPUSeconds: u.CPU.Seconds(), RSSMaxMB: float64(u.MaxRSS) / mb,
 					PeakRSSMB: float64(u.MaxHWM) / mb, SamplesInTest: test[i].Samples, ChurnCPU: test[i].CPU.Seconds()}
 				if atSync[i].Samples > 0 {
-					r.Process.setAtSync(float64(atSync[i].MaxRSS), r.Proxies, r.Services)
+					r.Process.setAtSync(float64(atSync[i].MaxRSS), r.controlPlaneProxies(), r.Services)
 				}
 			}
 		}
@@ -227,11 +232,21 @@ func (r *Report) setResources(e *env, before, after scrape) {
 			r.Process = &ProcessFigures{Source: "metrics", CPUSeconds: after.snap.Sum("process_cpu_seconds_total"),
 				ChurnCPU: after.snap.Sum("process_cpu_seconds_total") - before.snap.Sum("process_cpu_seconds_total")}
 			if before.snap.Has("process_resident_memory_bytes") {
-				r.Process.setAtSync(before.snap.Sum("process_resident_memory_bytes"), r.Proxies, r.Services)
+				r.Process.setAtSync(before.snap.Sum("process_resident_memory_bytes"), r.controlPlaneProxies(), r.Services)
 			}
 		}
 		r.Process.RSSAtEndMB = after.snap.Sum("process_resident_memory_bytes") / mb
 	}
+}
+
+// controlPlaneProxies is how many proxies the control plane holds: the
+// whole fleet, also in a shard's report (shard 1 measures it once every
+// shard's proxies are connected).
+func (r *Report) controlPlaneProxies() int {
+	if r.Shard != nil {
+		return r.Shard.Run.FleetProxies
+	}
+	return r.Proxies
 }
 
 // setAtSync records the control plane's RSS at sync, in bytes, and its
@@ -371,8 +386,28 @@ func (r *Report) Print(w io.Writer) {
 			p.RSSAtSyncMB, p.KBPerProxyAtSync, p.KBPerServiceAtSync)
 	}
 	if s := r.Simulator; s != nil {
-		fmt.Fprintf(w, "simulator (cpload): CPU %.2f s, RSS max %.0f MB, %.1f KB per simulated proxy\n",
-			s.CPUSeconds, s.RSSMaxMB, s.KBPerProxy)
+		who := "cpload"
+		if len(r.Shards) > 0 {
+			who = fmt.Sprintf("%d cpload processes, summed", len(r.Shards))
+		}
+		fmt.Fprintf(w, "simulator (%s): CPU %.2f s, RSS max %.0f MB, %.1f KB per simulated proxy\n",
+			who, s.CPUSeconds, s.RSSMaxMB, s.KBPerProxy)
+	}
+	for _, s := range r.Shards {
+		fmt.Fprintf(w, "  shard %s: %d proxies", s.Shard, s.Proxies)
+		if sim := s.Simulator; sim != nil {
+			fmt.Fprintf(w, ", simulator CPU %.2f s, RSS max %.0f MB", sim.CPUSeconds, sim.RSSMaxMB)
+		}
+		fmt.Fprintln(w)
+	}
+	if s := r.Shard; s != nil {
+		received, expected := 0, 0
+		for _, c := range s.Changes {
+			received += len(c.Arrivals)
+			expected += c.Expected
+		}
+		fmt.Fprintf(w, "shard %s of a fleet of %d proxies: %d of the %d changes' %d deliveries to this shard's proxies seen\n",
+			s.Shard, s.Run.FleetProxies, received, len(s.Changes), expected)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)

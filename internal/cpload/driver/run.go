@@ -54,6 +54,34 @@ func (k Knobs) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// UnmarshalJSON reads what MarshalJSON wrote (cpload merge reads reports).
+func (k *Knobs) UnmarshalJSON(b []byte) error {
+	var in struct {
+		DebounceAfter        string  `json:"debounceAfter"`
+		DebounceMax          string  `json:"debounceMax"`
+		PushThrottle         int     `json:"pushThrottle"`
+		MaxRequestsPerSecond float64 `json:"maxRequestsPerSecond"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*k = Knobs{PushThrottle: in.PushThrottle, MaxRequestsPerSecond: in.MaxRequestsPerSecond}
+	for _, d := range []struct {
+		s   string
+		out *time.Duration
+	}{{in.DebounceAfter, &k.DebounceAfter}, {in.DebounceMax, &k.DebounceMax}} {
+		if d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("knobs: %w", err)
+		}
+		*d.out = v
+	}
+	return nil
+}
+
 func (k Knobs) env() []string {
 	var out []string
 	if k.DebounceAfter > 0 {
@@ -86,6 +114,9 @@ type Config struct {
 	Mesh  *shape.Mesh // what to load and whose pods to simulate
 	// Proxies simulates only this many of the mesh's pods (0: all).
 	Proxies int
+	// Shard simulates only this process's part of those proxies; shard 1
+	// alone loads the mesh and makes the changes (shard.go).
+	Shard   Shard
 	Scoping Scoping
 	// Exclude are namespaces labelled istio-exclude=true under the book's
 	// discoverySelectors (created if the mesh lacks them).
@@ -196,7 +227,10 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	if c.Target != "" && c.ApplyWith == "none" && c.Churn != ChurnNone && c.Churn != "" {
+	if err := c.validateShard(); err != nil {
+		return err
+	}
+	if c.Target != "" && c.ApplyWith == "none" && c.Churn != ChurnNone && c.Churn != "" && c.Shard.first() {
 		return errors.New("--churn needs a way to change config: --apply-with meshperf-api or dir:PATH, or --churn none")
 	}
 	return nil
@@ -379,10 +413,18 @@ func Run(ctx context.Context, c Config) (_ *Report, err error) {
 		// the pilot's API nor a config directory is the source.
 		e.api = kubeChurn
 	}
+	if !c.Shard.first() {
+		// Shard 1 loads the mesh and makes the changes; the others only
+		// connect their part of the fleet.
+		e.api = nil
+	}
 	if e.api != nil && c.Kube == nil {
 		rs := append(c.Mesh.All(), scopeResources(c.Mesh, c.Scoping)...)
 		for _, ns := range c.Exclude {
 			rs = append(rs, excludedNamespace(ns))
+		}
+		if c.Shard.split() {
+			rs = append(rs, shardsReadyMarker(c.Namespace))
 		}
 		c.progress("applying the mesh: %d resources", len(rs))
 		if err := e.api.Apply(ctx, rs); err != nil {
@@ -440,13 +482,17 @@ func (c *Config) changes(specs []sim.ProxySpec) []churn.Change {
 // cleanup is what the churn left behind, deleted after a step so that the
 // next one starts from the same mesh.
 func (c *Config) cleanup() []*config.Resource {
+	var out []*config.Resource
 	switch c.Churn {
 	case ChurnPerfTest:
-		return churn.PerfTestCleanup(c.Namespace, c.Reps)
+		out = churn.PerfTestCleanup(c.Namespace, c.Reps)
 	case ChurnConfig:
-		return []*config.Resource{churn.ChurnServiceEntry(c.Namespace, "x.invalid")}
+		out = []*config.Resource{churn.ChurnServiceEntry(c.Namespace, "x.invalid")}
 	}
-	return nil
+	if c.Shard.split() {
+		out = append(out, shardsReadyMarker(c.Namespace))
+	}
+	return out
 }
 
 func hostPort(u string) string {

@@ -18,9 +18,12 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	// before the proxies connect, or their first config (whose size is
 	// reported) would be of the mesh before it.
 	e.waitQuiet(ctx, quietPeriod(c))
-	specs := pick(c.Mesh.Proxies, c.Proxies)
+	fleet := pick(c.Mesh.Proxies, c.Proxies)
+	specs := c.Shard.of(fleet)
 	r := newReport(c, e, len(specs))
-	prov, err := c.provenance(len(specs))
+	// The whole fleet's size: every shard of a run has the parameters hash
+	// of the run unsharded.
+	prov, err := c.provenance(len(fleet))
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +34,15 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	}
 	if err := e.checkPilotFiles(len(specs), c.ProxiesPerConn); err != nil {
 		return nil, err
+	}
+	var changes []churn.Change
+	var received [][]*sim.Watch
+	if c.Shard.split() && !c.Shard.first() {
+		if err := c.awaitShardsReady(ctx, e, specs); err != nil {
+			return nil, err
+		}
+		changes = c.changes(specs)
+		received = watchChanges(f, changes)
 	}
 	c.progress("connecting %d simulated proxies to %s", len(specs), e.xds)
 	connecting := e.sample(ctx)
@@ -54,6 +66,14 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 	if e.api != nil && r.ConfigSize.Workload != "" && e.pilot != nil {
 		r.ConfigSize.WorkloadDumpBytes = e.api.ConfigDumpBytes(ctx, r.ConfigSize.workloadID)
 	}
+	if c.Shard.split() {
+		r.Shard = shardFigures(c, f, fleet, specs)
+		if c.Shard.first() {
+			if err := c.awaitAllShards(ctx, e, len(fleet)); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	quiet := quietPeriod(c)
 	e.waitQuiet(ctx, quiet)
@@ -63,7 +83,10 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 			return nil, err
 		}
 	}
-	if changes := c.changes(specs); len(changes) > 0 {
+	if r.Shard != nil && !c.Shard.first() {
+		r.Shard.Changes = c.receiveChanges(ctx, f, changes, received)
+		r.Notes = append(r.Notes, fmt.Sprintf("shard %s: end-to-end times need shard 1's apply times: meshperf cpload merge the shards' --json reports", c.Shard))
+	} else if changes := c.changes(specs); len(changes) > 0 {
 		if e.api == nil {
 			return nil, fmt.Errorf("--churn %s needs a way to change config", c.Churn)
 		}
@@ -79,6 +102,9 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 			return nil, err
 		}
 		r.setChurn(res)
+		if r.Shard != nil {
+			r.Shard.Changes = appliedChanges(res.Changes)
+		}
 		e.waitQuiet(ctx, quiet)
 	}
 	after := e.sample(ctx)

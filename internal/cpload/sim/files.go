@@ -90,7 +90,7 @@ func connsFor(n, perConn int) int { return (n + perConn - 1) / perConn }
 
 // SplitFleet is the way past a simulator's own open-files limit besides
 // sharing connections.
-const SplitFleet = "split the fleet over several cpload processes"
+const SplitFleet = "split the fleet over several cpload processes with -shard I/N (docs/cpload.md)"
 
 // CheckFiles says whether a process with budget b can hold the connections
 // of proxies proxies at perConn per connection (who names the process: "this
