@@ -194,26 +194,46 @@ func (r *Runner) Paced(ctx context.Context, kind string, changes []Change, rate 
 }
 
 // supersede counts a change whose own name never reached a proxy as
-// delivered by the first later change that did: the control plane merged
-// them into one push, which is when the proxy's config caught up with it.
+// delivered by the first later change that did (see EachCatchUp).
 func supersede(out []ChangeResult, pending []*inflight) {
+	expects := make([][]Expect, len(pending))
+	for i, f := range pending {
+		expects[i] = f.expect
+	}
+	EachCatchUp(expects, func(i, j int) Arrivals { return pending[i].watches[j] }, func(i, p int, at time.Time, own bool) {
+		if own {
+			return // collect counted it
+		}
+		d := max(at.Sub(out[i].Applied), 0)
+		out[i].Received++
+		out[i].Latencies = append(out[i].Latencies, d)
+		out[i].Receivers = append(out[i].Receivers, p)
+		out[i].Last = max(out[i].Last, d)
+	})
+}
+
+// EachCatchUp visits, for each of a paced run's changes (in order) and every
+// proxy the change expected, when that proxy's config caught up with the
+// change. watches(i, j) is what watched change i's j-th expectation (nil when
+// nothing did, and that expectation is skipped). own is set when the
+// change's own name arrived; a proxy that never saw it caught up when it saw
+// the first later change's, because the control plane merged the two into one
+// push. Proxies that never caught up are not visited.
+func EachCatchUp(changes [][]Expect, watches func(i, j int) Arrivals, visit func(i, p int, at time.Time, own bool)) {
 	next := map[int]time.Time{} // proxy -> earliest arrival of a later change
-	for i := len(out) - 1; i >= 0; i-- {
-		f := pending[i]
+	for i := len(changes) - 1; i >= 0; i-- {
 		got := map[int]time.Time{}
-		for j, e := range f.expect {
-			if f.watches[j] == nil {
+		for j, e := range changes[i] {
+			w := watches(i, j)
+			if w == nil {
 				continue
 			}
 			for _, p := range e.Proxies {
-				if at, ok := f.watches[j].Arrival(p); ok {
+				if at, ok := w.Arrival(p); ok {
+					visit(i, p, at, true)
 					got[p] = at
 				} else if at, ok := next[p]; ok {
-					d := max(at.Sub(out[i].Applied), 0)
-					out[i].Received++
-					out[i].Latencies = append(out[i].Latencies, d)
-					out[i].Receivers = append(out[i].Receivers, p)
-					out[i].Last = max(out[i].Last, d)
+					visit(i, p, at, false)
 					got[p] = at
 				}
 			}

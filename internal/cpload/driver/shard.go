@@ -236,14 +236,19 @@ func (c *Config) shardChurnWait() time.Duration {
 	return 2*c.timeout() + time.Minute + span
 }
 
-// watchChanges registers a watch for every name the changes bring, before
-// the fleet connects: a shard other than 1 cannot know when shard 1 makes
-// them.
-func watchChanges(f *sim.Fleet, changes []churn.Change) [][]*sim.Watch {
-	out := make([][]*sim.Watch, len(changes))
+// watchChanges registers a watch for every name the changes bring, as the
+// churn runner does, before the fleet connects: a shard other than 1 cannot
+// know when shard 1 makes them. An expectation with nothing to watch gets
+// nil, as in the runner.
+func watchChanges(f *sim.Fleet, changes []churn.Change) [][]churn.Arrivals {
+	proxies := churn.FleetProxies{Fleet: f}
+	out := make([][]churn.Arrivals, len(changes))
 	for i, ch := range changes {
-		for _, e := range ch.Expect {
-			out[i] = append(out[i], f.Watch(e.Name))
+		out[i] = make([]churn.Arrivals, len(ch.Expect))
+		for j, e := range ch.Expect {
+			if e.Name != "" && len(e.Proxies) > 0 {
+				out[i][j] = proxies.Watch(e.Name)
+			}
 		}
 	}
 	return out
@@ -254,11 +259,13 @@ func watchChanges(f *sim.Fleet, changes []churn.Change) [][]*sim.Watch {
 // have it (or shardChurnWait), and records the arrivals. Paced changes
 // whose own name never reached a proxy count as delivered by the first
 // later one that did, as the churn runner counts them for shard 1.
-func (c *Config) receiveChanges(ctx context.Context, f *sim.Fleet, changes []churn.Change, watches [][]*sim.Watch) []ShardChange {
+func (c *Config) receiveChanges(ctx context.Context, f *sim.Fleet, changes []churn.Change, watches [][]churn.Arrivals) []ShardChange {
 	defer func() {
 		for _, ws := range watches {
 			for _, w := range ws {
-				f.Unwatch(w)
+				if w != nil {
+					churn.FleetProxies{Fleet: f}.Unwatch(w)
+				}
 			}
 		}
 	}()
@@ -269,35 +276,28 @@ func (c *Config) receiveChanges(ctx context.Context, f *sim.Fleet, changes []chu
 	wctx, cancel := context.WithTimeout(ctx, c.shardChurnWait())
 	last := len(changes) - 1
 	for j, e := range changes[last].Expect {
-		_ = watches[last][j].Wait(wctx, e.Proxies)
+		if w := watches[last][j]; w != nil {
+			_ = w.Wait(wctx, e.Proxies)
+		}
 	}
 	cancel()
-	paced := c.Churn != ChurnPerfTest
 	out := make([]ShardChange, len(changes))
-	next := map[int]time.Time{} // proxy -> earliest arrival of a later change
-	for i := last; i >= 0; i-- {
-		sc := ShardChange{Label: changes[i].Label}
-		got := map[int]time.Time{}
-		for j, e := range changes[i].Expect {
-			sc.Expected += len(e.Proxies)
-			for _, p := range e.Proxies {
-				at, ok := watches[i][j].Arrival(p)
-				if !ok && paced {
-					at, ok = next[p]
-				}
-				if ok {
-					sc.Arrivals = append(sc.Arrivals, at.UnixNano())
-					got[p] = at
-				}
-			}
+	expects := make([][]churn.Expect, len(changes))
+	for i, ch := range changes {
+		out[i] = ShardChange{Label: ch.Label}
+		expects[i] = ch.Expect
+		for _, e := range ch.Expect {
+			out[i].Expected += len(e.Proxies)
 		}
-		for p, at := range got {
-			if cur, ok := next[p]; !ok || at.Before(cur) {
-				next[p] = at
-			}
-		}
-		out[i] = sc
 	}
+	// Shard 1's runner counts paced changes merged into a later push as
+	// delivered by it, and sequential ones (perftest) only by their own name.
+	paced := c.Churn != ChurnPerfTest
+	churn.EachCatchUp(expects, func(i, j int) churn.Arrivals { return watches[i][j] }, func(i, _ int, at time.Time, own bool) {
+		if own || paced {
+			out[i].Arrivals = append(out[i].Arrivals, at.UnixNano())
+		}
+	})
 	return out
 }
 

@@ -36,7 +36,7 @@ func runStep(ctx context.Context, c *Config, e *env) (*Report, error) {
 		return nil, err
 	}
 	var changes []churn.Change
-	var received [][]*sim.Watch
+	var received [][]churn.Arrivals
 	if c.Shard.split() && !c.Shard.first() {
 		if err := c.awaitShardsReady(ctx, e, specs); err != nil {
 			return nil, err
