@@ -66,6 +66,9 @@ func TestLabScopingCutsPushes(t *testing.T) {
 		if r.Churn.Missed != 0 {
 			t.Errorf("%s: %d deliveries missed", s.Name, r.Churn.Missed)
 		}
+		if r.Knobs.MaxRequestsPerSecond != float64(r.Proxies) {
+			t.Errorf("%s: PILOT_MAX_REQUESTS_PER_SECOND %v, want the fleet's %d proxies admitted within a second", s.Name, r.Knobs.MaxRequestsPerSecond, r.Proxies)
+		}
 	}
 	base, scoped, excluded := lr.Steps[0].Report, lr.Steps[1].Report, lr.Steps[3].Report
 	if base.Churn.EndToEnd.N != 3*12 { // 11 sidecars' cluster + the ingress gateway's virtual host

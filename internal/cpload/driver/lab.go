@@ -107,6 +107,7 @@ func Lab(ctx context.Context, lc LabConfig) (*LabReport, error) {
 		c := base
 		c.Name = s.name
 		s.prepare(&c)
+		c.admitTheFleet() // as cpload run: the lab connects its proxies all at once
 		c.progress("lab step %s", s.name)
 		r, err := labStep(ctx, &c, s.meshConfig, s.apply)
 		if err != nil {
