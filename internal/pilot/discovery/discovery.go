@@ -301,14 +301,7 @@ func (s *Server) refusesSDS() bool { return s.opts.CertificateAuth != nil }
 
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		s.xds.ServerOption(),
-		// A connection's 32 KB write buffer goes back to a shared pool after
-		// each flush instead of staying with the connection for its life: a
-		// proxy's connection is idle between pushes (at 10,000 connections
-		// the buffers held were 75 MB of the live heap).
-		grpc.SharedWriteBuffer(true),
-	}
+	return []grpc.ServerOption{s.xds.ServerOption()}
 }
 
 // Close releases the store.
