@@ -17,6 +17,7 @@ package sim
 // grpc-status in trailers turned into errors carrying the gRPC code.
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -48,6 +49,7 @@ const (
 	// dialTimeout bounds a TCP connect, as the backoff of the proxies
 	// waiting on it is meant to be the only wait between attempts.
 	dialTimeout = 20 * time.Second
+	readBuffer  = 4096
 )
 
 // adsConn is one of the fleet's connections to the control plane: the
@@ -165,7 +167,10 @@ func startH2Conn(nc net.Conn, authority string) (*h2Conn, error) {
 		nextID: 1, streams: map[uint32]*h2Stream{},
 	}
 	h.cond = sync.NewCond(&h.mu)
-	h.fr = http2.NewFramer(nc, nc)
+	// A small read buffer: without one every frame costs two reads (its
+	// header, then its payload); a larger one would cost memory per
+	// connection for little more.
+	h.fr = http2.NewFramer(nc, bufio.NewReaderSize(nc, readBuffer))
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	h.fr.MaxHeaderListSize = 1 << 20
 	h.enc = hpack.NewEncoder(&h.hb)
@@ -434,9 +439,8 @@ type h2Stream struct {
 	partial []byte   // the start of a message not yet complete
 	queue   [][]byte // complete messages not yet received
 	unacked int64    // bytes received and not yet credited back
-	status  *status.Status
-	err     error // the stream's end, once known
-	done    bool  // removed from the connection
+	err     error    // the stream's end, once known
+	done    bool     // removed from the connection
 	notify  chan struct{}
 }
 
