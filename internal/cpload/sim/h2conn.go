@@ -26,6 +26,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,8 +137,11 @@ type h2Conn struct {
 	nc        net.Conn
 	authority string
 
-	wmu sync.Mutex // guards fr's writing side, enc and encBuf, and stream ID order
+	wmu sync.Mutex // guards fr, enc and hb, and stream ID order
 	fr  *http2.Framer
+
+	br  *bufio.Reader // the reader goroutine's
+	dec *hpack.Decoder
 	enc *hpack.Encoder
 	hb  headerBuffer
 
@@ -170,9 +174,9 @@ func startH2Conn(nc net.Conn, authority string) (*h2Conn, error) {
 	// A small read buffer: without one every frame costs two reads (its
 	// header, then its payload); a larger one would cost memory per
 	// connection for little more.
-	h.fr = http2.NewFramer(nc, bufio.NewReaderSize(nc, readBuffer))
-	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	h.fr.MaxHeaderListSize = 1 << 20
+	h.br = bufio.NewReaderSize(nc, readBuffer)
+	h.dec = hpack.NewDecoder(4096, nil)
+	h.fr = http2.NewFramer(nc, nil) // for writing only; read parses frames
 	h.enc = hpack.NewEncoder(&h.hb)
 	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
 		return nil, err
@@ -289,129 +293,253 @@ func (h *h2Conn) setErr(err error) []*h2Stream {
 }
 
 // read is the connection's one goroutine: it takes frames off the wire and
-// hands each stream its messages and its end.
+// hands each stream its messages and its end. It parses frames itself rather
+// than with http2.Framer's ReadFrame, which keeps a buffer as large as the
+// largest frame read (16 KB) for the connection's life: DATA goes straight
+// into the stream's message buffer and other frames are small.
 func (h *h2Conn) read() {
 	for {
-		f, err := h.fr.ReadFrame()
-		if err != nil {
-			h.mu.Lock()
-			prev := h.err
-			h.mu.Unlock()
-			if prev == nil {
-				err = status.Errorf(codes.Unavailable, "connection to %s: %v", h.authority, err)
-			} else {
-				err = prev
-			}
-			h.fail(err)
-			return
+		err := h.readFrame()
+		if err == nil {
+			continue
 		}
-		if err := h.handle(f); err != nil {
-			h.fail(err)
-			return
+		h.mu.Lock()
+		prev := h.err
+		h.mu.Unlock()
+		var st interface{ GRPCStatus() *status.Status }
+		switch {
+		case prev != nil:
+			err = prev
+		case !errors.As(err, &st):
+			err = status.Errorf(codes.Unavailable, "connection to %s: %v", h.authority, err)
 		}
+		h.fail(err)
+		return
 	}
 }
 
-func (h *h2Conn) handle(f http2.Frame) error {
-	switch f := f.(type) {
-	case *http2.SettingsFrame:
-		if f.IsAck() {
+// HTTP/2 frame flags this client reads (RFC 9113, section 6).
+const (
+	flagAck        = 0x1 // SETTINGS, PING
+	flagEndStream  = 0x1 // DATA, HEADERS
+	flagEndHeaders = 0x4 // HEADERS, CONTINUATION
+	flagPadded     = 0x8 // DATA, HEADERS
+	flagPriority   = 0x20
+)
+
+// readFrame reads and handles one frame.
+func (h *h2Conn) readFrame() error {
+	fh, err := http2.ReadFrameHeader(h.br)
+	if err != nil {
+		return err
+	}
+	if fh.Length > maxFrameRead {
+		return fmt.Errorf("frame of %d bytes, beyond the %d allowed", fh.Length, maxFrameRead)
+	}
+	if fh.Type == http2.FrameData {
+		return h.readData(fh)
+	}
+	payload := make([]byte, fh.Length)
+	if _, err := io.ReadFull(h.br, payload); err != nil {
+		return err
+	}
+	switch fh.Type {
+	case http2.FrameSettings:
+		if fh.Flags&flagAck != 0 {
 			return nil
 		}
+		if len(payload)%6 != 0 {
+			return errors.New("malformed SETTINGS frame")
+		}
 		h.mu.Lock()
-		err := f.ForeachSetting(func(s http2.Setting) error {
-			switch s.ID {
+		for p := payload; len(p) > 0; p = p[6:] {
+			val := binary.BigEndian.Uint32(p[2:6])
+			switch http2.SettingID(binary.BigEndian.Uint16(p[:2])) {
 			case http2.SettingMaxConcurrentStreams:
-				h.maxStream = s.Val
+				h.maxStream = val
 			case http2.SettingMaxFrameSize:
-				h.maxFrame = s.Val
+				h.maxFrame = val
 			case http2.SettingInitialWindowSize:
-				delta := int64(s.Val) - h.initWin
-				h.initWin = int64(s.Val)
+				delta := int64(val) - h.initWin
+				h.initWin = int64(val)
 				for _, st := range h.streams {
 					st.sendWin += delta
 				}
 			}
-			return nil
-		})
+		}
 		h.settled = true
 		h.cond.Broadcast()
 		h.mu.Unlock()
+		return h.write(func() error { return h.fr.WriteSettingsAck() })
+	case http2.FramePing:
+		if fh.Flags&flagAck != 0 || len(payload) != 8 {
+			return nil
+		}
+		return h.write(func() error { return h.fr.WritePing(true, [8]byte(payload)) })
+	case http2.FrameWindowUpdate:
+		if len(payload) != 4 {
+			return errors.New("malformed WINDOW_UPDATE frame")
+		}
+		inc := int64(binary.BigEndian.Uint32(payload) & 0x7fffffff)
+		h.mu.Lock()
+		if fh.StreamID == 0 {
+			h.sendWin += inc
+		} else if s := h.streams[fh.StreamID]; s != nil {
+			s.sendWin += inc
+		}
+		h.cond.Broadcast()
+		h.mu.Unlock()
+	case http2.FrameGoAway:
+		if len(payload) < 8 {
+			return errors.New("malformed GOAWAY frame")
+		}
+		h.goAway(binary.BigEndian.Uint32(payload[:4])&0x7fffffff, http2.ErrCode(binary.BigEndian.Uint32(payload[4:8])))
+	case http2.FrameRSTStream:
+		if len(payload) != 4 {
+			return errors.New("malformed RST_STREAM frame")
+		}
+		if s := h.stream(fh.StreamID); s != nil {
+			code, errCode := codes.Unavailable, http2.ErrCode(binary.BigEndian.Uint32(payload))
+			if errCode == http2.ErrCodeCancel {
+				code = codes.Canceled
+			} else if errCode == http2.ErrCodeEnhanceYourCalm {
+				code = codes.ResourceExhausted
+			}
+			s.finish(status.Errorf(code, "stream reset by the server: %v", errCode))
+		}
+	case http2.FrameHeaders:
+		return h.readHeaders(fh, payload)
+	}
+	return nil // PRIORITY, unknown types; PUSH_PROMISE is disabled by SETTINGS
+}
+
+// maxFrameRead is the largest frame the server may send: this client leaves
+// SETTINGS_MAX_FRAME_SIZE at its default.
+const maxFrameRead = 16384
+
+// unpad strips a padded frame's padding.
+func unpad(fh http2.FrameHeader, payload []byte) ([]byte, error) {
+	if fh.Flags&flagPadded == 0 {
+		return payload, nil
+	}
+	if len(payload) == 0 || int(payload[0]) >= len(payload) {
+		return nil, fmt.Errorf("malformed padding in a frame of type %v", fh.Type)
+	}
+	return payload[1 : len(payload)-int(payload[0])], nil
+}
+
+// readHeaders takes a HEADERS frame and its CONTINUATIONs and hands the
+// decoded fields to the stream.
+func (h *h2Conn) readHeaders(fh http2.FrameHeader, payload []byte) error {
+	block, err := unpad(fh, payload)
+	if err != nil {
+		return err
+	}
+	if fh.Flags&flagPriority != 0 {
+		if len(block) < 5 {
+			return errors.New("malformed HEADERS priority")
+		}
+		block = block[5:]
+	}
+	endStream := fh.Flags&flagEndStream != 0
+	for flags := fh.Flags; flags&flagEndHeaders == 0; {
+		cont, err := http2.ReadFrameHeader(h.br)
 		if err != nil {
 			return err
 		}
-		return h.write(func() error { return h.fr.WriteSettingsAck() })
-	case *http2.PingFrame:
-		if f.IsAck() {
-			return nil
+		if cont.Type != http2.FrameContinuation || cont.StreamID != fh.StreamID || cont.Length > maxFrameRead {
+			return errors.New("HEADERS not followed by its CONTINUATION")
 		}
-		return h.write(func() error { return h.fr.WritePing(true, f.Data) })
-	case *http2.WindowUpdateFrame:
+		if len(block)+int(cont.Length) > 1<<20 {
+			return errors.New("header block beyond 1 MB")
+		}
+		more := make([]byte, cont.Length)
+		if _, err := io.ReadFull(h.br, more); err != nil {
+			return err
+		}
+		block = append(block, more...)
+		flags = cont.Flags
+	}
+	// Every block goes through the decoder, whoever it is for, since HPACK's
+	// table is the connection's.
+	fields, err := h.dec.DecodeFull(block)
+	if err != nil {
+		return fmt.Errorf("decoding headers: %w", err)
+	}
+	if s := h.stream(fh.StreamID); s != nil {
+		s.headers(fields, endStream)
+	}
+	return nil
+}
+
+// readData reads a DATA frame's payload into its stream's message buffer and
+// returns flow-control credit for it.
+func (h *h2Conn) readData(fh http2.FrameHeader) error {
+	if n := int64(fh.Length); n > 0 {
 		h.mu.Lock()
-		if f.StreamID == 0 {
-			h.sendWin += int64(f.Increment)
-		} else if s := h.streams[f.StreamID]; s != nil {
-			s.sendWin += int64(f.Increment)
+		h.unacked += n
+		credit := h.unacked
+		if credit < connWindow/4 {
+			credit = 0
+		} else {
+			h.unacked = 0
 		}
-		h.cond.Broadcast()
 		h.mu.Unlock()
-	case *http2.GoAwayFrame:
-		h.mu.Lock()
-		h.draining = true
-		var refused []*h2Stream
-		for id, s := range h.streams {
-			if id > f.LastStreamID {
-				refused = append(refused, s)
-			}
-		}
-		h.cond.Broadcast()
-		closeNow := h.active == 0
-		h.mu.Unlock()
-		for _, s := range refused {
-			s.finish(status.Errorf(codes.Unavailable, "the server sent GOAWAY (%v) before this stream started", f.ErrCode))
-		}
-		if closeNow {
-			_ = h.nc.Close()
-		}
-	case *http2.RSTStreamFrame:
-		if s := h.stream(f.StreamID); s != nil {
-			code := codes.Unavailable
-			if f.ErrCode == http2.ErrCodeCancel {
-				code = codes.Canceled
-			} else if f.ErrCode == http2.ErrCodeEnhanceYourCalm {
-				code = codes.ResourceExhausted
-			}
-			s.finish(status.Errorf(code, "stream reset by the server: %v", f.ErrCode))
-		}
-	case *http2.MetaHeadersFrame:
-		if s := h.stream(f.StreamID); s != nil {
-			s.headers(f)
-		}
-	case *http2.DataFrame:
-		n := int64(f.Length)
-		if n > 0 {
-			h.mu.Lock()
-			h.unacked += n
-			credit := h.unacked
-			if credit < connWindow/4 {
-				credit = 0
-			} else {
-				h.unacked = 0
-			}
-			h.mu.Unlock()
-			if credit > 0 {
-				if err := h.write(func() error { return h.fr.WriteWindowUpdate(0, uint32(credit)) }); err != nil {
-					return err
-				}
-			}
-		}
-		if s := h.stream(f.StreamID); s != nil {
-			if err := s.data(f.Data(), n, f.StreamEnded()); err != nil {
+		if credit > 0 {
+			if err := h.write(func() error { return h.fr.WriteWindowUpdate(0, uint32(credit)) }); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
+	length, pad := int(fh.Length), 0
+	if fh.Flags&flagPadded != 0 {
+		if length == 0 {
+			return errors.New("malformed padded DATA frame")
+		}
+		p, err := h.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad, length = int(p), length-1
+		if pad > length {
+			return errors.New("malformed padded DATA frame")
+		}
+		length -= pad
+	}
+	s := h.stream(fh.StreamID)
+	if s == nil {
+		_, err := h.br.Discard(length + pad)
+		return err
+	}
+	if err := s.readData(h.br, length); err != nil {
+		return err
+	}
+	if _, err := h.br.Discard(pad); err != nil {
+		return err
+	}
+	return s.data(int64(fh.Length), fh.Flags&flagEndStream != 0)
+}
+
+// goAway stops new streams on the connection and ends those the server
+// will not serve.
+func (h *h2Conn) goAway(lastStreamID uint32, code http2.ErrCode) {
+	h.mu.Lock()
+	h.draining = true
+	var refused []*h2Stream
+	for id, s := range h.streams {
+		if id > lastStreamID {
+			refused = append(refused, s)
+		}
+	}
+	h.cond.Broadcast()
+	closeNow := h.active == 0
+	h.mu.Unlock()
+	for _, s := range refused {
+		s.finish(status.Errorf(codes.Unavailable, "the server sent GOAWAY (%v) before this stream started", code))
+	}
+	if closeNow {
+		_ = h.nc.Close()
+	}
 }
 
 func (h *h2Conn) stream(id uint32) *h2Stream {
@@ -432,11 +560,10 @@ type h2Stream struct {
 	h  *h2Conn
 	id uint32
 
-	// guarded by h.mu
-	sendWin int64
+	sendWin int64  // guarded by h.mu
+	partial []byte // the start of a message not yet complete; the reader's
 
 	mu      sync.Mutex
-	partial []byte   // the start of a message not yet complete
 	queue   [][]byte // complete messages not yet received
 	unacked int64    // bytes received and not yet credited back
 	err     error    // the stream's end, once known
@@ -446,9 +573,9 @@ type h2Stream struct {
 
 // headers takes response headers or trailers: a grpc-status in either ends
 // the stream.
-func (s *h2Stream) headers(f *http2.MetaHeadersFrame) {
+func (s *h2Stream) headers(fields []hpack.HeaderField, endStream bool) {
 	code, msg, httpStatus := "", "", ""
-	for _, hf := range f.Fields {
+	for _, hf := range fields {
 		switch hf.Name {
 		case "grpc-status":
 			code = hf.Value
@@ -472,20 +599,27 @@ func (s *h2Stream) headers(f *http2.MetaHeadersFrame) {
 		s.finish(status.Error(codes.Code(c), msg))
 	case httpStatus != "" && httpStatus != "200":
 		s.finish(status.Errorf(codes.Unavailable, "the server answered HTTP status %s", httpStatus))
-	case f.StreamEnded():
+	case endStream:
 		s.finish(status.Error(codes.Internal, "the server ended the stream without grpc-status"))
 	}
 }
 
-// data takes a DATA frame's payload: it completes messages, queues them for
+// readData appends n bytes of DATA from r to the message being received.
+// Only the reader goroutine touches partial.
+func (s *h2Stream) readData(r io.Reader, n int) error {
+	at := len(s.partial)
+	s.partial = slices.Grow(s.partial, n)[:at+n]
+	_, err := io.ReadFull(r, s.partial[at:])
+	return err
+}
+
+// data completes the messages the DATA just read finishes, queues them for
 // the proxy and credits the stream's window back at once, since a message
 // may be larger than the window.
-func (s *h2Stream) data(b []byte, n int64, end bool) error {
-	s.mu.Lock()
-	s.partial = append(s.partial, b...)
+func (s *h2Stream) data(n int64, end bool) error {
+	var complete [][]byte
 	for len(s.partial) >= 5 {
 		if s.partial[0] != 0 {
-			s.mu.Unlock()
 			s.finish(status.Error(codes.Internal, "the server sent a compressed message, which was not asked for"))
 			return nil
 		}
@@ -493,8 +627,7 @@ func (s *h2Stream) data(b []byte, n int64, end bool) error {
 		if uint64(len(s.partial)-5) < uint64(size) {
 			break
 		}
-		msg := s.partial[5 : 5+size : 5+size]
-		s.queue = append(s.queue, msg)
+		complete = append(complete, s.partial[5:5+size:5+size])
 		s.partial = s.partial[5+size:]
 	}
 	if len(s.partial) == 0 {
@@ -502,21 +635,26 @@ func (s *h2Stream) data(b []byte, n int64, end bool) error {
 	} else if cap(s.partial) > 2*len(s.partial) && cap(s.partial) > 4096 {
 		s.partial = append([]byte(nil), s.partial...)
 	}
+	s.mu.Lock()
+	s.queue = append(s.queue, complete...)
 	s.unacked += n
 	credit := int64(0)
 	if s.unacked >= streamWindow/4 && !end {
 		credit, s.unacked = s.unacked, 0
 	}
 	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-	if credit > 0 {
-		return s.h.write(func() error { return s.h.fr.WriteWindowUpdate(s.id, uint32(credit)) })
+	if len(complete) > 0 {
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
 	}
 	if end {
 		s.finish(status.Error(codes.Internal, "the server ended the stream without trailers"))
+		return nil
+	}
+	if credit > 0 {
+		return s.h.write(func() error { return s.h.fr.WriteWindowUpdate(s.id, uint32(credit)) })
 	}
 	return nil
 }
