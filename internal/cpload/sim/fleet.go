@@ -19,7 +19,7 @@ type Options struct {
 	Target string
 	// Delta selects delta ADS instead of state of the world.
 	Delta bool
-	// ProxiesPerConn is how many proxies share one gRPC connection (one
+	// ProxiesPerConn is how many proxies share one connection (one
 	// HTTP/2 connection, one stream each). A real sidecar has its own TCP
 	// connection; 1, the default, does the same. Sharing saves the load
 	// process memory and file descriptors, but the control plane then sees
