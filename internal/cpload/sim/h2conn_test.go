@@ -12,6 +12,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/internal/testutil"
@@ -90,4 +91,56 @@ func TestFleetRespectsMaxConcurrentStreams(t *testing.T) {
 	if !strings.Contains(f.Unsynced(), "ResourceExhausted") {
 		t.Errorf("Unsynced() = %q, lacks the streams' ResourceExhausted", f.Unsynced())
 	}
+}
+
+// A server that ends connections with GOAWAY (grpc-go's MaxConnectionAge, as
+// istiod's keepalive settings do) makes the proxies reopen their streams on a
+// new connection, each getting its config again.
+func TestFleetReconnectsAfterGoAway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.KeepaliveParams(keepalive.ServerParameters{
+		MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 100 * time.Millisecond,
+	}))
+	var connections atomic.Int32
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, cdsOnly{})
+	go func() { _ = g.Serve(countingListener{ln, &connections}) }()
+	t.Cleanup(g.Stop)
+
+	const n = 3
+	f, err := NewFleet(specs(n), Options{Target: ln.Addr().String(), ProxiesPerConn: n, ConnectRate: -1, BackoffMin: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for i := range n {
+			if st := f.Stats(i); st.Acks[Cluster] < 3 {
+				return fmt.Errorf("proxy %d: %d CDS acks, %d reconnects, last error %q", i, st.Acks[Cluster], st.Reconnects, st.LastError)
+			}
+		}
+		return nil
+	})
+	if c := connections.Load(); c < 3 {
+		t.Errorf("%d connections accepted; each GOAWAY should have led to a new one", c)
+	}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
