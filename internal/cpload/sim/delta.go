@@ -7,18 +7,18 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
 // runDelta plays a sidecar on a delta stream: requests change subscriptions,
 // responses carry only what changed and the names removed, and an ACK is the
 // nonce alone.
-func (st *session) runDelta(ctx context.Context, cc grpc.ClientConnInterface) error {
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+func (st *session) runDelta(ctx context.Context, cc *adsConn) error {
+	stream, err := cc.open(ctx, "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources")
 	if err != nil {
 		return streamError("opening the delta ADS stream", err)
 	}
+	defer stream.Close()
 	st.opened()
 	st.edsOf, st.routesOf = map[string]string{}, map[string][]string{}
 	nodeSent := false
@@ -41,7 +41,8 @@ func (st *session) runDelta(ctx context.Context, cc grpc.ClientConnInterface) er
 		}
 	}
 	for {
-		resp, err := stream.Recv()
+		resp := &discoveryv3.DeltaDiscoveryResponse{}
+		err := stream.Recv(ctx, resp)
 		if err != nil {
 			return streamError("receiving", err)
 		}

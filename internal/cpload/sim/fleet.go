@@ -4,28 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Options configure a Fleet.
 type Options struct {
-	// Target is the control plane's ADS address (host:port, or any gRPC
-	// target).
+	// Target is the control plane's plaintext ADS address (host:port, as
+	// istiod's port 15010), spoken to over h2c (see h2conn.go).
 	Target string
-	// DialOptions replace the default (plaintext, as istiod's port 15010).
-	DialOptions []grpc.DialOption
 	// Delta selects delta ADS instead of state of the world.
 	Delta bool
-	// ProxiesPerConn is how many proxies share one gRPC connection (one
+	// ProxiesPerConn is how many proxies share one connection (one
 	// HTTP/2 connection, one stream each). A real sidecar has its own TCP
 	// connection; 1, the default, does the same. Sharing saves the load
 	// process memory and file descriptors, but the control plane then sees
@@ -75,7 +69,7 @@ type Fleet struct {
 	nackType [numTypes]bool
 
 	mu      sync.Mutex
-	conns   []*grpc.ClientConn
+	conns   []*adsConn
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	start   time.Time
@@ -114,9 +108,6 @@ func NewFleet(specs []ProxySpec, o Options) (*Fleet, error) {
 	}
 	if o.NackTypes == nil {
 		o.NackTypes = []Type{Route}
-	}
-	if o.DialOptions == nil {
-		o.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	f := &Fleet{opts: o, syncedAll: make(chan struct{})}
 	for _, t := range o.NackTypes {
@@ -171,16 +162,15 @@ func (f *Fleet) Start(ctx context.Context) error {
 		}
 	}
 	n := connsFor(len(f.proxies), f.opts.ProxiesPerConn)
-	// No limit on a response's size, as Envoy's ADS client has none: a
-	// sidecar of a large mesh without Sidecar scoping gets CDS of tens of
-	// megabytes, beyond grpc-go's default of 4 MB, and a limit would turn
-	// that into failed streams instead of a config size to report.
-	dial := append(slices.Clip(f.opts.DialOptions), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+	// Connections are dialled when their first stream opens. There is no
+	// limit on a response's size, as Envoy's ADS client has none: a sidecar
+	// of a large mesh without Sidecar scoping gets CDS of tens of megabytes,
+	// and a limit would turn that into failed streams instead of a config
+	// size to report.
 	for range n {
-		cc, err := grpc.NewClient(f.opts.Target, dial...)
+		cc, err := newADSConn(f.opts.Target)
 		if err != nil {
-			f.closeConns()
-			return fmt.Errorf("simulated proxies: connecting to %s: %w", f.opts.Target, err)
+			return fmt.Errorf("simulated proxies: %w", err)
 		}
 		f.conns = append(f.conns, cc)
 	}
@@ -216,14 +206,16 @@ func (f *Fleet) Stop() {
 		return
 	}
 	f.cancel()
-	f.wg.Wait()
+	// Closing the connections first wakes proxies waiting for a stream slot
+	// or send window, which do not watch ctx.
 	f.closeConns()
+	f.wg.Wait()
 	f.cancel = nil
 }
 
 func (f *Fleet) closeConns() {
 	for _, cc := range f.conns {
-		_ = cc.Close()
+		cc.close()
 	}
 	f.conns = nil
 }

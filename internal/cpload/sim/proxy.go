@@ -9,7 +9,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -40,7 +39,7 @@ func (p *proxy) node() (*corev3.Node, error) {
 
 // run keeps a stream open until ctx ends, reconnecting with exponential
 // backoff after a failure, as Envoy does.
-func (p *proxy) run(ctx context.Context, cc grpc.ClientConnInterface) {
+func (p *proxy) run(ctx context.Context, cc *adsConn) {
 	o := &p.fleet.opts
 	backoff := o.BackoffMin
 	p.rec.update(func(s *ProxyStats) { s.Started = time.Now() })

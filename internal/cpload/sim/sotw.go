@@ -5,18 +5,18 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/ptr"
 )
 
 // runSotW plays a sidecar on a state-of-the-world stream: every request names
 // the full set of resources wanted for its type, so ACKs repeat the names.
-func (st *session) runSotW(ctx context.Context, cc grpc.ClientConnInterface) error {
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+func (st *session) runSotW(ctx context.Context, cc *adsConn) error {
+	stream, err := cc.open(ctx, "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources")
 	if err != nil {
 		return streamError("opening the ADS stream", err)
 	}
+	defer stream.Close()
 	st.opened()
 	var version, nonce [numTypes]string
 	nodeSent := false
@@ -40,7 +40,8 @@ func (st *session) runSotW(ctx context.Context, cc grpc.ClientConnInterface) err
 		}
 	}
 	for {
-		resp, err := stream.Recv()
+		resp := &discoveryv3.DiscoveryResponse{}
+		err := stream.Recv(ctx, resp)
 		if err != nil {
 			return streamError("receiving", err)
 		}
