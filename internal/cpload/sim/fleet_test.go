@@ -180,6 +180,17 @@ func TestNewFleetRejectsBadInput(t *testing.T) {
 // config; the fleet stops and the context (20s) ends with the test.
 func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Context) {
 	t.Helper()
+	f, ctx := connectFleet(t, sp, o)
+	if err := f.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f, ctx
+}
+
+// connectFleet starts a fleet without waiting for its config; the fleet
+// stops and the context (20s) ends with the test.
+func connectFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Context) {
+	t.Helper()
 	f, err := NewFleet(sp, o)
 	if err != nil {
 		t.Fatal(err)
@@ -190,9 +201,6 @@ func startFleet(t *testing.T, sp []ProxySpec, o Options) (*Fleet, context.Contex
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Stop)
-	if err := f.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
 	return f, ctx
 }
 
@@ -231,14 +239,7 @@ func TestFleetTakesResponsesOverFourMegabytes(t *testing.T) {
 	cc := testutil.ServeGRPC(t, func(g grpc.ServiceRegistrar) {
 		discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, cdsOnly{clusters: []*anypb.Any{big}})
 	})
-	f, err := NewFleet(specs(1), Options{Target: cc.Target(), ConnectRate: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
+	f, _ := connectFleet(t, specs(1), Options{Target: cc.Target(), ConnectRate: -1})
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if st := f.Stats(0); st.Acks[Cluster] == 0 {
 			return fmt.Errorf("no CDS acknowledged; %d stream errors, last %q", st.StreamErrors, st.LastError)

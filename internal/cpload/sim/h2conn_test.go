@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -63,14 +62,7 @@ func TestFleetRespectsMaxConcurrentStreams(t *testing.T) {
 	t.Cleanup(g.Stop)
 
 	const n = 4
-	f, err := NewFleet(specs(n), Options{Target: ln.Addr().String(), ProxiesPerConn: n, ConnectRate: -1, BackoffMin: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
+	f, _ := connectFleet(t, specs(n), Options{Target: ln.Addr().String(), ProxiesPerConn: n, ConnectRate: -1, BackoffMin: time.Hour})
 	testutil.Eventually(t, 10*time.Second, func() error {
 		for i := range n {
 			if st := f.Stats(i); st.StreamErrors == 0 {
@@ -110,14 +102,7 @@ func TestFleetReconnectsAfterGoAway(t *testing.T) {
 	t.Cleanup(g.Stop)
 
 	const n = 3
-	f, err := NewFleet(specs(n), Options{Target: ln.Addr().String(), ProxiesPerConn: n, ConnectRate: -1, BackoffMin: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer f.Stop()
+	f, _ := connectFleet(t, specs(n), Options{Target: ln.Addr().String(), ProxiesPerConn: n, ConnectRate: -1, BackoffMin: 10 * time.Millisecond})
 	testutil.Eventually(t, 10*time.Second, func() error {
 		for i := range n {
 			if st := f.Stats(i); st.Acks[Cluster] < 3 {
