@@ -106,7 +106,10 @@ type Result struct {
 	Missed    int // deliveries not seen before the timeout
 }
 
-func summarize(kind string, start, end time.Time, changes []ChangeResult) Result {
+// Summarize sums up changes: deliveries and misses over all of them, the end
+// to end percentiles over every delivery, and the per-change ones over the
+// changes every expected proxy received.
+func Summarize(kind string, start, end time.Time, changes []ChangeResult) Result {
 	r := Result{Kind: kind, Start: start, End: end, Changes: changes}
 	var all, last []time.Duration
 	for _, c := range changes {

@@ -136,22 +136,22 @@ func (r *Runner) Sequential(ctx context.Context, kind string, changes []Change, 
 	for i, c := range changes {
 		if i > 0 && delay > 0 {
 			if err := clk.Sleep(ctx, delay); err != nil {
-				return summarize(kind, start, clk.Now(), out), err
+				return Summarize(kind, start, clk.Now(), out), err
 			}
 		}
 		f, err := r.apply(ctx, c, time.Time{})
 		if err != nil {
-			return summarize(kind, start, clk.Now(), out), err
+			return Summarize(kind, start, clk.Now(), out), err
 		}
 		wctx, cancel := context.WithTimeout(ctx, r.timeout())
 		r.wait(wctx, f)
 		cancel()
 		out = append(out, r.collect(f))
 		if ctx.Err() != nil {
-			return summarize(kind, start, clk.Now(), out), ctx.Err()
+			return Summarize(kind, start, clk.Now(), out), ctx.Err()
 		}
 	}
-	return summarize(kind, start, clk.Now(), out), nil
+	return Summarize(kind, start, clk.Now(), out), nil
 }
 
 // Paced applies change i at start + i/rate, whether or not earlier ones
@@ -190,7 +190,7 @@ func (r *Runner) Paced(ctx context.Context, kind string, changes []Change, rate 
 		out[i] = r.collect(f)
 	}
 	supersede(out, pending)
-	return summarize(kind, start, clk.Now(), out), runErr
+	return Summarize(kind, start, clk.Now(), out), runErr
 }
 
 // supersede counts a change whose own name never reached a proxy as

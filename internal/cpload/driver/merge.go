@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshperf/meshperf/internal/cpload/churn"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 )
 
@@ -113,7 +114,7 @@ func merged(shards []*Report) *Report {
 		sf := r.Shard
 		out.Proxies += r.Proxies
 		for _, v := range sf.FirstConfigMs {
-			firsts = append(firsts, time.Duration(v*float64(time.Millisecond)))
+			firsts = append(firsts, msDuration(v))
 		}
 		if start.IsZero() || sf.FleetStart.Before(start) {
 			start = sf.FleetStart
@@ -162,31 +163,27 @@ func merged(shards []*Report) *Report {
 }
 
 // mergedChurn is shard 1's churn with the deliveries of every shard timed
-// from shard 1's apply times.
+// from shard 1's apply times, summed up as the churn runner sums up one
+// process's.
 func mergedChurn(c1 *ChurnFigures, shards []*Report) *ChurnFigures {
-	out := *c1
-	out.Expected, out.Missed = 0, 0
-	var all, last []time.Duration
+	changes := make([]churn.ChangeResult, len(shards[0].Shard.Changes))
 	for i, ch := range shards[0].Shard.Changes {
-		expected, received := 0, 0
-		var slowest time.Duration
+		c := &changes[i]
 		for _, r := range shards {
 			sc := r.Shard.Changes[i]
-			expected += sc.Expected
-			received += len(sc.Arrivals)
+			c.Expected += sc.Expected
+			c.Received += len(sc.Arrivals)
 			for _, at := range sc.Arrivals {
 				d := max(time.Unix(0, at).Sub(ch.Applied), 0)
-				all = append(all, d)
-				slowest = max(slowest, d)
+				c.Latencies = append(c.Latencies, d)
+				c.Last = max(c.Last, d)
 			}
 		}
-		out.Expected += expected
-		out.Missed += expected - received
-		if expected > 0 && received == expected {
-			last = append(last, slowest)
-		}
 	}
-	out.EndToEnd, out.PerChange = pct(sim.PercentilesOf(all)), pct(sim.PercentilesOf(last))
+	res := churn.Summarize(c1.Kind, time.Time{}, time.Time{}, changes)
+	out := *c1
+	out.Expected, out.Missed = res.Expected, res.Missed
+	out.EndToEnd, out.PerChange = pct(res.EndToEnd), pct(res.PerChange)
 	return &out
 }
 
