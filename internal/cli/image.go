@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshperf/meshperf/internal/kube/cluster"
 	"github.com/meshperf/meshperf/internal/kube/image"
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
 	"github.com/meshperf/meshperf/internal/syscmd"
 )
 
@@ -70,11 +69,11 @@ func (f *imageFlags) build() ([]image.Named, error) {
 	if err := image.CheckStatic(proxy); err != nil {
 		return nil, inputError{fmt.Errorf("%w; %s", err, image.BuildStaticProxyHint)}
 	}
-	crds, err := istiocrds.Path()
+	crds, err := image.CRDFiles()
 	if err != nil {
 		return nil, err
 	}
-	return image.All(f.repo, f.tag, image.Sources{Meshperf: exe, Proxy: proxy, IstioCRDs: crds})
+	return image.All(f.repo, f.tag, image.Sources{Meshperf: exe, Proxy: proxy, CRDs: crds})
 }
 
 func imageBuild(args []string, stdout, stderr io.Writer) int {

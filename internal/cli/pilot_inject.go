@@ -82,17 +82,47 @@ func injectionWebhook(srv *discovery.Server, f *pilotFlags, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("injection webhook: %w", err)
 	}
-	opts := f.injection
-	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
-	opts.CAAddress = "https://" + net.JoinHostPort(host, strconv.Itoa(inject.PortSecureXDS))
-	opts.TrustDomain = f.mesh.GetTrustDomain()
-	wh, err := inject.NewWebhook(opts, log, srv.Metrics())
+	wh, err := inject.NewWebhook(meshProxyOptions(f), log, srv.Metrics())
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle(inject.WebhookPath, wh)
 	return &http.Server{Handler: mux, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second}, nil
+}
+
+// meshProxyOptions are what the proxies the pilot puts in the cluster
+// (injected sidecars, waypoints) are given: the images, and the pilot's
+// Service in its own namespace for xDS and certificates.
+func meshProxyOptions(f *pilotFlags) inject.Options {
+	host := inject.ServiceHost(pilotNamespace())
+	opts := f.injection
+	opts.PilotAddress = net.JoinHostPort(host, strconv.Itoa(inject.PortXDS))
+	opts.CAAddress = "https://" + net.JoinHostPort(host, strconv.Itoa(inject.PortSecureXDS))
+	opts.TrustDomain = f.mesh.GetTrustDomain()
+	return opts
+}
+
+// runWaypointDeployer deploys a waypoint for every Gateway of class
+// istio-waypoint, as istiod does, when the pilot is the cluster's control
+// plane: in its pod (a pilot on a host is not where the waypoints would
+// connect) on a cluster that serves Gateways.
+func runWaypointDeployer(ctx context.Context, g *errgroup.Group, f *pilotFlags, log *slog.Logger) {
+	if f.kube.client == nil || !f.kube.inPod || f.kube.src == nil {
+		return
+	}
+	gateways := f.kube.src.GatewayClient()
+	if gateways == nil {
+		log.Info("no waypoints: the cluster serves no Gateway API Gateways (run with --install-crds, or install the Gateway API's CRDs, and restart)")
+		return
+	}
+	d := inject.NewWaypointDeployer(f.kube.client, gateways, meshProxyOptions(f), log)
+	g.Go(func() error {
+		if err := d.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("waypoint deployer: %w", err)
+		}
+		return nil
+	})
 }
 
 // runCABundlePatcher keeps the webhook configuration trusting the pilot's

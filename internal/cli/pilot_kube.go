@@ -29,11 +29,13 @@ type pilotKubeFlags struct {
 	// is kept in a Secret of its namespace. A pilot on a host keeps it in
 	// its data directory, as off Kubernetes.
 	inPod bool
+	// src is the source that source returned, once it has.
+	src *kube.Source
 }
 
 func (k *pilotKubeFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "read config and the service registry from the Kubernetes cluster of this kubeconfig `file` (istiod's mode); in a pod, the pod's service account is used without it")
-	fs.BoolVar(&k.installCRDs, "install-crds", false, "with --kubeconfig or in a pod: install Istio's CRDs (the istio.io/api module's manifest) when the cluster lacks them")
+	fs.BoolVar(&k.installCRDs, "install-crds", false, "with --kubeconfig or in a pod: install Istio's CRDs (the istio.io/api module's manifest), and the Gateway API's Gateway CRD (for waypoints), when the cluster lacks them")
 }
 
 // parse decides the mode: Kubernetes with --kubeconfig, or in a pod (as
@@ -73,7 +75,11 @@ func (k *pilotKubeFlags) source(ctx context.Context, log *slog.Logger) (*kube.So
 	if err != nil && ctx.Err() != nil {
 		return nil, errors.Join(err, ctx.Err())
 	}
-	return src, err
+	if err != nil {
+		return nil, err
+	}
+	k.src = src
+	return src, nil
 }
 
 // rootSecretClient is the client that keeps the CA's root in a Secret: the

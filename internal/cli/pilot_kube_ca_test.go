@@ -24,6 +24,7 @@ import (
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/inject"
+	"github.com/meshperf/meshperf/internal/pilot/inject/injecttest"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
@@ -89,16 +90,7 @@ func TestPilotOnKubernetesKeepsItsRootAndAuthenticatesCertificates(t *testing.T)
 func startPilotOnKubernetes(t *testing.T, s *kubetest.Server, ns string) (proc.Ready, []byte) {
 	t.Helper()
 	admin := s.Client(t)
-	doc, err := inject.ManifestYAML(inject.ManifestOptions{Namespace: ns, Injection: inject.Options{Tag: "test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := s.Kubectl(t, doc, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_, _ = s.Kubectl(t, nil, "delete", "mutatingwebhookconfiguration/"+inject.WebhookConfigName, "clusterrole/"+inject.PilotName, "clusterrolebinding/"+inject.PilotName)
-	})
+	injecttest.ApplyManifest(t, s, ns, inject.Options{Tag: "test"})
 	t.Setenv("POD_NAMESPACE", ns)
 
 	dataDir, readyFile := t.TempDir(), filepath.Join(t.TempDir(), "pilot.ready")

@@ -225,6 +225,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		runCABundlePatcher(gctx, g, srv, f, scopeLog(injectScope))
 	}
 	runRootPublisher(gctx, g, srv, f, scopeLog(defaultScope))
+	runWaypointDeployer(gctx, g, f, scopeLog(discovery.ScopeKube))
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()

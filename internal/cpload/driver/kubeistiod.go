@@ -17,7 +17,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/cpload/istiod"
 	"github.com/meshperf/meshperf/internal/cpload/kubeload"
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 	pilotkube "github.com/meshperf/meshperf/internal/pilot/kube"
 )
 
@@ -103,7 +103,7 @@ func (k *kubeRun) ensureIstioCRDs(ctx context.Context) error {
 	if err == nil && len(list.APIResources) > 0 {
 		return nil
 	}
-	manifest, err := istiocrds.Path()
+	manifest, err := crdmanifest.Istio.Path()
 	if err != nil {
 		return fmt.Errorf("installing Istio's CRDs for istiod: %w", err)
 	}

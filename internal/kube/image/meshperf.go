@@ -7,7 +7,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 )
 
 // BinaryPath is where meshperf's images carry the meshperf executable.
@@ -82,9 +82,9 @@ const imagePath = "PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // MeshperfImage is meshperf's image: the static executable exe (the pilot,
 // the capture init container, the lab's load), then a layer with what the
 // binary cannot carry: the host's iptables-restore for the capture, and
-// Istio's CRD manifest at istiocrds.ImagePath so that the pilot can install
-// the CRDs without a Go module cache.
-func MeshperfImage(exe, istioCRDs string) (v1.Image, error) {
+// the CRD manifests (CRDFiles) so that the pilot can install the CRDs
+// without a Go module cache.
+func MeshperfImage(exe string, crds []File) (v1.Image, error) {
 	if err := CheckStatic(exe); err != nil {
 		return nil, fmt.Errorf("%w; %s", err, BuildStaticHint)
 	}
@@ -92,12 +92,26 @@ func MeshperfImage(exe, istioCRDs string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	extra = append(extra, File{Path: istiocrds.ImagePath, Mode: 0o644, Source: istioCRDs})
+	extra = append(extra, crds...)
 	return Build(Spec{
 		Layers:     [][]File{binaryLayer(exe), extra},
 		Entrypoint: []string{BinaryPath},
 		Env:        []string{imagePath},
 	})
+}
+
+// CRDFiles are the CRD manifests the pilot installs (Istio's and the
+// Gateway API's Gateway), found on this host, each at its ImagePath.
+func CRDFiles() ([]File, error) {
+	var out []File
+	for _, m := range []crdmanifest.Manifest{crdmanifest.Istio, crdmanifest.GatewayAPI} {
+		p, err := m.Path()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, File{Path: m.ImagePath, Mode: 0o644, Source: p})
+	}
+	return out, nil
 }
 
 // ProxyImage is meshperf-proxy's image: the static executable alone.
@@ -114,9 +128,9 @@ func ProxyImage(proxy string) (v1.Image, error) {
 
 // Sources are the host files meshperf's images are made of.
 type Sources struct {
-	Meshperf  string // the static meshperf executable
-	Proxy     string // the static meshperf-proxy executable
-	IstioCRDs string // Istio's CRD manifest (istiocrds.Path)
+	Meshperf string // the static meshperf executable
+	Proxy    string // the static meshperf-proxy executable
+	CRDs     []File // the CRD manifests (CRDFiles)
 }
 
 // Named is an image with its name and reference.
@@ -147,7 +161,7 @@ func All(repo, tag string, src Sources) ([]Named, error) {
 	if err := CheckStatic(src.Proxy); err != nil {
 		return nil, fmt.Errorf("%w; %s", err, BuildStaticProxyHint)
 	}
-	meshperf, err := MeshperfImage(src.Meshperf, src.IstioCRDs)
+	meshperf, err := MeshperfImage(src.Meshperf, src.CRDs)
 	if err != nil {
 		return nil, err
 	}

@@ -13,18 +13,23 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 	"github.com/meshperf/meshperf/internal/lab/pod"
 	"github.com/meshperf/meshperf/internal/testenv"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
-func crdsFile(t *testing.T) string {
-	p := filepath.Join(t.TempDir(), "crds.yaml")
-	if err := os.WriteFile(p, []byte("kind: CustomResourceDefinition\n"), 0o644); err != nil {
-		t.Fatal(err)
+// crdsFiles stand for the CRD manifests: one small file per manifest.
+func crdsFiles(t *testing.T) []File {
+	var out []File
+	for _, m := range []crdmanifest.Manifest{crdmanifest.Istio, crdmanifest.GatewayAPI} {
+		p := filepath.Join(t.TempDir(), "crds.yaml")
+		if err := os.WriteFile(p, []byte("kind: CustomResourceDefinition # "+m.What+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, File{Path: m.ImagePath, Mode: 0o644, Source: p})
 	}
-	return p
+	return out
 }
 
 // unpack writes the image's layers into dir, bottom first, as a runtime's
@@ -81,14 +86,16 @@ func TestMeshperfImageRunsIptablesRestoreOnItsOwn(t *testing.T) {
 	nsenter := testenv.NeedCommand(t, "nsenter", "util-linux")
 	testenv.NeedCommand(t, "iptables-restore", "iptables")
 	exe := testutil.MeshperfBinary(t)
-	img, err := MeshperfImage(exe, crdsFile(t))
+	img, err := MeshperfImage(exe, crdsFiles(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
 	unpack(t, img, root)
-	if data, err := os.ReadFile(filepath.Join(root, istiocrds.ImagePath)); err != nil || !strings.Contains(string(data), "CustomResourceDefinition") {
-		t.Errorf("CRDs at %s: %q, %v", istiocrds.ImagePath, data, err)
+	for _, m := range []crdmanifest.Manifest{crdmanifest.Istio, crdmanifest.GatewayAPI} {
+		if data, err := os.ReadFile(filepath.Join(root, m.ImagePath)); err != nil || !strings.Contains(string(data), m.What) {
+			t.Errorf("%s at %s: %q, %v", m.What, m.ImagePath, data, err)
+		}
 	}
 	if st, err := os.Stat(filepath.Join(root, BinaryPath)); err != nil || st.Mode().Perm() != 0o755 {
 		t.Errorf("%s: %v, %v", BinaryPath, st, err)
@@ -121,7 +128,7 @@ func TestProxyAndMeshperfImagesRefuseDynamicBinaries(t *testing.T) {
 	if _, err := ProxyImage("/bin/sh"); err == nil || !strings.Contains(err.Error(), "crt-static") {
 		t.Errorf("ProxyImage(dynamic) = %v, want the static build hint", err)
 	}
-	if _, err := MeshperfImage("/bin/sh", crdsFile(t)); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+	if _, err := MeshperfImage("/bin/sh", crdsFiles(t)); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("MeshperfImage(dynamic) = %v, want the static build hint", err)
 	}
 }

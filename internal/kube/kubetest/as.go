@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshperf/meshperf/internal/kube/dist"
 	"github.com/meshperf/meshperf/internal/testenv"
@@ -19,14 +20,20 @@ import (
 // grants that account.
 func (s *Server) ClientAs(t testing.TB, namespace, name string) kubernetes.Interface {
 	t.Helper()
-	cfg := s.RESTConfig()
-	cfg.Impersonate.UserName = "system:serviceaccount:" + namespace + ":" + name
-	cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubernetes.NewForConfig(s.RESTConfigAs(namespace, name))
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
 	return c
+}
+
+// RESTConfigAs is the configuration ClientAs uses, for other clientsets
+// (Istio's, the Gateway API's) acting as the service account.
+func (s *Server) RESTConfigAs(namespace, name string) *rest.Config {
+	cfg := s.RESTConfig()
+	cfg.Impersonate.UserName = "system:serviceaccount:" + namespace + ":" + name
+	cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	return cfg
 }
 
 // Kubectl runs the pinned kubectl as the administrator with stdin and

@@ -71,12 +71,13 @@ const (
 // Istio's injector (sidecar modes) and ztunnel (ambient modes). A scenario
 // of no-mesh only needs neither.
 func (c *Cluster) Preflight(ctx context.Context, s *scenario.Scenario, mesh Mesh) error {
-	sidecars, ambient, meshModes := false, false, false
+	sidecars, ambient, waypoint, meshModes := false, false, false, false
 	for _, m := range s.Modes {
 		meshModes = meshModes || m != scenario.NoMesh
 		cl, sv := m.Sidecars()
 		sidecars = sidecars || cl || sv
 		ambient = ambient || m.NodeProxies()
+		waypoint = waypoint || m.Waypoint()
 	}
 	webhooks := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	switch {
@@ -103,6 +104,14 @@ func (c *Cluster) Preflight(ctx context.Context, s *scenario.Scenario, mesh Mesh
 	if meshModes {
 		if _, err := c.Kube.Discovery().ServerResourcesForGroupVersion("security.istio.io/v1"); err != nil {
 			return c.missing(err, "Istio's CRDs (security.istio.io/v1) are not installed: meshperf pilot --install-crds installs them (its manifest runs it so), or install Istio")
+		}
+	}
+	// The waypoint is declared by a Gateway, which the control plane
+	// deploys: the kind must be served, and the control plane must have
+	// seen it served when it started.
+	if waypoint {
+		if _, err := c.Kube.Discovery().ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1"); err != nil {
+			return c.missing(err, "the Gateway API's CRDs (gateway.networking.k8s.io/v1) are not installed, and a waypoint is a Gateway: meshperf pilot --install-crds installs the Gateway CRD (its manifest runs it so; restart an older pilot), or install the Gateway API's CRDs and restart the control plane")
 		}
 	}
 	return nil

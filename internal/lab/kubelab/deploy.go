@@ -45,6 +45,9 @@ type kubeLab struct {
 	// In the ambient modes, the node proxies on the client's and the
 	// server's node (one pod when both share a node).
 	clientNodeProxy, serverNodeProxy *corev1.Pod
+	// In the waypoint modes, the waypoint's pod (the mesh's control plane
+	// deploys it from the lab's Gateway).
+	waypointPod *corev1.Pod
 }
 
 // resources are the lab's kinds by their API group and version.
@@ -135,17 +138,23 @@ func (k *kubeLab) ensure(ctx context.Context, spec scenario.RunSpec) error {
 			return err
 		}
 	}
-	if o.Waypoint == nil && k.cfg.Mesh == MeshIstio {
+	if o.Waypoint == nil {
 		if err := k.c.remove(ctx, "Gateway", ns, lab.WaypointGateway); err != nil {
 			return err
 		}
 	}
 	var err error
-	if k.serverPod, err = k.waitReady(ctx, serverName, spec.Mode); err != nil {
+	if k.serverPod, err = k.waitReady(ctx, labPods(serverName, spec.Mode)); err != nil {
 		return err
 	}
-	if k.clientPod, err = k.waitReady(ctx, clientName, spec.Mode); err != nil {
+	if k.clientPod, err = k.waitReady(ctx, labPods(clientName, spec.Mode)); err != nil {
 		return err
+	}
+	k.waypointPod = nil
+	if spec.Mode.Waypoint() {
+		if k.waypointPod, err = k.waitReady(ctx, waypointPods); err != nil {
+			return err
+		}
 	}
 	k.sidecarErr = sidecarMismatch(spec.Mode, k.clientPod, k.serverPod)
 	k.clientNodeProxy, k.serverNodeProxy = nil, nil
@@ -187,17 +196,40 @@ func sidecarMismatch(mode scenario.Mode, client, server *corev1.Pod) string {
 // have.
 var imagePullReasons = []string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
 
-// waitReady waits for Deployment app's one pod of mode to be ready, and
-// returns it. It gives up at once on what will not mend (an image the node
-// cannot have, a pod sandbox the node cannot create, a container that
-// keeps crashing) and after ReadyTimeout on anything else, saying which pod
-// and its last condition or event.
-func (k *kubeLab) waitReady(ctx context.Context, app string, mode scenario.Mode) (*corev1.Pod, error) {
+// deploymentPods are the pods of one Deployment the lab waits for: its
+// name, the selector of its pods, and the mode they must be of ("" for
+// any: a waypoint's pods are its control plane's, not the lab's).
+type deploymentPods struct {
+	name, selector string
+	mode           scenario.Mode
+	// absent says why the Deployment may not exist, for the timeout's
+	// message ("" for the lab's own, which it created).
+	absent string
+}
+
+// labPods are the pods of the lab's Deployment app in mode.
+func labPods(app string, mode scenario.Mode) deploymentPods {
+	return deploymentPods{name: app, selector: "app=" + app, mode: mode}
+}
+
+// waypointPods are the waypoint's, which the mesh's control plane deploys
+// from the lab's Gateway, named after it and labelled with its name (both
+// istiod and meshperf's pilot do so).
+var waypointPods = deploymentPods{name: lab.WaypointGateway, selector: waypointPodLabel + "=" + lab.WaypointGateway,
+	absent: "the mesh's control plane has not deployed the waypoint from Gateway " + lab.WaypointGateway +
+		" (is it running, and was it started with the Gateway API's Gateway CRD served? its log says)"}
+
+// waitReady waits for one pod of d to be ready, and returns it. It gives
+// up at once on what will not mend (an image the node cannot have, a pod
+// sandbox the node cannot create, a container that keeps crashing) and
+// after ReadyTimeout on anything else, saying which pod and its last
+// condition or event.
+func (k *kubeLab) waitReady(ctx context.Context, d deploymentPods) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.ReadyTimeout)
 	defer cancel()
 	last := "" // the last thing seen wrong, for the timeout's message
 	for {
-		p, why, err := k.podState(ctx, app, mode)
+		p, why, err := k.podState(ctx, d)
 		switch {
 		case err != nil:
 			return nil, err
@@ -208,7 +240,7 @@ func (k *kubeLab) waitReady(ctx context.Context, app string, mode scenario.Mode)
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%s not ready after %s: %s", app, k.cfg.ReadyTimeout, last)
+				return nil, fmt.Errorf("%s not ready after %s: %s", d.name, k.cfg.ReadyTimeout, last)
 			}
 			return nil, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
@@ -216,22 +248,22 @@ func (k *kubeLab) waitReady(ctx context.Context, app string, mode scenario.Mode)
 	}
 }
 
-// podState is Deployment app's pod for mode when it is ready; else why it
-// is not yet, or an error when it never will be.
-func (k *kubeLab) podState(ctx context.Context, app string, mode scenario.Mode) (*corev1.Pod, string, error) {
+// podState is d's pod when it is ready; else why it is not yet, or an
+// error when it never will be.
+func (k *kubeLab) podState(ctx context.Context, d deploymentPods) (*corev1.Pod, string, error) {
 	ns := k.render.Namespace
-	pods, err := k.c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	pods, err := k.c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: d.selector})
 	if err != nil {
 		return nil, "", fmt.Errorf("lab: list pods: %w", err)
 	}
 	var current []corev1.Pod
 	for _, p := range pods.Items {
-		if p.Annotations[ModeAnnotation] == string(mode) && p.DeletionTimestamp == nil {
+		if (d.mode == "" || p.Annotations[ModeAnnotation] == string(d.mode)) && p.DeletionTimestamp == nil {
 			current = append(current, p)
 		}
 	}
 	if len(current) == 0 {
-		return nil, k.noPodReason(ctx, app), nil
+		return nil, k.noPodReason(ctx, d), nil
 	}
 	p := &current[0]
 	where := "pod " + ns + "/" + p.Name
@@ -270,12 +302,15 @@ func (k *kubeLab) podState(ctx context.Context, app string, mode scenario.Mode) 
 	return nil, why, nil
 }
 
-// noPodReason says why Deployment app has no pod of the current mode yet:
-// its ReplicaSet's last event (a webhook that refused the pod, a quota),
-// else that nothing has made one.
-func (k *kubeLab) noPodReason(ctx context.Context, app string) string {
-	why := fmt.Sprintf("Deployment %s/%s has no pod", k.render.Namespace, app)
-	rss, err := k.c.Kube.AppsV1().ReplicaSets(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+// noPodReason says why d has no pod of the current mode yet: its
+// ReplicaSet's last event (a webhook that refused the pod, a quota), else
+// that nothing has made one.
+func (k *kubeLab) noPodReason(ctx context.Context, d deploymentPods) string {
+	why := fmt.Sprintf("Deployment %s/%s has no pod", k.render.Namespace, d.name)
+	if _, err := k.c.Kube.AppsV1().Deployments(k.render.Namespace).Get(ctx, d.name, metav1.GetOptions{}); d.absent != "" && apierrors.IsNotFound(err) {
+		return fmt.Sprintf("no Deployment %s/%s: %s", k.render.Namespace, d.name, d.absent)
+	}
+	rss, err := k.c.Kube.AppsV1().ReplicaSets(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: d.selector})
 	if err == nil {
 		var newest *appsv1.ReplicaSet
 		for i := range rss.Items {

@@ -100,18 +100,17 @@ func (cfg Config) render() Render {
 }
 
 // CheckModes says why the scenario's modes cannot run on a cluster with
-// mesh, if they cannot: the ztunnel twins compare binaries on one machine,
-// and meshperf's pilot does not deploy waypoints on a cluster yet (Istio's
-// istiod does, from the Gateway the lab creates).
+// mesh, if they cannot: the ztunnel twins compare meshperf's node proxy
+// with ztunnel's binary on one machine.
 func CheckModes(s *scenario.Scenario, mesh Mesh) error {
 	var bad []scenario.Mode
 	for _, m := range s.Modes {
-		if m.Ztunnel() || (mesh == MeshMeshperf && m.Waypoint()) {
+		if m.Ztunnel() {
 			bad = append(bad, m)
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("--kube --mesh %s cannot run %s (the ztunnel twins run on the netns lab; meshperf's pilot deploys no waypoint on a cluster yet: use --mesh istio for it, or -modes without them)", mesh, modeList(bad))
+		return fmt.Errorf("--kube --mesh %s cannot run %s (the ztunnel twins run on the netns lab: -modes without them)", mesh, modeList(bad))
 	}
 	if s.IsGraph() {
 		return errors.New("--kube runs the two-pod scenarios; service graphs run on the netns lab")

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 	"github.com/meshperf/meshperf/internal/kube/dist"
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
 	"github.com/meshperf/meshperf/internal/lab/scenario"
 	"github.com/meshperf/meshperf/internal/pilot/inject"
@@ -128,23 +128,23 @@ func TestRenderModes(t *testing.T) {
 }
 
 func TestCheckModes(t *testing.T) {
-	if err := CheckModes(quick(t, scenario.Ambient), MeshMeshperf); err != nil {
-		t.Errorf("meshperf ambient on a cluster: %v", err)
-	}
-	for _, m := range []scenario.Mode{scenario.AmbientWaypoint, scenario.AmbientZtunnel} {
-		if err := CheckModes(quick(t, m), MeshMeshperf); err == nil || !strings.Contains(err.Error(), string(m)) {
-			t.Errorf("meshperf %s on a cluster: %v, want it refused by name", m, err)
+	for _, mesh := range []Mesh{MeshMeshperf, MeshIstio} {
+		if err := CheckModes(quick(t, scenario.Ambient, scenario.AmbientWaypoint), mesh); err != nil {
+			t.Errorf("%s ambient and its waypoint on a cluster: %v", mesh, err)
 		}
-	}
-	if err := CheckModes(quick(t, scenario.Ambient, scenario.AmbientWaypoint), MeshIstio); err != nil {
-		t.Errorf("Istio ambient: %v", err)
+		for _, m := range []scenario.Mode{scenario.AmbientZtunnel, scenario.AmbientWaypointZtunnel} {
+			if err := CheckModes(quick(t, m), mesh); err == nil || !strings.Contains(err.Error(), string(m)) {
+				t.Errorf("%s %s on a cluster: %v, want it refused by name", mesh, m, err)
+			}
+		}
 	}
 }
 
-// TestPreconditionNoNodeProxy: meshperf's pilot without its node proxy's
-// DaemonSet cannot run the ambient mode, and says so before creating
+// TestPreconditionsOfMeshperfAmbient: meshperf's pilot without its node
+// proxy's DaemonSet cannot run the ambient mode, nor a cluster that serves
+// no Gateway API Gateways the waypoint, and each says so before creating
 // anything.
-func TestPreconditionNoNodeProxy(t *testing.T) {
+func TestPreconditionsOfMeshperfAmbient(t *testing.T) {
 	s := kubetest.Start(t)
 	c := s.Client(t)
 	ctx := context.Background()
@@ -163,6 +163,19 @@ func TestPreconditionNoNodeProxy(t *testing.T) {
 	var pre PreconditionError
 	if want := "DaemonSet meshperf-system/meshperf-node"; !errors.As(err, &pre) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %v, want a precondition naming %s", err, want)
+	}
+
+	// With the node proxy and Istio's CRDs, the waypoint still needs the
+	// Gateway API.
+	node := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: inject.NodeName, Namespace: inject.PilotNamespace},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: pilot.Spec.Template}}
+	if _, err := c.AppsV1().DaemonSets(inject.PilotNamespace).Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	installIstioCRDs(t, s)
+	_, err = Run(ctx, Config{Scenario: quick(t, scenario.AmbientWaypoint), Kubeconfig: s.Kubeconfig(t), Mesh: MeshMeshperf, OutDir: t.TempDir()})
+	if want := "gateway.networking.k8s.io/v1"; !errors.As(err, &pre) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %v, want a one-line precondition naming %s", err, want)
 	}
 	nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: RunLabel})
 	if err != nil || len(nss.Items) != 0 {
@@ -286,7 +299,7 @@ func TestPodFailures(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			_, err = k.waitReady(ctx, serverName, scenario.NoMesh)
+			_, err = k.waitReady(ctx, labPods(serverName, scenario.NoMesh))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "pod "+ns+"/server-1") {
 				t.Fatalf("error %v, want it to name the pod and say %q", err, tc.want)
 			}
@@ -304,17 +317,7 @@ func TestManifestAppliesOnServer(t *testing.T) {
 	s := kubetest.Start(t)
 	bins := testenv.NeedKubernetes(t)
 	ctx := context.Background()
-	manifest, err := istiocrds.Path()
-	if err != nil {
-		t.Skipf("Istio's CRDs: %v", err)
-	}
-	ext, err := apiextensions.NewForConfig(s.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pilotkube.InstallCRDs(ctx, ext, manifest, pilotkube.DefaultEstablishTimeout); err != nil {
-		t.Fatal(err)
-	}
+	installIstioCRDs(t, s)
 	// The objects go in the lab's namespace, which a dry run would not
 	// create for them.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: NamespacePrefix + ManifestRunID}}
@@ -390,5 +393,22 @@ func TestSidecarMismatchSeesNativeSidecars(t *testing.T) {
 	}
 	if got := sidecarMismatch(scenario.NoMesh, bare, native); !strings.Contains(got, "pod server has a sidecar (istio-proxy) the mode does not want") {
 		t.Errorf("native sidecar in no-mesh: %q, want it reported", got)
+	}
+}
+
+// installIstioCRDs installs Istio's CRDs on the test's API server (a
+// second install changes nothing).
+func installIstioCRDs(t *testing.T, s *kubetest.Server) {
+	t.Helper()
+	manifest, err := crdmanifest.Istio.Path()
+	if err != nil {
+		t.Fatalf("Istio's CRDs: %v", err)
+	}
+	ext, err := apiextensions.NewForConfig(s.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pilotkube.InstallCRDs(context.Background(), ext, manifest, pilotkube.DefaultEstablishTimeout); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -199,8 +199,7 @@ func (k *kubeLab) scrape(ctx context.Context) (lab.MetricsSnapshot, error) {
 }
 
 // The ambient data plane's node proxies, per mesh: where their pods are,
-// their container, and where they serve their metrics. The waypoint is an
-// Envoy (Istio's) scraped as the sidecar is.
+// their container, and where they serve their metrics.
 var nodeProxies = map[Mesh]struct {
 	namespace, selector, container string
 	port                           int
@@ -241,13 +240,11 @@ func (k *kubeLab) scrapeAmbient(ctx context.Context, m *lab.MetricsSnapshot) err
 		*side.dst, err = k.c.podProxyGet(ctx, np.namespace, side.pod.Name, np.port, np.path)
 		errs = append(errs, err)
 	}
-	if k.mode.Waypoint() {
-		wp, err := k.c.Kube.CoreV1().Pods(k.render.Namespace).List(ctx, metav1.ListOptions{LabelSelector: waypointPodLabel + "=" + lab.WaypointGateway})
-		if err != nil || len(wp.Items) == 0 {
-			return errors.Join(append(errs, fmt.Errorf("the waypoint's pod in %s: none (%v)", k.render.Namespace, err))...)
-		}
-		pm := proxyMetrics[MeshIstio]
-		m.Waypoint, err = k.c.podProxyGet(ctx, k.render.Namespace, wp.Items[0].Name, pm.port, pm.path)
+	if k.waypointPod != nil {
+		// The waypoint is the mesh's proxy, scraped as its sidecars are.
+		pm := proxyMetrics[k.cfg.Mesh]
+		var err error
+		m.Waypoint, err = k.c.podProxyGet(ctx, k.render.Namespace, k.waypointPod.Name, pm.port, pm.path)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -272,6 +269,11 @@ func (k *kubeLab) roles() []containerRole {
 		if k.serverNodeProxy != nil && k.serverNodeProxy.UID != k.clientNodeProxy.UID {
 			out = append(out, containerRole{results.RoleServerNodeProxy, k.serverNodeProxy, c})
 		}
+	}
+	// The waypoint's proxy: istio-proxy in Istio's waypoint and in
+	// meshperf's.
+	if k.waypointPod != nil {
+		out = append(out, containerRole{results.RoleWaypoint, k.waypointPod, inject.ProxyContainerName})
 	}
 	return out
 }

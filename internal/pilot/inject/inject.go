@@ -7,7 +7,9 @@
 // namespaceSelector (istio-injection=enabled), as with Istio; the handler
 // applies the per-pod policy (label or annotation sidecar.istio.io/inject,
 // host networking, system namespaces). The webhook's configuration is kept
-// trusting the pilot's root by CABundlePatcher.
+// trusting the pilot's root by CABundlePatcher. The package also deploys
+// the mesh's other in-cluster proxies with the same container spec: the
+// waypoints (WaypointDeployer), and renders the pilot's manifest.
 package inject
 
 import (
@@ -202,7 +204,7 @@ func (o Options) Sidecar(p *corev1.Pod) (*Injection, error) {
 	}
 	return &Injection{
 		Init:    o.initContainer(capture),
-		Proxy:   o.proxyContainer(p, settings),
+		Proxy:   o.proxyContainer(p, settings, sidecarArgs...),
 		Volumes: []corev1.Volume{tokenVolume(), rootCertVolume()},
 		Status:  string(st),
 		Labels:  sidecarLabels(p),
@@ -322,7 +324,9 @@ func (o Options) initContainer(capture pod.CaptureOptions) corev1.Container {
 // names), the labels the pod has at admission, and readiness on its admin
 // port's /ready (bound to the pod's IP, as in the lab, so the kubelet
 // reaches it), and the worker threads and resources the pod asks for.
-func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Container {
+// roleArgs are the flags that make it a sidecar (captureArgs) or a
+// waypoint (waypointArgs).
+func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings, roleArgs ...string) corev1.Container {
 	field := func(path string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}
 	}
@@ -332,14 +336,13 @@ func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Co
 		ImagePullPolicy: o.PullPolicy,
 		// The certificate from the CA, not SDS: the CA checks the token,
 		// where SDS would believe the identity the sidecar claims.
-		Args: []string{
+		Args: append([]string{
 			"--xds-address", o.PilotAddress,
 			"--ca-address", o.CAAddress,
 			"--ca-root-ca", RootCertPath,
 			"--auth-token", TokenPath,
 			"--admin-address", "$(INSTANCE_IP):" + strconv.Itoa(ProxyAdminPort),
-			"--capture-mode", "iptables",
-		},
+		}, roleArgs...),
 		Env: []corev1.EnvVar{
 			{Name: "POD_NAME", ValueFrom: field("metadata.name")},
 			{Name: "POD_NAMESPACE", ValueFrom: field("metadata.namespace")},
@@ -376,6 +379,10 @@ func (o Options) proxyContainer(p *corev1.Pod, settings proxySettings) corev1.Co
 		},
 	}
 }
+
+// sidecarArgs make meshperf-proxy a sidecar capturing its pod's traffic
+// (the init container's rules send it there).
+var sidecarArgs = []string{"--capture-mode", "iptables"}
 
 // tokenVolume is Istio's istio-token: a service-account token for the
 // audience istio-ca, which the certificate API accepts and nothing else does.

@@ -85,7 +85,7 @@ func Manifest(mo ManifestOptions) []runtime.Object {
 // clusterRules are what the pilot reads cluster-wide (Istio's kinds and
 // the service registry's), the CRDs it installs with --install-crds, the
 // one webhook configuration whose caBundle it keeps, and token reviews for
-// the certificate API.
+// the certificate API, and the waypoints it deploys.
 func clusterRules() []rbacv1.PolicyRule {
 	// Informers list and watch; the pilot gets none of these by name.
 	read := []string{"list", "watch"}
@@ -103,6 +103,12 @@ func clusterRules() []rbacv1.PolicyRule {
 		// resourceNames).
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{WebhookConfigName}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+		// Waypoints (WaypointDeployer): each waypoint's objects by
+		// server-side apply (patch, and create for one absent), and its
+		// Gateway's status.
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "services"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"gateway.networking.k8s.io"}, Resources: []string{"gateways/status"}, Verbs: []string{"update"}},
 		// The root published to every namespace (ca.RootConfigMapName):
 		// watched by name, created and kept. Create cannot be limited by
 		// name.

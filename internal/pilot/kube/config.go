@@ -23,15 +23,39 @@ type configKind struct {
 	convert    func(obj any) (*config.Resource, bool)
 }
 
-// kindOf builds a configKind for objects of type T whose spec is spec(T).
+// kindOf builds a configKind for objects of type T whose spec is spec(T);
+// an object whose spec is nil is not config yet, and is left out.
 func kindOf[T metav1.Object](kind config.Kind, apiVersion string, inf cache.SharedIndexInformer, spec func(T) any) configKind {
 	return configKind{kind: kind, apiVersion: apiVersion, informer: inf, convert: func(obj any) (*config.Resource, bool) {
 		o, ok := obj.(T)
 		if !ok {
 			return nil, false
 		}
-		return &config.Resource{Kind: kind, APIVersion: apiVersion, Meta: meta(kind, o), Spec: spec(o)}, true
+		sp := spec(o)
+		if sp == nil {
+			return nil, false
+		}
+		return &config.Resource{Kind: kind, APIVersion: apiVersion, Meta: meta(kind, o), Spec: sp}, true
 	}}
+}
+
+// waypointSpec is a Gateway's spec with the address it was given: on
+// Kubernetes a waypoint's address is the one its deployment reported in
+// the Gateway's status (its Service's cluster IP), which is where Istio
+// reads it too. Until it has one the Gateway is not a waypoint yet (nil);
+// a Gateway whose spec names its address keeps it.
+func waypointSpec(gw *gatewayv1.Gateway) any {
+	if len(gw.Spec.Addresses) > 0 {
+		return &gw.Spec
+	}
+	spec := gw.Spec
+	for _, a := range gw.Status.Addresses {
+		if a.Type == nil || *a.Type == gatewayv1.IPAddressType {
+			spec.Addresses = []gatewayv1.GatewaySpecAddress{{Type: a.Type, Value: a.Value}}
+			return &spec
+		}
+	}
+	return nil
 }
 
 // meta keeps what the control plane reads of an object's metadata. The
@@ -66,7 +90,7 @@ func (w *watch) configKinds() []configKind {
 	}
 	if w.gwFactory != nil {
 		kinds = append(kinds, kindOf(config.KindKubernetesGateway, config.GatewayAPIGroup+"/v1",
-			w.gwFactory.Gateway().V1().Gateways().Informer(), func(o *gatewayv1.Gateway) any { return &o.Spec }))
+			w.gwFactory.Gateway().V1().Gateways().Informer(), waypointSpec))
 	}
 	return kinds
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 )
 
@@ -83,7 +83,7 @@ func checkCRDs(cs kubernetes.Interface) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	path, perr := istiocrds.Path()
+	path, perr := crdmanifest.Istio.Path()
 	if perr != nil {
 		path = "<Istio's customresourcedefinitions.gen.yaml>"
 	}
@@ -97,7 +97,7 @@ const fieldManager = "meshperf-pilot"
 // DefaultEstablishTimeout bounds the wait for installed CRDs to be served.
 const DefaultEstablishTimeout = 30 * time.Second
 
-// InstallCRDs applies Istio's CRD manifest (server-side apply, so that a
+// InstallCRDs applies a CRD manifest (Istio's, or the Gateway API's) (server-side apply, so that a
 // second install, or one over kubectl's, converges instead of failing) and
 // waits until every CRD in it is Established. It returns the CRDs' names.
 func InstallCRDs(ctx context.Context, client apiextensions.Interface, manifest string, timeout time.Duration) ([]string, error) {
@@ -147,12 +147,12 @@ type manifestCRD struct {
 }
 
 // readCRDs decodes every CustomResourceDefinition of a multi-document
-// manifest, strictly, so that a manifest from an Istio whose CRD schema this
-// build does not know fails here, not half-applied.
+// manifest, strictly, so that a manifest whose CRD schema this build does
+// not know fails here, not half-applied.
 func readCRDs(path string) ([]manifestCRD, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read Istio's CRD manifest: %w", err)
+		return nil, fmt.Errorf("read the CRD manifest: %w", err)
 	}
 	var out []manifestCRD
 	for i, doc := range bytes.Split(data, []byte("\n---")) {

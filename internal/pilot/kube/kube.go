@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/meshperf/meshperf/internal/kube/istiocrds"
+	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/registry"
 	"github.com/meshperf/meshperf/internal/pilot/store"
@@ -36,7 +36,7 @@ type Options struct {
 	// RESTConfig reaches the API server (RESTConfig builds it).
 	RESTConfig *rest.Config
 	// InstallCRDs applies Istio's CRDs (from CRDManifest, else
-	// istiocrds.Path()) when any the pilot reads is missing, instead of
+	// crdmanifest.Istio.Path()) when any the pilot reads is missing, instead of
 	// failing.
 	InstallCRDs bool
 	CRDManifest string
@@ -98,7 +98,7 @@ func New(ctx context.Context, opts Options) (*Source, error) {
 	if err := s.ensureCRDs(ctx); err != nil {
 		return nil, err
 	}
-	gw, err := served(s.core, "v1", []Resource{gatewayAPIGateways})
+	gw, err := s.ensureGatewayCRD(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (s *Source) ensureCRDs(ctx context.Context) error {
 	}
 	manifest := s.opts.CRDManifest
 	if manifest == "" {
-		if manifest, err = istiocrds.Path(); err != nil {
+		if manifest, err = crdmanifest.Istio.Path(); err != nil {
 			return fmt.Errorf("--install-crds: %w", err)
 		}
 	}
@@ -139,6 +139,34 @@ func (s *Source) ensureCRDs(ctx context.Context) error {
 	s.log.Info("installed Istio's CRDs", "count", len(names), "manifest", manifest)
 	return checkCRDs(s.core)
 }
+
+// ensureGatewayCRD says which of the Gateway API's resources the cluster
+// serves, installing the Gateway CRD first when it lacks it and the pilot
+// was asked to install CRDs: waypoints are Gateways, and without the kind a
+// cluster can declare none (the pilot then watches no Gateways).
+func (s *Source) ensureGatewayCRD(ctx context.Context) (map[Resource]bool, error) {
+	gw, err := served(s.core, "v1", []Resource{gatewayAPIGateways})
+	if err != nil || gw[gatewayAPIGateways] || !s.opts.InstallCRDs {
+		return gw, err
+	}
+	manifest, err := crdmanifest.GatewayAPI.Path()
+	if err != nil {
+		return nil, fmt.Errorf("--install-crds: %w", err)
+	}
+	ext, err := apiextensions.NewForConfig(s.opts.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--install-crds: %w", err)
+	}
+	if _, err := InstallCRDs(ctx, ext, manifest, DefaultEstablishTimeout); err != nil {
+		return nil, fmt.Errorf("--install-crds: %w", err)
+	}
+	s.log.Info("installed the Gateway API's Gateway CRD", "manifest", manifest)
+	return served(s.core, "v1", []Resource{gatewayAPIGateways})
+}
+
+// GatewayClient is the Gateway API's client, nil when the cluster serves
+// no Gateways.
+func (s *Source) GatewayClient() gatewayclient.Interface { return s.gateway }
 
 // Store is the config the source keeps up to date: read-only, watched like
 // any store.
