@@ -6,8 +6,9 @@
 //! off Kubernetes: by its environment variables (XDS_ADDRESS, CA_ADDRESS,
 //! XDS_ROOT_CA, INPOD_UDS, ...), each also a flag of the same meaning.
 //!
-//! A sidecar given `--ca-address` gets its own certificate from the CA, as
-//! Istio's agent does, authenticated by the token in `--auth-token`.
+//! A sidecar or waypoint given `--ca-address` gets its own certificate from
+//! the CA, as Istio's agent does, authenticated by the token in `--auth-token`
+//! (on Kubernetes the pilot serves no SDS secrets: the CA is the only source).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,12 +38,12 @@ pub struct Cli {
     #[arg(long, env = "XDS_ROOT_CA")]
     pub xds_root_ca: Option<PathBuf>,
     /// The certificate service, https://HOST:PORT (node proxy default:
-    /// XDS_ADDRESS). A sidecar given it gets its own certificate (`default`
-    /// and `ROOTCA`) from there instead of from SDS.
+    /// XDS_ADDRESS). A sidecar or waypoint given it gets its own certificate
+    /// (`default` and `ROOTCA`) from there instead of from SDS.
     #[arg(long, env = "CA_ADDRESS")]
     pub ca_address: Option<String>,
     /// PEM root of the certificate service's serving certificate (node proxy
-    /// default: XDS_ROOT_CA; required for a sidecar's --ca-address).
+    /// default: XDS_ROOT_CA; required for a sidecar's or waypoint's --ca-address).
     #[arg(long, env = "CA_ROOT_CA")]
     pub ca_root_ca: Option<PathBuf>,
     /// A file holding the token to authenticate to the CA with, sent as
@@ -207,9 +208,10 @@ pub struct NodeProxyConfig {
     pub stats_address: SocketAddr,
 }
 
-/// A sidecar's own certificate from the CA (`--ca-address`), Istio's agent's way.
+/// A sidecar's or waypoint's own certificate from the CA (`--ca-address`),
+/// Istio's agent's way.
 #[derive(Clone, Debug, Serialize)]
-pub struct SidecarCaConfig {
+pub struct OwnCaConfig {
     pub ca_address: String,
     pub ca_tls: TlsServerName,
     /// The token file sent to the CA, if any.
@@ -242,9 +244,9 @@ pub struct Config {
     /// Set for `--proxy-type ztunnel`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_proxy: Option<NodeProxyConfig>,
-    /// Set for a sidecar given `--ca-address`.
+    /// Set for a sidecar or waypoint given `--ca-address`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sidecar_ca: Option<SidecarCaConfig>,
+    pub own_ca: Option<OwnCaConfig>,
 }
 
 impl Cli {
@@ -267,10 +269,10 @@ impl Cli {
             ProxyType::Ztunnel => Some(self.node_proxy_config()?),
             ProxyType::Sidecar | ProxyType::Router | ProxyType::Waypoint => None,
         };
-        let sidecar_ca = match (self.proxy_type, &self.ca_address) {
-            (ProxyType::Sidecar, Some(address)) => Some(self.sidecar_ca_config(address)?),
-            (ProxyType::Router | ProxyType::Waypoint, Some(_)) => {
-                return Err("--ca-address is for --proxy-type sidecar or ztunnel; a router or waypoint takes its certificate from SDS".into());
+        let own_ca = match (self.proxy_type, &self.ca_address) {
+            (ProxyType::Sidecar | ProxyType::Waypoint, Some(address)) => Some(self.own_ca_config(address)?),
+            (ProxyType::Router, Some(_)) => {
+                return Err("--ca-address is for --proxy-type sidecar, waypoint or ztunnel; a router takes its certificates from SDS".into());
             }
             _ => None,
         };
@@ -341,17 +343,16 @@ impl Cli {
             drain_duration: self.drain_duration,
             log_level: self.log_level,
             node_proxy,
-            sidecar_ca,
+            own_ca,
         })
     }
 
-    /// A sidecar's CA: over TLS only, verified by a root that can be read
-    /// now, for the identity of its service account.
-    fn sidecar_ca_config(&self, address: &str) -> Result<SidecarCaConfig, String> {
+    /// A sidecar's or waypoint's CA: over TLS only, verified by a root that
+    /// can be read now, for the identity of its pod's service account.
+    fn own_ca_config(&self, address: &str) -> Result<OwnCaConfig, String> {
         let host =
             https_host(address).ok_or_else(|| format!("invalid --ca-address {address:?}: want https://HOST:PORT"))?;
-        let root =
-            self.ca_root_ca.clone().ok_or("--ca-root-ca (CA_ROOT_CA) is required with a sidecar's --ca-address")?;
+        let root = self.ca_root_ca.clone().ok_or("--ca-root-ca (CA_ROOT_CA) is required with --ca-address")?;
         std::fs::metadata(&root).map_err(|e| format!("--ca-root-ca {}: {e}", root.display()))?;
         if let Some(token) = &self.auth_token {
             // Only that it is there: its content is read (and checked) per
@@ -362,7 +363,7 @@ impl Cli {
         identity
             .parse::<crate::identity::Identity>()
             .map_err(|e| format!("invalid --trust-domain or --service-account: {e}"))?;
-        Ok(SidecarCaConfig {
+        Ok(OwnCaConfig {
             ca_address: address.to_string(),
             ca_tls: TlsServerName {
                 root_ca: root,
@@ -520,7 +521,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sidecar_with_a_ca_address_asks_for_its_own_identity() {
+    fn a_sidecar_or_waypoint_with_a_ca_address_asks_for_its_pods_identity() {
         let root = std::env::temp_dir().join(format!("meshperf-proxy-config-root-{}", std::process::id()));
         std::fs::write(&root, "not read here").unwrap();
         let root_arg = format!("--ca-root-ca={}", root.display());
@@ -532,11 +533,25 @@ mod tests {
             "--alt-xds-hostname=istiod.istio-system.svc",
         ])
         .unwrap();
-        let ca = c.sidecar_ca.expect("a sidecar CA");
+        let ca = c.own_ca.expect("a sidecar CA");
         assert_eq!(ca.identity, "spiffe://cluster.local/ns/shop/sa/cart");
         assert_eq!(ca.ca_tls.server_name, "istiod.istio-system.svc");
         assert_eq!(ca.auth_token, None);
-        assert!(parse(&[]).unwrap().sidecar_ca.is_none(), "without --ca-address: SDS, as before");
+        assert!(parse(&[]).unwrap().own_ca.is_none(), "without --ca-address: SDS, as before");
+        // A waypoint on Kubernetes: the pilot serves it no SDS secrets, so it
+        // asks the CA for its pod's identity as a sidecar does.
+        let c = parse(&[
+            "--proxy-type=waypoint",
+            "--pod-namespace=shop",
+            "--service-account=waypoint",
+            "--ca-address=https://meshperf-pilot.meshperf-system.svc:15012",
+            &root_arg,
+        ])
+        .unwrap();
+        let ca = c.own_ca.expect("a waypoint CA");
+        assert_eq!(ca.identity, "spiffe://cluster.local/ns/shop/sa/waypoint");
+        assert_eq!(ca.ca_tls.server_name, "meshperf-pilot.meshperf-system.svc");
+        assert!(parse(&["--proxy-type=waypoint"]).unwrap().own_ca.is_none(), "without --ca-address: SDS");
 
         for (args, want) in [
             (vec!["--ca-address=https://ca:15012"], "--ca-root-ca (CA_ROOT_CA) is required"),
@@ -551,8 +566,8 @@ mod tests {
                 "invalid --trust-domain or --service-account",
             ),
             (
-                vec!["--ca-address=https://ca:15012", &root_arg, "--proxy-type=waypoint"],
-                "is for --proxy-type sidecar or ztunnel",
+                vec!["--ca-address=https://ca:15012", &root_arg, "--proxy-type=router"],
+                "a router takes its certificates from SDS",
             ),
         ] {
             let err = parse(&args).unwrap_err();

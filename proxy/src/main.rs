@@ -2,9 +2,9 @@
 //! admin endpoint on a current-thread control runtime, beside `--concurrency`
 //! traffic worker threads that each run a current-thread runtime of their own
 //! (see `proxy::workers`), until SIGTERM, SIGINT or `POST /quitquitquit`; then
-//! drains for up to `--drain-duration` and exits 0. A sidecar given
-//! `--ca-address` also keeps its own certificate from the CA, and is ready
-//! once it has both its config and that certificate.
+//! drains for up to `--drain-duration` and exits 0. A sidecar or waypoint
+//! given `--ca-address` also keeps its own certificate from the CA, and is
+//! ready once it has both its config and that certificate.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -15,7 +15,7 @@ use anyhow::Context;
 use clap::Parser;
 use clap::error::ErrorKind;
 use meshperf_proxy::admin::{Admin, AdminServer, ClusterStats};
-use meshperf_proxy::config::{Cli, Config, SidecarCaConfig};
+use meshperf_proxy::config::{Cli, Config, OwnCaConfig};
 use meshperf_proxy::identity::{CaClientConfig, DEFAULT_CERTIFICATE_TTL, Identity, SecretManager};
 use meshperf_proxy::logging;
 use meshperf_proxy::proxy::{Proxy, Workers, drain};
@@ -86,7 +86,7 @@ fn run(config: Config) -> anyhow::Result<()> {
 
     let config = Arc::new(config);
     // With a CA, `default` and `ROOTCA` are the proxy's own, not SDS's.
-    let state = Arc::new(match &config.sidecar_ca {
+    let state = Arc::new(match &config.own_ca {
         Some(_) => State::with_local_secrets([WORKLOAD_SECRET, ROOT_SECRET]),
         None => State::new(),
     });
@@ -95,7 +95,7 @@ fn run(config: Config) -> anyhow::Result<()> {
     let xds_config =
         XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
     let (client, xds_ready) = XdsClient::new(xds_config, state.clone());
-    let (ready, own_certificate) = match &config.sidecar_ca {
+    let (ready, own_certificate) = match &config.own_ca {
         Some(ca) => {
             // The CA's gRPC channel starts its connection task on the
             // runtime it is made in: the control runtime.
@@ -161,12 +161,12 @@ fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A sidecar's own certificate from the CA: the task that gets it, renews it
+/// A sidecar's or waypoint's own certificate from the CA: the task that gets it, renews it
 /// and installs it as `default` and `ROOTCA`, and the readiness that waits
 /// for it as well as for xDS (Istio's agent does not answer SDS until it has
 /// the certificate, so Envoy is not ready before).
 fn own_certificate(
-    ca: &SidecarCaConfig,
+    ca: &OwnCaConfig,
     state: Arc<State>,
     xds_ready: Readiness,
 ) -> anyhow::Result<(Readiness, impl std::future::Future<Output = ()> + Send + 'static)> {

@@ -58,10 +58,10 @@ impl WorkloadCertificate {
         Self::build(identity, certs, Arc::new(key), root, Arc::new(roots))
     }
 
-    /// From SDS secrets (a waypoint's `default` and `ROOTCA`): the identity
+    /// From a waypoint's `default` and `ROOTCA` secrets: the identity
     /// is the leaf's SPIFFE id.
     pub fn from_secrets(certificate: &CertificateSecret, roots: &ValidationSecret) -> Result<Self, Error> {
-        let no_cert = |why: &str| Error::NoSdsCertificate(why.to_string());
+        let no_cert = |why: &str| Error::NoCertificateSecret(why.to_string());
         let leaf = certificate.chain.first().ok_or_else(|| no_cert("the chain is empty"))?;
         let id = tls::spiffe_id(leaf).ok_or_else(|| no_cert("the leaf has no SPIFFE ID"))?;
         let identity: Identity = id.parse()?;

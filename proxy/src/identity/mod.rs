@@ -139,8 +139,8 @@ pub enum Error {
     Tls { id: Identity, reason: String },
     #[error("the certificate of {0} was forgotten while it was being fetched")]
     Forgotten(Identity),
-    #[error("no workload certificate from SDS yet: {0}")]
-    NoSdsCertificate(String),
+    #[error("no workload certificate in the `default` and `ROOTCA` secrets yet: {0}")]
+    NoCertificateSecret(String),
 }
 
 #[cfg(test)]

@@ -49,7 +49,18 @@ fn workload(name: &str, ip: [u8; 4], sa: &str, services: &[(&str, u32, u32)]) ->
     }
 }
 
+/// A service whose waypoint is the pod at 10.0.9.9, as the lab gives it.
 fn service(host: &str, vip: [u8; 4], port: u32, target: u32) -> pb::Address {
+    service_with_waypoint(host, vip, port, target, Some(waypoint_at([10, 0, 9, 9])))
+}
+
+fn service_with_waypoint(
+    host: &str,
+    vip: [u8; 4],
+    port: u32,
+    target: u32,
+    waypoint: Option<pb::GatewayAddress>,
+) -> pb::Address {
     pb::Address {
         r#type: Some(pb::address::Type::Service(pb::Service {
             name: host.split('.').next().unwrap_or_default().into(),
@@ -57,16 +68,32 @@ fn service(host: &str, vip: [u8; 4], port: u32, target: u32) -> pb::Address {
             hostname: host.into(),
             addresses: vec![pb::NetworkAddress { network: String::new(), address: vip.to_vec(), length: None }],
             ports: vec![pb::Port { service_port: port, target_port: target, app_protocol: 0 }],
-            waypoint: Some(pb::GatewayAddress {
-                destination: Some(pb::gateway_address::Destination::Address(pb::NetworkAddress {
-                    network: String::new(),
-                    address: vec![10, 0, 9, 9],
-                    length: None,
-                })),
-                hbone_mtls_port: 15008,
-            }),
+            waypoint,
             ..Default::default()
         })),
+    }
+}
+
+/// A waypoint by address: a pod's (the lab) or a Service's VIP (a cluster).
+fn waypoint_at(ip: [u8; 4]) -> pb::GatewayAddress {
+    pb::GatewayAddress {
+        destination: Some(pb::gateway_address::Destination::Address(pb::NetworkAddress {
+            network: String::new(),
+            address: ip.to_vec(),
+            length: None,
+        })),
+        hbone_mtls_port: 15008,
+    }
+}
+
+/// A waypoint by its Service's name.
+fn waypoint_named(hostname: &str) -> pb::GatewayAddress {
+    pb::GatewayAddress {
+        destination: Some(pb::gateway_address::Destination::Hostname(pb::NamespacedHostname {
+            namespace: "shop".into(),
+            hostname: hostname.into(),
+        })),
+        hbone_mtls_port: 15008,
     }
 }
 
@@ -225,4 +252,88 @@ fn outbound_routes() {
     );
     assert_eq!(d.service.map(|s| s.hostname.clone()).as_deref(), Some("cart.shop.svc.cluster.local"));
     assert!(route(&s, "10.96.0.10:81".parse().unwrap()).is_err(), "no endpoint for a port the service lacks");
+}
+
+/// A waypoint as a cluster's control plane deploys it: a Service (VIP
+/// 10.96.0.99, 15008 -> 15008) with the waypoint pod as its endpoint. cart
+/// names the waypoint by the Service's VIP (as istiod does), pay by its name.
+fn shop_with_waypoint_service() -> (Arc<WorkloadState>, WorkloadStore) {
+    let state = Arc::new(WorkloadState::new());
+    let (mut store, _) = WorkloadStore::new(state.clone());
+    let waypoint_host = "waypoint.shop.svc.cluster.local";
+    let addresses = vec![
+        any(
+            ADDR,
+            &workload(
+                "waypoint-1",
+                [10, 0, 9, 1],
+                "waypoint",
+                &[("shop/waypoint.shop.svc.cluster.local", 15008, 15008)],
+            ),
+        ),
+        any(ADDR, &service_with_waypoint(waypoint_host, [10, 96, 0, 99], 15008, 15008, None)),
+        any(ADDR, &workload("cart-1", [10, 0, 2, 1], "cart", &[("shop/cart.shop.svc.cluster.local", 80, 8080)])),
+        any(
+            ADDR,
+            &service_with_waypoint(
+                "cart.shop.svc.cluster.local",
+                [10, 96, 0, 10],
+                80,
+                8080,
+                Some(waypoint_at([10, 96, 0, 99])),
+            ),
+        ),
+        any(ADDR, &workload("pay-1", [10, 0, 3, 1], "pay", &[("shop/pay.shop.svc.cluster.local", 80, 8080)])),
+        any(
+            ADDR,
+            &service_with_waypoint(
+                "pay.shop.svc.cluster.local",
+                [10, 96, 0, 11],
+                80,
+                8080,
+                Some(waypoint_named(waypoint_host)),
+            ),
+        ),
+    ];
+    store.apply(ResourceType::Address, update(addresses, &[])).unwrap();
+    (state, store)
+}
+
+#[test]
+fn a_waypoint_service_is_reached_at_one_of_its_pods() {
+    use super::traffic::{Route, route};
+    let (state, mut store) = shop_with_waypoint_service();
+    let s = state.snapshot();
+    let waypoint: crate::identity::Identity = "spiffe://cluster.local/ns/shop/sa/waypoint".parse().unwrap();
+    for (dst, how) in [("10.96.0.10:80", "by the Service's VIP"), ("10.96.0.11:80", "by the Service's name")] {
+        let d = route(&s, dst.parse().unwrap()).unwrap_or_else(|e| panic!("{how}: {e}"));
+        assert_eq!(
+            d.route,
+            Route::Hbone {
+                peer: "10.0.9.1:15008".parse().unwrap(),
+                authority: dst.parse().unwrap(),
+                identity: waypoint.clone()
+            },
+            "{how}: HBONE to the waypoint pod, with its identity"
+        );
+    }
+
+    // The waypoint pod gone: the Service has no endpoint to connect to.
+    store.apply(ResourceType::Address, update(vec![], &["Kubernetes//Pod/shop/waypoint-1"])).unwrap();
+    let s = state.snapshot();
+    for dst in ["10.96.0.10:80", "10.96.0.11:80"] {
+        let err = route(&s, dst.parse().unwrap()).err().expect("no waypoint endpoint: no route");
+        assert_eq!(
+            err,
+            "waypoint: service shop/waypoint.shop.svc.cluster.local has no healthy endpoint for port 15008"
+        );
+    }
+
+    // The Service gone too: neither its VIP nor its name is known.
+    store.apply(ResourceType::Address, update(vec![], &["shop/waypoint.shop.svc.cluster.local"])).unwrap();
+    let s = state.snapshot();
+    let err = route(&s, "10.96.0.10:80".parse().unwrap()).err().expect("unknown waypoint VIP: no route");
+    assert_eq!(err, "waypoint 10.96.0.99:15008 is not a known workload or service");
+    let err = route(&s, "10.96.0.11:80".parse().unwrap()).err().expect("unknown waypoint name: no route");
+    assert_eq!(err, "waypoint service shop/waypoint.shop.svc.cluster.local is not known");
 }

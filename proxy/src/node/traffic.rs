@@ -57,11 +57,7 @@ pub fn route(snap: &WorkloadSnapshot, dst: SocketAddr) -> Result<Destination, St
     let service = snap.service_by_vip(dst.ip()).cloned();
     let (workload, port) = match &service {
         Some(svc) => {
-            let eps = snap.endpoints_for(svc, dst.port());
-            if eps.is_empty() {
-                return Err(format!("service {} has no healthy endpoint for port {}", svc.key(), dst.port()));
-            }
-            let (w, port) = eps[fastrand::usize(..eps.len())].clone();
+            let (w, port) = pick_endpoint(snap, svc, dst.port())?;
             (Some(w), port)
         }
         None => (snap.workload_by_address(dst.ip()).cloned(), dst.port()),
@@ -76,11 +72,7 @@ pub fn route(snap: &WorkloadSnapshot, dst: SocketAddr) -> Result<Destination, St
     let waypoint = service.as_ref().and_then(|s| s.waypoint.clone()).or_else(|| w.waypoint.clone());
     let route = match waypoint {
         Some(wp) => {
-            let peer = waypoint_address(snap, &wp)?;
-            let identity = snap
-                .workload_by_address(peer.ip())
-                .map(|wl| wl.identity())
-                .ok_or_else(|| format!("waypoint {peer} is not a known workload"))?;
+            let (peer, identity) = waypoint_peer(snap, &wp)?;
             Route::Hbone { peer, authority: dst, identity }
         }
         None => {
@@ -95,16 +87,41 @@ pub fn route(snap: &WorkloadSnapshot, dst: SocketAddr) -> Result<Destination, St
     Ok(Destination { route, workload: Some(w), service })
 }
 
-fn waypoint_address(snap: &WorkloadSnapshot, wp: &Waypoint) -> Result<SocketAddr, String> {
-    match wp {
-        Waypoint::Address(a) => Ok(*a),
-        Waypoint::Service { service, port } => snap
-            .services
-            .get(service)
-            .and_then(|s| s.vips.first())
-            .map(|ip| SocketAddr::new(*ip, *port))
-            .ok_or_else(|| format!("waypoint service {service} has no address")),
+/// One of a service's healthy endpoints for `service_port` (at random): the
+/// workload and the port to connect to on it.
+fn pick_endpoint(snap: &WorkloadSnapshot, svc: &Service, service_port: u16) -> Result<(Arc<Workload>, u16), String> {
+    let eps = snap.endpoints_for(svc, service_port);
+    if eps.is_empty() {
+        return Err(format!("service {} has no healthy endpoint for port {service_port}", svc.key()));
     }
+    Ok(eps[fastrand::usize(..eps.len())].clone())
+}
+
+/// The HBONE peer of a waypoint and the identity it must prove, as ztunnel
+/// resolves it: an address that is a workload's is that workload (the lab
+/// gives the waypoint's pod IP); a service (by VIP, as a cluster's control
+/// plane gives the waypoint Service's cluster IP, or by name) is one of its
+/// healthy endpoints for the waypoint port, on the port it maps to. HBONE
+/// goes to the pod, not the VIP: nothing in between would balance it.
+fn waypoint_peer(snap: &WorkloadSnapshot, wp: &Waypoint) -> Result<(SocketAddr, Identity), String> {
+    let (service, port) = match wp {
+        Waypoint::Address(a) => {
+            if let Some(w) = snap.workload_by_address(a.ip()) {
+                return Ok((*a, w.identity()));
+            }
+            let service = snap
+                .service_by_vip(a.ip())
+                .ok_or_else(|| format!("waypoint {a} is not a known workload or service"))?;
+            (service, a.port())
+        }
+        Waypoint::Service { service, port } => {
+            let found = snap.services.get(service).ok_or_else(|| format!("waypoint service {service} is not known"))?;
+            (found, *port)
+        }
+    };
+    let (w, target) = pick_endpoint(snap, service, port).map_err(|e| format!("waypoint: {e}"))?;
+    let ip = w.addresses.first().copied().ok_or_else(|| format!("waypoint workload {} has no address", w.uid))?;
+    Ok((SocketAddr::new(ip, target), w.identity()))
 }
 
 /// A workload as ztunnel labels it: its `workload_name`, namespace and

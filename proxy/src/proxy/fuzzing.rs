@@ -116,7 +116,7 @@ fn config() -> Config {
         drain_duration: Duration::ZERO,
         log_level: "off".into(),
         node_proxy: None,
-        sidecar_ca: None,
+        own_ca: None,
     }
 }
 

@@ -251,7 +251,7 @@ pub struct Proxy {
 impl Proxy {
     pub fn new(config: Arc<Config>, state: Arc<State>, observer: Option<Arc<dyn RequestObserver>>) -> Proxy {
         let tls = Arc::new(TlsConfigStore::new());
-        let certs = Arc::new(waypoint::SdsCertificates::new(state.clone()));
+        let certs = Arc::new(waypoint::SecretCertificates::new(state.clone()));
         let own_address = SocketAddr::new(
             config.node.instance_ips.first().copied().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()),
             0,

@@ -49,7 +49,7 @@ use crate::state::{
 /// pools are, so a request and its tunnel stay on one thread).
 pub(crate) struct Waypoint {
     state: Arc<State>,
-    certs: Arc<SdsCertificates>,
+    certs: Arc<SecretCertificates>,
     pool: hbone::Pool,
     config: HboneConfig,
     /// Sent as the streams' `forwarded: for=`: a pooled upstream connection
@@ -60,7 +60,7 @@ pub(crate) struct Waypoint {
 }
 
 impl Waypoint {
-    pub(crate) fn new(state: Arc<State>, certs: Arc<SdsCertificates>, source_address: SocketAddr) -> Waypoint {
+    pub(crate) fn new(state: Arc<State>, certs: Arc<SecretCertificates>, source_address: SocketAddr) -> Waypoint {
         let config = HboneConfig::default();
         Waypoint {
             pool: hbone::Pool::new(certs.clone(), config.clone()),
@@ -217,10 +217,11 @@ impl Terminate {
     }
 }
 
-/// The waypoint's certificate from SDS (`default` with `ROOTCA`), as HBONE's
-/// configs; rebuilt when SDS sends new secrets, so new connections use the
-/// new certificate and open ones keep theirs.
-pub(crate) struct SdsCertificates {
+/// The waypoint's certificate from its `default` and `ROOTCA` secrets (sent
+/// by SDS, or installed from the CA given `--ca-address`), as HBONE's
+/// configs; rebuilt when the secrets change, so new connections use the new
+/// certificate and open ones keep theirs.
+pub(crate) struct SecretCertificates {
     state: Arc<State>,
     built: Mutex<Option<Built>>,
 }
@@ -233,15 +234,15 @@ struct Built {
     built: Arc<WorkloadCertificate>,
 }
 
-impl SdsCertificates {
-    pub(crate) fn new(state: Arc<State>) -> SdsCertificates {
-        SdsCertificates { state, built: Mutex::default() }
+impl SecretCertificates {
+    pub(crate) fn new(state: Arc<State>) -> SecretCertificates {
+        SecretCertificates { state, built: Mutex::default() }
     }
 
     /// The certificate of the current secrets.
     pub(crate) fn current(&self) -> Result<Arc<WorkloadCertificate>, identity::Error> {
         let snap = self.state.snapshot();
-        let missing = |why: &str| identity::Error::NoSdsCertificate(why.to_string());
+        let missing = |why: &str| identity::Error::NoCertificateSecret(why.to_string());
         let (Some(certificate), Some(roots)) = (snap.secrets.get(WORKLOAD_SECRET), snap.secrets.get(ROOT_SECRET))
         else {
             return Err(missing("the default and ROOTCA secrets have not both arrived"));
@@ -263,7 +264,7 @@ impl SdsCertificates {
     }
 }
 
-impl CertificateSource for SdsCertificates {
+impl CertificateSource for SecretCertificates {
     fn fetch<'a>(
         &'a self,
         id: &'a Identity,

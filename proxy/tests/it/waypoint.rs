@@ -38,7 +38,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::ads::{self, AdsServer, Resources};
-use crate::support::ca::{RunningCa, id, start_ca};
+use crate::support::ca::{CA_HOSTNAME, RunningCa, id, start_ca};
 use crate::support::envoy::any;
 use crate::support::process::{TestDir, free_loopback_port, start_proxy, wait_ready};
 use crate::support::waypoint::{self as wp, ServicePort};
@@ -407,12 +407,33 @@ async fn the_drain_ends_hbone_connections_with_goaway_not_at_the_deadline() {
         .await;
 }
 
+/// Where the binary waypoint gets its `default` and `ROOTCA`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CertificateFrom {
+    /// The control plane's SDS, as in the lab.
+    Sds,
+    /// The CA (`--ca-address`), as on Kubernetes, where the pilot serves no
+    /// SDS secrets.
+    Ca,
+}
+
 /// The real binary as a waypoint: `--proxy-type waypoint`, its config over
 /// ADS, its two workers each with its own HBONE pool, and the metrics on
 /// its admin endpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_as_a_waypoint() {
-    let ca = start_ca("waypoint-binary-ca", DEFAULT_CERTIFICATE_TTL, &[]).await;
+    the_binary_as_a_waypoint("waypoint-binary", CertificateFrom::Sds).await;
+}
+
+/// As above, with the waypoint's certificate from the CA and no secret
+/// over SDS: clients and the upstream node see the identity the CA signed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_as_a_waypoint_with_its_certificate_from_the_ca() {
+    the_binary_as_a_waypoint("waypoint-binary-own-ca", CertificateFrom::Ca).await;
+}
+
+async fn the_binary_as_a_waypoint(name: &str, certificate: CertificateFrom) {
+    let ca = start_ca(&format!("{name}-ca"), DEFAULT_CERTIFICATE_TTL, &[]).await;
     let (v1, _) = upstream("v1").await;
     let (v2, _) = upstream("v2").await;
     let node = Arc::new(UpstreamNode::default());
@@ -420,11 +441,24 @@ async fn the_binary_serves_as_a_waypoint() {
     let server = AdsServer::start().await;
     let (hbone_addr, admin) = (free_loopback_port(), free_loopback_port());
     let listen = format!("{hbone_addr}=connect_terminate");
-    let dir = TestDir::new("waypoint-binary");
-    let flags = ["--proxy-type", "waypoint", "--service-account", "waypoint", "--listen", &listen];
+    let dir = TestDir::new(name);
+    let mut resources = waypoint_resources(&ca, v1, v2, tcp_echo().await, node_addr.port());
+    let ca_root = ca.config.root_ca.display().to_string();
+    let mut flags = vec!["--proxy-type", "waypoint", "--service-account", "waypoint", "--listen", &listen];
+    if certificate == CertificateFrom::Ca {
+        resources.remove(&ResourceType::Secret);
+        flags.extend(["--ca-address", &ca.config.address, "--ca-root-ca", &ca_root]);
+        flags.extend(["--alt-xds-hostname", CA_HOSTNAME]);
+    }
     let _process = start_proxy(server.addr, admin, "waypoint-1", &flags, &dir.join("proxy.log"));
-    let _ads = ads::serve(server, waypoint_resources(&ca, v1, v2, tcp_echo().await, node_addr.port())).await;
+    let _ads = ads::serve(server, resources).await;
     wait_ready(admin, "the waypoint", WAIT).await;
+    if certificate == CertificateFrom::Ca {
+        // Its own identity, not impersonating (a node proxy's way).
+        let asked: Vec<_> = ca.requests().into_iter().map(|r| (r.impersonated, r.csr_sans)).collect();
+        let own = (None, vec![id("waypoint").to_string()]);
+        assert!(!asked.is_empty() && asked.iter().all(|a| *a == own), "{asked:?}");
+    }
 
     // Two clients, so two HBONE connections, which the proxy spreads over its workers.
     let vip = dst("10.96.0.10:9080");
