@@ -137,7 +137,26 @@ func (s *Source) ensureCRDs(ctx context.Context) error {
 		return fmt.Errorf("--install-crds: %w", err)
 	}
 	s.log.Info("installed Istio's CRDs", "count", len(names), "manifest", manifest)
-	return checkCRDs(s.core)
+	return untilServed(ctx, func() error { return checkCRDs(s.core) })
+}
+
+// untilServed retries check until it passes, for at most
+// DefaultEstablishTimeout: an Established CRD is served by the API
+// server's discovery a moment later, not at once.
+func untilServed(ctx context.Context, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, DefaultEstablishTimeout)
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // ensureGatewayCRD says which of the Gateway API's resources the cluster
@@ -161,7 +180,13 @@ func (s *Source) ensureGatewayCRD(ctx context.Context) (map[Resource]bool, error
 		return nil, fmt.Errorf("--install-crds: %w", err)
 	}
 	s.log.Info("installed the Gateway API's Gateway CRD", "manifest", manifest)
-	return served(s.core, "v1", []Resource{gatewayAPIGateways})
+	err = untilServed(ctx, func() error {
+		if gw, err = served(s.core, "v1", []Resource{gatewayAPIGateways}); err != nil || gw[gatewayAPIGateways] {
+			return err
+		}
+		return errors.New("the Gateway CRD is installed but the API server does not serve gateway.networking.k8s.io/v1 gateways")
+	})
+	return gw, err
 }
 
 // GatewayClient is the Gateway API's client, nil when the cluster serves
