@@ -97,9 +97,12 @@ const fieldManager = "meshperf-pilot"
 // DefaultEstablishTimeout bounds the wait for installed CRDs to be served.
 const DefaultEstablishTimeout = 30 * time.Second
 
-// InstallCRDs applies a CRD manifest (Istio's, or the Gateway API's) (server-side apply, so that a
-// second install, or one over kubectl's, converges instead of failing) and
-// waits until every CRD in it is Established. It returns the CRDs' names.
+// InstallCRDs applies a CRD manifest, Istio's or the Gateway API's
+// (server-side apply, so that a second install, or one over kubectl's,
+// converges instead of failing), and waits until every CRD in it is
+// Established and served by discovery: discovery lists a CRD a moment after
+// it is Established, and a caller that asks in between (informers,
+// `served`) would find its kind missing. It returns the CRDs' names.
 func InstallCRDs(ctx context.Context, client apiextensions.Interface, manifest string, timeout time.Duration) ([]string, error) {
 	crds, err := readCRDs(manifest)
 	if err != nil {
@@ -123,10 +126,10 @@ func InstallCRDs(ctx context.Context, client apiextensions.Interface, manifest s
 			if err != nil {
 				return false, nil // retried until the deadline, which names the CRD
 			}
-			return established(crd), nil
+			return established(crd) && discovered(client, crd), nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("CRD %s was not Established within %s", name, timeout)
+			return nil, fmt.Errorf("CRD %s was not Established and served within %s", name, timeout)
 		}
 	}
 	return names, nil
@@ -136,6 +139,21 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
 		return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
 	})
+}
+
+// discovered says whether the API server's discovery lists crd's resource
+// at each version it serves.
+func discovered(client apiextensions.Interface, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		list, err := client.Discovery().ServerResourcesForGroupVersion(crd.Spec.Group + "/" + v.Name)
+		if err != nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Spec.Names.Plural }) {
+			return false
+		}
+	}
+	return true
 }
 
 // manifestCRD is one CRD of the manifest: its name and the document as

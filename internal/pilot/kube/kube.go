@@ -128,35 +128,10 @@ func (s *Source) ensureCRDs(ctx context.Context) error {
 			return fmt.Errorf("--install-crds: %w", err)
 		}
 	}
-	ext, err := apiextensions.NewForConfig(s.opts.RESTConfig)
-	if err != nil {
-		return fmt.Errorf("--install-crds: %w", err)
+	if err := s.installCRDs(ctx, crdmanifest.Istio, manifest); err != nil {
+		return err
 	}
-	names, err := InstallCRDs(ctx, ext, manifest, DefaultEstablishTimeout)
-	if err != nil {
-		return fmt.Errorf("--install-crds: %w", err)
-	}
-	s.log.Info("installed Istio's CRDs", "count", len(names), "manifest", manifest)
-	return untilServed(ctx, func() error { return checkCRDs(s.core) })
-}
-
-// untilServed retries check until it passes, for at most
-// DefaultEstablishTimeout: an Established CRD is served by the API
-// server's discovery a moment later, not at once.
-func untilServed(ctx context.Context, check func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, DefaultEstablishTimeout)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return checkCRDs(s.core)
 }
 
 // ensureGatewayCRD says which of the Gateway API's resources the cluster
@@ -172,21 +147,24 @@ func (s *Source) ensureGatewayCRD(ctx context.Context) (map[Resource]bool, error
 	if err != nil {
 		return nil, fmt.Errorf("--install-crds: %w", err)
 	}
+	if err := s.installCRDs(ctx, crdmanifest.GatewayAPI, manifest); err != nil {
+		return nil, err
+	}
+	return served(s.core, "v1", []Resource{gatewayAPIGateways})
+}
+
+// installCRDs installs the manifest at path, m's, for --install-crds.
+func (s *Source) installCRDs(ctx context.Context, m crdmanifest.Manifest, path string) error {
 	ext, err := apiextensions.NewForConfig(s.opts.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("--install-crds: %w", err)
+		return fmt.Errorf("--install-crds: %w", err)
 	}
-	if _, err := InstallCRDs(ctx, ext, manifest, DefaultEstablishTimeout); err != nil {
-		return nil, fmt.Errorf("--install-crds: %w", err)
+	names, err := InstallCRDs(ctx, ext, path, DefaultEstablishTimeout)
+	if err != nil {
+		return fmt.Errorf("--install-crds: %w", err)
 	}
-	s.log.Info("installed the Gateway API's Gateway CRD", "manifest", manifest)
-	err = untilServed(ctx, func() error {
-		if gw, err = served(s.core, "v1", []Resource{gatewayAPIGateways}); err != nil || gw[gatewayAPIGateways] {
-			return err
-		}
-		return errors.New("the Gateway CRD is installed but the API server does not serve gateway.networking.k8s.io/v1 gateways")
-	})
-	return gw, err
+	s.log.Info("installed "+m.What, "count", len(names), "manifest", path)
+	return nil
 }
 
 // GatewayClient is the Gateway API's client, nil when the cluster serves
