@@ -134,6 +134,11 @@ func invokeConfig(t *testing.T, cfg Config, run func(context.Context, Config) (*
 	var out strings.Builder
 	cfg.OutDir, cfg.DBPath = filepath.Join(dir, "out"), filepath.Join(dir, "db", "meshperf.db")
 	cfg.Out, cfg.Progress = &out, &out
+	t.Cleanup(func() {
+		if t.Failed() {
+			logTails(t, filepath.Join(cfg.OutDir, "logs"))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := run(ctx, cfg)

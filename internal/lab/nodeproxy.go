@@ -331,12 +331,21 @@ func awaitNodeProxy(ctx context.Context, n *node, lacks func(n *node, dump []byt
 // clientNodeProxyLacks says what the client's node proxy's /config_dump
 // still lacks for mode m ("" when nothing). The dump is read as plain JSON,
 // not as one proxy's schema, so that ztunnel's and meshperf-proxy's both
-// do: the server workload's uid anywhere in it, and in the waypoint modes a
-// service object with the server's hostname and a waypoint.
+// do: the server workload's uid anywhere in it, and in the waypoint modes
+// the waypoint's workload and a service object with the server's hostname
+// and a waypoint. The binding alone is not enough: the node proxy sends to
+// the waypoint's workload, and the control plane may send the binding
+// first (its Gateway and its WorkloadEntry reach a push separately), so a
+// run started then had every connection closed by the node proxy.
 func clientNodeProxyLacks(dump []byte, serverPod string, m scenario.Mode) string {
-	serverUID := inpod.PodUID(Namespace, serverPod)
-	if !strings.Contains(string(dump), serverUID) {
-		return "its /config_dump does not know the server workload " + serverUID
+	workloads := [][2]string{{"server", serverPod}}
+	if m.Waypoint() {
+		workloads = append(workloads, [2]string{"waypoint", WaypointPod})
+	}
+	for _, w := range workloads {
+		if uid := inpod.PodUID(Namespace, w[1]); !strings.Contains(string(dump), strconv.Quote(uid)) {
+			return "its /config_dump does not know the " + w[0] + " workload " + uid
+		}
 	}
 	if !m.Waypoint() {
 		return ""

@@ -77,16 +77,22 @@ func TestNodeProxyCommand(t *testing.T) {
 }
 
 // The client's node proxy is ready for a run when it knows the server
-// workload and, in the waypoint modes, the server Service with its
-// waypoint, read from either proxy's dump: meshperf-proxy's (services by
-// key) and ztunnel's (a list).
+// workload and, in the waypoint modes, the waypoint's workload and the
+// server Service with its waypoint, read from either proxy's dump:
+// meshperf-proxy's (services by key) and ztunnel's (a list).
 func TestClientNodeProxyLacks(t *testing.T) {
-	const uid = `"Kubernetes//Pod/lab/server"`
-	ours := `{"workloads": {"workloads": {` + uid + `: {}}, "services": {"lab/server.lab.svc.cluster.local":
+	const uid, waypointUID = `"Kubernetes//Pod/lab/server"`, `"Kubernetes//Pod/lab/waypoint"`
+	ours := `{"workloads": {"workloads": {` + uid + `: {}, ` + waypointUID + `: {}}, "services": {"lab/server.lab.svc.cluster.local":
 	  {"hostname": "server.lab.svc.cluster.local", "vips": ["10.96.0.10"], "waypoint": {"address": "10.233.0.7:15008"}}}}}`
-	ztunnels := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local",
+	ztunnels := `{"workloads": [{"uid": ` + uid + `}, {"uid": ` + waypointUID + `}], "services": [{"hostname": "server.lab.svc.cluster.local",
 	  "waypoint": {"destination": "/10.233.0.7", "hboneMtlsPort": 15008}}]}`
-	unbound := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local"}]}`
+	unbound := `{"workloads": [{"uid": ` + uid + `}, {"uid": ` + waypointUID + `}], "services": [{"hostname": "server.lab.svc.cluster.local"}]}`
+	// Bound, but the waypoint's workload has not come (the binding may
+	// come first): every connection would be closed.
+	noWaypoint := `{"workloads": [{"uid": ` + uid + `}], "services": [{"hostname": "server.lab.svc.cluster.local",
+	  "waypoint": {"destination": "/10.233.0.7", "hboneMtlsPort": 15008}}]}`
+	// A workload whose uid only starts with the server's is another one.
+	serverTwo := `{"workloads": [{"uid": "Kubernetes//Pod/lab/server-2"}]}`
 	for _, c := range []struct {
 		name, dump string
 		mode       scenario.Mode
@@ -97,7 +103,11 @@ func TestClientNodeProxyLacks(t *testing.T) {
 		{"waypoint, ours", ours, scenario.AmbientWaypoint, ""},
 		{"waypoint, ztunnel's", ztunnels, scenario.AmbientWaypointZtunnel, ""},
 		{"waypoint not bound yet", unbound, scenario.AmbientWaypoint, "does not bind the service server.lab.svc.cluster.local to a waypoint"},
-		{"waypoint, not JSON", "{" + uid, scenario.AmbientWaypoint, "not JSON"},
+		{"bound, waypoint workload missing", noWaypoint, scenario.AmbientWaypoint, "does not know the waypoint workload Kubernetes//Pod/lab/waypoint"},
+		{"bound, waypoint workload missing, ztunnel", noWaypoint, scenario.AmbientWaypointZtunnel, "does not know the waypoint workload"},
+		{"L4 without the waypoint's workload", noWaypoint, scenario.Ambient, ""},
+		{"another workload's uid", serverTwo, scenario.Ambient, "does not know the server workload"},
+		{"waypoint, not JSON", "{" + uid + waypointUID, scenario.AmbientWaypoint, "not JSON"},
 	} {
 		lack := clientNodeProxyLacks([]byte(c.dump), ServerPod, c.mode)
 		if c.lack == "" && lack != "" || c.lack != "" && !strings.Contains(lack, c.lack) {

@@ -203,8 +203,10 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
     let source = snap.workloads.get(&*pod.uid).cloned();
     let dest = match route(&snap, dst) {
         Ok(d) => d,
+        // A failed connection is logged as a warning, as ztunnel's access
+        // log does: the app only sees its connection closed.
         Err(e) => {
-            tracing::debug!(%dst, error = %e, "outbound: no route");
+            tracing::warn!(%dst, error = %e, "outbound: no route");
             return;
         }
     };
@@ -233,7 +235,7 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
             match ctx.pool.connect(req).await {
                 Ok(mut upstream) => copy(&ctx.telemetry, &record, &mut app, &mut upstream).await,
                 Err(e) => {
-                    tracing::debug!(%dst, %peer, error = %e, "outbound: HBONE connect failed");
+                    tracing::warn!(%dst, %peer, error = %e, "outbound: HBONE connect failed");
                     failed(&ctx.telemetry, &record, hbone_flag(&e));
                 }
             }
@@ -241,7 +243,7 @@ pub async fn outbound(ctx: Arc<NodeContext>, pod: Arc<Pod>, mut app: TcpStream) 
         Route::Direct(target) => match connect_in(&pod, target).await {
             Ok(mut upstream) => copy(&ctx.telemetry, &record, &mut app, &mut upstream).await,
             Err(e) => {
-                tracing::debug!(%target, error = %e, "outbound: connect failed");
+                tracing::warn!(%target, error = %e, "outbound: connect failed");
                 failed(&ctx.telemetry, &record, ConnectionFlag::ConnectFailure);
             }
         },
