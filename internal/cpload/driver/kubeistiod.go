@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,15 +102,7 @@ func (k *kubeRun) ensureIstioCRDs(ctx context.Context) error {
 	if err == nil && len(list.APIResources) > 0 {
 		return nil
 	}
-	manifest, err := crdmanifest.Istio.Path()
-	if err != nil {
-		return fmt.Errorf("installing Istio's CRDs for istiod: %w", err)
-	}
-	ext, err := apiextensions.NewForConfig(k.rest)
-	if err != nil {
-		return err
-	}
-	if _, err := pilotkube.InstallCRDs(ctx, ext, manifest, pilotkube.DefaultEstablishTimeout); err != nil {
+	if _, _, err := pilotkube.InstallManifest(ctx, k.rest, crdmanifest.Istio, ""); err != nil {
 		return fmt.Errorf("installing Istio's CRDs for istiod: %w", err)
 	}
 	return nil

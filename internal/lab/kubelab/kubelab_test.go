@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -400,15 +399,7 @@ func TestSidecarMismatchSeesNativeSidecars(t *testing.T) {
 // second install changes nothing).
 func installIstioCRDs(t *testing.T, s *kubetest.Server) {
 	t.Helper()
-	manifest, err := crdmanifest.Istio.Path()
-	if err != nil {
+	if _, _, err := pilotkube.InstallManifest(context.Background(), s.RESTConfig(), crdmanifest.Istio, ""); err != nil {
 		t.Fatalf("Istio's CRDs: %v", err)
-	}
-	ext, err := apiextensions.NewForConfig(s.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pilotkube.InstallCRDs(context.Background(), ext, manifest, pilotkube.DefaultEstablishTimeout); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+
+	"github.com/meshperf/meshperf/internal/kube/controllers"
 )
 
 // The ConfigMap istiod publishes its root in, in every namespace: proxies
@@ -58,7 +59,13 @@ func (p *RootPublisher) Run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", RootConfigMapName).String()
 		}))
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	nsInf := nsFactory.Core().V1().Namespaces().Informer()
+	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
+	queue := controllers.NewQueue(func(ctx context.Context, ns string) error {
+		return p.publish(ctx, nsInf.GetIndexer(), cmInf.GetIndexer(), ns)
+	}, func(ns string, err error) {
+		p.log.Warn("root certificate not published", "namespace", ns, "configmap", RootConfigMapName, "error", err)
+	})
 	defer queue.ShutDown()
 	enqueue := func(obj any) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -76,8 +83,6 @@ func (p *RootPublisher) Run(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: enqueue,
 	}
-	nsInf := nsFactory.Core().V1().Namespaces().Informer()
-	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
 	for _, inf := range []cache.SharedIndexInformer{nsInf, cmInf} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return fmt.Errorf("watch for %s: %w", RootConfigMapName, err)
@@ -87,25 +92,8 @@ func (p *RootPublisher) Run(ctx context.Context) error {
 	cmFactory.Start(ctx.Done())
 	defer nsFactory.Shutdown()
 	defer cmFactory.Shutdown()
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	for {
-		ns, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		err := p.publish(ctx, nsInf.GetIndexer(), cmInf.GetIndexer(), ns)
-		switch {
-		case err == nil:
-			queue.Forget(ns)
-		case ctx.Err() == nil:
-			p.log.Warn("root certificate not published", "namespace", ns, "configmap", RootConfigMapName, "error", err)
-			queue.AddRateLimited(ns)
-		}
-		queue.Done(ns)
-	}
+	queue.Run(ctx)
+	return nil
 }
 
 // publishTimeout bounds one write, so that an API server that stopped

@@ -19,12 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gatewayinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
+	"github.com/meshperf/meshperf/internal/kube/controllers"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 )
 
@@ -131,7 +131,11 @@ func NewWaypointDeployer(core kubernetes.Interface, gateway gatewayclient.Interf
 func (d *WaypointDeployer) Run(ctx context.Context) error {
 	factory := gatewayinformers.NewSharedInformerFactory(d.gateway, resync)
 	inf := factory.Gateway().V1().Gateways().Informer()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	queue := controllers.NewQueue(func(ctx context.Context, key string) error {
+		return d.reconcile(ctx, inf.GetIndexer(), key)
+	}, func(key string, err error) {
+		d.log.Warn("waypoint not deployed; retrying", "gateway", key, "error", err)
+	})
 	defer queue.ShutDown()
 	enqueue := func(obj any) {
 		if gw, ok := obj.(*gatewayv1.Gateway); ok && gw.Spec.GatewayClassName == config.WaypointGatewayClass {
@@ -146,25 +150,8 @@ func (d *WaypointDeployer) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	go func() {
-		<-ctx.Done()
-		queue.ShutDown()
-	}()
-	for {
-		key, quit := queue.Get()
-		if quit {
-			return nil
-		}
-		err := d.reconcile(ctx, inf.GetIndexer(), key)
-		switch {
-		case err == nil:
-			queue.Forget(key)
-		case ctx.Err() == nil:
-			d.log.Warn("waypoint not deployed; retrying", "gateway", key, "error", err)
-			queue.AddRateLimited(key)
-		}
-		queue.Done(key)
-	}
+	queue.Run(ctx)
+	return nil
 }
 
 // deployTimeout bounds one Gateway's writes, so that an API server that

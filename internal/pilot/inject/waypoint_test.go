@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,15 +46,7 @@ func TestWaypointDeployerDeploysAGatewaysWaypoint(t *testing.T) {
 	s := kubetest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	manifest, err := crdmanifest.GatewayAPI.Path()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext, err := apiextensions.NewForConfig(s.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pilotkube.InstallCRDs(ctx, ext, manifest, pilotkube.DefaultEstablishTimeout); err != nil {
+	if _, _, err := pilotkube.InstallManifest(ctx, s.RESTConfig(), crdmanifest.GatewayAPI, ""); err != nil {
 		t.Fatal(err)
 	}
 	pilotNS := s.NewNamespace(t, nil)

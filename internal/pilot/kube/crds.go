@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshperf/meshperf/internal/kube/crdmanifest"
@@ -96,6 +97,25 @@ const fieldManager = "meshperf-pilot"
 
 // DefaultEstablishTimeout bounds the wait for installed CRDs to be served.
 const DefaultEstablishTimeout = 30 * time.Second
+
+// InstallManifest installs m's CRDs on the cluster cfg reaches, from path,
+// else from where m.Path finds them, as InstallCRDs does within
+// DefaultEstablishTimeout. It returns the CRDs' names and the manifest it
+// read.
+func InstallManifest(ctx context.Context, cfg *rest.Config, m crdmanifest.Manifest, path string) ([]string, string, error) {
+	if path == "" {
+		var err error
+		if path, err = m.Path(); err != nil {
+			return nil, "", err
+		}
+	}
+	client, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	names, err := InstallCRDs(ctx, client, path, DefaultEstablishTimeout)
+	return names, path, err
+}
 
 // InstallCRDs applies a CRD manifest, Istio's or the Gateway API's
 // (server-side apply, so that a second install, or one over kubectl's,

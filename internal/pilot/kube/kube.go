@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
-	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -122,13 +121,7 @@ func (s *Source) ensureCRDs(ctx context.Context) error {
 	if err == nil || !errors.Is(err, ErrCRDsMissing) || !s.opts.InstallCRDs {
 		return err
 	}
-	manifest := s.opts.CRDManifest
-	if manifest == "" {
-		if manifest, err = crdmanifest.Istio.Path(); err != nil {
-			return fmt.Errorf("--install-crds: %w", err)
-		}
-	}
-	if err := s.installCRDs(ctx, crdmanifest.Istio, manifest); err != nil {
+	if err := s.installCRDs(ctx, crdmanifest.Istio, s.opts.CRDManifest); err != nil {
 		return err
 	}
 	return checkCRDs(s.core)
@@ -143,23 +136,15 @@ func (s *Source) ensureGatewayCRD(ctx context.Context) (map[Resource]bool, error
 	if err != nil || gw[gatewayAPIGateways] || !s.opts.InstallCRDs {
 		return gw, err
 	}
-	manifest, err := crdmanifest.GatewayAPI.Path()
-	if err != nil {
-		return nil, fmt.Errorf("--install-crds: %w", err)
-	}
-	if err := s.installCRDs(ctx, crdmanifest.GatewayAPI, manifest); err != nil {
+	if err := s.installCRDs(ctx, crdmanifest.GatewayAPI, ""); err != nil {
 		return nil, err
 	}
 	return served(s.core, "v1", []Resource{gatewayAPIGateways})
 }
 
-// installCRDs installs the manifest at path, m's, for --install-crds.
+// installCRDs installs m's CRDs (from path when given) for --install-crds.
 func (s *Source) installCRDs(ctx context.Context, m crdmanifest.Manifest, path string) error {
-	ext, err := apiextensions.NewForConfig(s.opts.RESTConfig)
-	if err != nil {
-		return fmt.Errorf("--install-crds: %w", err)
-	}
-	names, err := InstallCRDs(ctx, ext, path, DefaultEstablishTimeout)
+	names, path, err := InstallManifest(ctx, s.opts.RESTConfig, m, path)
 	if err != nil {
 		return fmt.Errorf("--install-crds: %w", err)
 	}
