@@ -277,20 +277,24 @@ func TestSidecarArgs(t *testing.T) {
 	}
 }
 
-// The waypoint is configured for the run when its main_internal listener
-// has a chain for the server Service's VIP and port and the service's
-// cluster tunnels to the server pod through connect_originate.
+// The waypoint is configured for the run when it has connect_terminate,
+// its main_internal listener has a chain for the server Service's VIP and
+// port and the service's cluster tunnels to the server pod through
+// connect_originate.
 func TestWaypointConverged(t *testing.T) {
 	spec := scenario.RunSpec{Mode: scenario.AmbientWaypoint, MTLS: true, Protocol: scenario.HTTP}
 	server := netip.MustParseAddrPort("10.233.0.3:8080")
-	const chain = `{"listeners": {"main_internal": {"filter_chains": [
+	const chain = `{"listeners": {"connect_terminate": {}, "main_internal": {"filter_chains": [
 	    {"name": "inbound-vip|8080|http|server.lab.svc.cluster.local",
 	     "filter_chain_match": {"destination_port": 8080, "destination_prefixes": [{"address": "10.96.0.10", "prefix_len": 32}]}}]}}`
 	const endpoint = `"endpoints": {"outbound|8080||server.lab.svc.cluster.local": {"endpoints": [
 	    {"address": {"internal": {"listener": "connect_originate", "endpoint_id": "10.233.0.3:8080", "destination": "10.233.0.3:8080"}}, "tls_mode": "disabled"}]}}`
 	for _, c := range []struct{ name, dump, lack string }{
 		{"configured", chain + ", " + endpoint + "}", ""},
-		{"no listener yet", `{}`, "listener main_internal: no filter chain for 10.96.0.10:8080"},
+		{"no listener yet", `{}`, "listener connect_terminate: missing"},
+		{"main_internal only (the rest NACKed)", strings.Replace(chain, `"connect_terminate": {}, `, "", 1) + ", " + endpoint + "}",
+			"listener connect_terminate: missing"},
+		{"no main_internal yet", `{"listeners": {"connect_terminate": {}}}`, "listener main_internal: no filter chain for 10.96.0.10:8080"},
 		{"another port", strings.Replace(chain, `"destination_port": 8080`, `"destination_port": 8079`, 1) + "}", "no filter chain"},
 		{"another VIP", strings.Replace(chain, "10.96.0.10", "10.96.0.11", 1) + "}", "no filter chain"},
 		{"no endpoint yet", chain + "}", "cluster outbound|8080||server.lab.svc.cluster.local: want an endpoint through connect_originate to 10.233.0.3:8080, have []"},

@@ -76,7 +76,7 @@ func logTails(t *testing.T, dir string) {
 			continue
 		}
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		t.Logf("%s (last lines):\n%s", filepath.Base(path), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		t.Logf("%s (last lines):\n%s", filepath.Base(path), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
 }
 

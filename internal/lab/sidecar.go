@@ -250,11 +250,16 @@ func serverConverged(d *configDump, r scenario.RunSpec, appPort int) string {
 }
 
 // waypointConverged says what the waypoint still lacks to carry this run's
-// traffic ("" when nothing): a main_internal chain for the server
-// Service's VIP and port, where node proxies send, and an endpoint of the
-// service's cluster that tunnels to the server pod (want) through
-// connect_originate.
+// traffic ("" when nothing): connect_terminate, which serves HBONE on the
+// port the node proxies send to (bound before any config, so a missing
+// listener shows only as connections closed in the TLS handshake), a
+// main_internal chain for the server Service's VIP and port, and an
+// endpoint of the service's cluster that tunnels to the server pod (want)
+// through connect_originate.
 func waypointConverged(d *configDump, r scenario.RunSpec, want netip.AddrPort) string {
+	if _, ok := d.Listeners["connect_terminate"]; !ok {
+		return "listener connect_terminate: missing"
+	}
 	port := servicePort(r.Protocol)
 	chain := false
 	for _, fc := range d.Listeners["main_internal"].FilterChains {

@@ -94,7 +94,8 @@ fn run(config: Config) -> anyhow::Result<()> {
     let (drain, drain_watch) = drain::channel();
     let xds_config =
         XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
-    let (client, xds_ready) = XdsClient::new(xds_config, state.clone());
+    let bound_listeners = config.listen.iter().map(|b| b.listener.clone()).collect();
+    let (client, xds_ready) = XdsClient::new(xds_config, state.clone(), bound_listeners);
     let (ready, own_certificate) = match &config.own_ca {
         Some(ca) => {
             // The CA's gRPC channel starts its connection task on the

@@ -84,7 +84,16 @@ func BuildWaypoint(in WaypointInput) (*WaypointConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &WaypointConfig{Listeners: []*listenerv3.Listener{terminate, internal, originate}, Clusters: clusters}, nil
+	listeners := []*listenerv3.Listener{terminate, internal, originate}
+	if len(internal.FilterChains) == 0 {
+		// No service bound yet (or a Gateway not yet known): Envoy rejects a
+		// listener without filter chains, and so does meshperf-proxy, which
+		// would NACK the whole response, connect_terminate included. Without
+		// main_internal a CONNECT is refused as for a service the waypoint
+		// does not serve.
+		listeners = []*listenerv3.Listener{terminate, originate}
+	}
+	return &WaypointConfig{Listeners: listeners, Clusters: clusters}, nil
 }
 
 // connectTerminateListener accepts HBONE: mutual TLS 1.3 with ALPN h2, and

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
@@ -52,9 +54,24 @@ func TestWaypointServesItsBoundServices(t *testing.T) {
 		if slices.Sort(want); !slices.Equal(sorted(resourceNames(got)), want) {
 			t.Errorf("waypoint %s: clusters %v, want %v", gw, resourceNames(got), want)
 		}
+		// main_internal only with a chain: a listener without one is
+		// rejected by Envoy and meshperf-proxy, with the whole response.
+		wantListeners := []string{"connect_terminate", "main_internal", "connect_originate"}
+		if gw != "waypoint" {
+			wantListeners = []string{"connect_terminate", "connect_originate"}
+		}
 		ls, err := s.Generate(waypointProxy(gw), ListenerType, nil)
-		if err != nil || !slices.Equal(resourceNames(ls), []string{"connect_terminate", "main_internal", "connect_originate"}) {
-			t.Errorf("waypoint %s: listeners %v, %v", gw, resourceNames(ls), err)
+		if err != nil || !slices.Equal(resourceNames(ls), wantListeners) {
+			t.Errorf("waypoint %s: listeners %v, want %v (%v)", gw, resourceNames(ls), wantListeners, err)
+		}
+		for _, r := range ls {
+			var l listenerv3.Listener
+			if err := r.Body.UnmarshalTo(&l); err != nil {
+				t.Fatal(err)
+			}
+			if len(l.GetFilterChains()) == 0 && l.GetDefaultFilterChain() == nil {
+				t.Errorf("waypoint %s: listener %s has no filter chain", gw, l.GetName())
+			}
 		}
 	}
 	if rs, err := s.Generate(waypointProxy("waypoint"), RouteType, []string{"9080"}); err != nil || len(rs) != 0 {

@@ -57,10 +57,36 @@ type watch struct {
 	lastError                string
 
 	// Delta only, stream goroutine only: the version of each resource the
-	// client has, and the names in the last response (forgotten on a NACK so
-	// that the next push sends them again).
-	have     map[string]string
-	lastSend []string
+	// client has, and the responses it has not answered yet, oldest first,
+	// with the names each carried (forgotten on a NACK so that they are sent
+	// again).
+	have       map[string]string
+	unanswered []sentResponse
+}
+
+// sentResponse is one delta response the client has not ACKed or NACKed.
+type sentResponse struct {
+	nonce string
+	names []string
+}
+
+// maxUnanswered bounds the responses remembered per type for a client that
+// does not answer: past it, a NACK of the oldest is counted as expired and
+// its names are not offered again until they change.
+const maxUnanswered = 16
+
+// answered removes the response with nonce and every older one (a client
+// answers its responses in order) and returns it; ok is false for a nonce
+// not waiting for an answer (answered before, or never sent).
+func (w *watch) answered(nonce string) (resp sentResponse, later bool, ok bool) {
+	for i, r := range w.unanswered {
+		if r.nonce == nonce {
+			later = i < len(w.unanswered)-1
+			w.unanswered = slices.Delete(w.unanswered, 0, i+1)
+			return r, later, true
+		}
+	}
+	return sentResponse{}, false, false
 }
 
 func (w *watch) subscribed() bool { return w.wildcard || len(w.names) > 0 }

@@ -47,8 +47,11 @@ type deltaStream struct {
 	stream deltaServerStream
 }
 
-// handle applies one request. The nonce rules are SotW's: a stale nonce is
-// counted and is neither ACK nor NACK. Subscription changes, though, are
+// handle applies one request. An ACK follows SotW's rules: of a response
+// other than the latest it is stale, counted and ignored. A NACK counts for
+// any response not yet answered, since in delta each response carries
+// resources of its own and a later one need not repeat them. Subscription
+// changes, though, are
 // applied whatever the nonce, because in delta they are changes rather than a
 // full list the proxy will repeat: dropping one would lose it for good.
 func (st *deltaStream) handle(req *discovery.DeltaDiscoveryRequest) error {
@@ -72,31 +75,43 @@ func (st *deltaStream) handle(req *discovery.DeltaDiscoveryRequest) error {
 			w.have = make(map[string]string)
 		}
 		st.conn.update(func() { st.conn.watches[typeURL] = w })
-	} else if nonce := req.GetResponseNonce(); nonce != "" {
+	}
+	resend := false
+	if nonce := req.GetResponseNonce(); nonce != "" && !first {
+		sent, later, waiting := w.answered(nonce)
 		switch {
-		case nonce != w.nonceSent:
-			tm.expired.Inc()
+		case !waiting:
+			tm.expired.Inc() // answered before, or never ours
 		case req.GetErrorDetail() != nil:
 			tm.rejects.Inc()
 			st.conn.recordNack(w, req.GetErrorDetail().GetMessage())
 			// The proxy kept its previous versions of what it rejected: forget
-			// that it has ours, so the next push offers them again.
-			for _, name := range w.lastSend {
+			// that it has ours, so that they are offered again.
+			for _, name := range sent.names {
 				if _, ok := w.have[name]; ok {
 					w.have[name] = ""
 				}
 			}
+			// A NACK of a response that later ones followed (it crossed them
+			// on the wire) may be of resources none of them carried, which
+			// no push would offer again until they change: send them now.
+			// Had they not changed since, the proxy NACKs the latest
+			// response, which waits for the next push.
+			resend = later
 			st.s.log.Warn("xds NACK", "conn", st.conn.id, "type", metricType(typeURL),
 				"error", req.GetErrorDetail().GetMessage())
+		case nonce != w.nonceSent:
+			tm.expired.Inc() // an ACK that a later response overtook
 		default:
 			st.conn.recordAck(w, w.versionSent, nonce)
 		}
 	}
 	added := st.applySubscriptions(w, req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
-	if !first && len(added) == 0 {
+	answer := first || len(added) > 0
+	if !answer && !resend {
 		return nil
 	}
-	if err := st.sendType(w, nil, st.s.nextVersion(), added); err != nil {
+	if err := st.sendType(w, nil, st.s.nextVersion(), added, answer); err != nil {
 		if isSendError(err) {
 			return err
 		}
@@ -148,7 +163,7 @@ func (st *deltaStream) push(req *model.PushRequest) error {
 	version := st.s.nextVersion()
 	var firstErr error
 	for _, w := range st.conn.pushWatches(req.Full) {
-		if err := st.sendType(w, req, version, nil); err != nil {
+		if err := st.sendType(w, req, version, nil, false); err != nil {
 			if isSendError(err) {
 				return err
 			}
@@ -161,7 +176,9 @@ func (st *deltaStream) push(req *model.PushRequest) error {
 // sendType generates one type and sends what the proxy does not have. req is
 // nil when the proxy asked; asked are the names it just subscribed to, which
 // get an answer even if they do not exist (as removed), so it need not wait.
-func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string, asked []string) error {
+// answer sends a response even when it has nothing in it: the proxy waits
+// for one.
+func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string, asked []string, answer bool) error {
 	s, tm := st.s, st.s.m.byType[w.typeURL]
 	start := time.Now()
 	var res Resources
@@ -180,7 +197,7 @@ func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string
 		}
 	}
 	resp, versions, sent := diff(w, res, asked, s.cache.contentVersion)
-	if req != nil && len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
+	if !answer && len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
 		return nil // a push that changed nothing this proxy has
 	}
 	resp.TypeUrl, resp.SystemVersionInfo, resp.Nonce = w.typeURL, version, s.nextNonce()
@@ -190,11 +207,15 @@ func (st *deltaStream) sendType(w *watch, req *model.PushRequest, version string
 	for _, name := range resp.RemovedResources {
 		delete(w.have, name)
 	}
-	w.lastSend = w.lastSend[:0]
+	sentNames := make([]string, 0, len(resp.Resources))
 	for _, r := range resp.Resources {
 		w.have[r.Name] = versions[r.Name]
-		w.lastSend = append(w.lastSend, r.Name)
+		sentNames = append(sentNames, r.Name)
 	}
+	if len(w.unanswered) == maxUnanswered {
+		w.unanswered = slices.Delete(w.unanswered, 0, 1)
+	}
+	w.unanswered = append(w.unanswered, sentResponse{nonce: resp.Nonce, names: sentNames})
 	s.recordSent(st.conn, w, version, resp.Nonce)
 	tm.pushes.Inc()
 	tm.pushTime.Observe(time.Since(start).Seconds())

@@ -147,6 +147,53 @@ func TestDeltaSubscribeAckPushRemoveNack(t *testing.T) {
 	c.expect(RouteType)
 }
 
+// A NACK can cross a later response on the wire. The rejected resources
+// that the later response did not carry are sent again at once, or the
+// proxy would go without them until they next change (the waypoint whose
+// first listeners were NACKed and whose next push carried only the changed
+// main_internal: it never got connect_terminate).
+func TestDeltaNackOfAnOvertakenResponseResendsItsResources(t *testing.T) {
+	gen := newFakeGen("a", "b")
+	e := newTestEnv(t, gen, Options{})
+	ctx := testCtx(t)
+	c := e.delta(t, ctx, testNode(t, ""))
+	c.subscribe(ClusterType)
+	conn := nextConn(t, e.hooks.connected)
+	cds1 := c.expect(ClusterType)
+
+	gen.set(func(g *fakeGen) { g.epochOf = map[string]int{"a": 1} })
+	if err := e.srv.Push(ctx, conn, nil); err != nil {
+		t.Fatal(err)
+	}
+	cds2 := c.expect(ClusterType)
+	if got := resourceNames(cds2); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("push sent %v, want only the changed a", got)
+	}
+	// The proxy rejects cds1 after cds2 was sent: b is in no later response.
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: cds1.Nonce,
+		ErrorDetail: &statuspb.Status{Message: "cluster b: bad"}})
+	c.subscribe(ListenerType)
+	cds3 := c.expect(ClusterType)
+	if got := resourceNames(cds3); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("after the NACK of an overtaken response the server sent %v, want a and b again", got)
+	}
+	c.expect(ListenerType)
+	if st := statusOf(t, conn, ClusterType); st.Nacks != 1 || st.LastError != "cluster b: bad" {
+		t.Errorf("CDS after NACK: %+v", st)
+	}
+	// The ACK of cds2 is overtaken by cds3: stale. cds3's ACK syncs the proxy.
+	c.ack(cds2)
+	c.ack(cds3)
+	c.subscribe(RouteType, "80") // answered after both ACKs were handled
+	c.expect(RouteType)
+	if got := metricValue(t, e.reg, "pilot_xds_expired_nonce", map[string]string{"type": "cds"}); got != 1 {
+		t.Errorf("pilot_xds_expired_nonce{type=cds} = %v, want 1 (cds2's ACK)", got)
+	}
+	if st := statusOf(t, conn, ClusterType); !st.Synced() || st.NonceAcked != cds3.Nonce {
+		t.Errorf("CDS after the last ACK: %+v", st)
+	}
+}
+
 func TestDeltaReconnectSendsOnlyWhatDiffers(t *testing.T) {
 	gen := newFakeGen("a", "b")
 	e := newTestEnv(t, gen, Options{})

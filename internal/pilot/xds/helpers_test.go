@@ -32,6 +32,7 @@ import (
 type fakeGen struct {
 	mu        sync.Mutex
 	epoch     int
+	epochOf   map[string]int // per cluster, beside epoch: changes one cluster alone
 	clusters  []string
 	fail      map[string]error // per type URL
 	unchanged bool             // pushes (not requests) return ErrUnchanged
@@ -80,7 +81,11 @@ func (g *fakeGen) Generate(_ *model.Proxy, typeURL string, names []string, req *
 	case ClusterType:
 		for _, n := range g.clusters {
 			if len(names) == 0 || slices.Contains(names, n) {
-				add(n, &cluster.Cluster{Name: n, AltStatName: stamp, EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{
+				name := stamp
+				if g.epochOf[n] != 0 {
+					name = fmt.Sprintf("%s-%d", stamp, g.epochOf[n])
+				}
+				add(n, &cluster.Cluster{Name: n, AltStatName: name, EdsClusterConfig: &cluster.Cluster_EdsClusterConfig{
 					ServiceName: string(make([]byte, g.padding))}})
 			}
 		}

@@ -4,6 +4,7 @@
 //! cleared here, so traffic keeps flowing on the last good config while the
 //! control plane is away.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,10 +39,11 @@ pub struct XdsClient {
 }
 
 impl XdsClient {
-    /// A sidecar's client that fills `state`; the returned [`Readiness`]
-    /// turns true on the first complete config.
-    pub fn new(config: XdsConfig, state: Arc<State>) -> (XdsClient, Readiness) {
-        let (store, ready) = ResourceStore::new(state);
+    /// A sidecar's or waypoint's client that fills `state`; the returned
+    /// [`Readiness`] turns true on the first complete config, which includes
+    /// `bound_listeners`, the listeners the proxy's explicit bindings serve.
+    pub fn new(config: XdsConfig, state: Arc<State>, bound_listeners: BTreeSet<String>) -> (XdsClient, Readiness) {
+        let (store, ready) = ResourceStore::new(state, bound_listeners);
         (XdsClient::with_store(config, Box::new(store)), ready)
     }
 

@@ -61,11 +61,16 @@ pub(crate) struct ResourceStore {
     absent: BTreeMap<ResourceType, BTreeSet<String>>,
     /// Types with at least one applied response.
     applied: BTreeSet<ResourceType>,
+    /// Listeners the proxy's explicit bindings serve (`--listen`): their
+    /// sockets accept before any config, so the config is not complete
+    /// without them (a first LDS NACKed, then a delta that carried only the
+    /// listeners that changed, would otherwise read as ready).
+    bound_listeners: BTreeSet<String>,
     ready: watch::Sender<bool>,
 }
 
 impl ResourceStore {
-    pub fn new(state: Arc<State>) -> (ResourceStore, Readiness) {
+    pub fn new(state: Arc<State>, bound_listeners: BTreeSet<String>) -> (ResourceStore, Readiness) {
         let (ready, rx) = watch::channel(false);
         let mut snap = (*state.snapshot()).clone();
         snap.secrets.retain(|name, _| !state.is_local_secret(name));
@@ -75,6 +80,7 @@ impl ResourceStore {
             resource_versions: BTreeMap::new(),
             absent: BTreeMap::new(),
             applied: BTreeSet::new(),
+            bound_listeners,
             ready,
         };
         (store, Readiness(rx))
@@ -176,10 +182,14 @@ impl ResourceStore {
         }
     }
 
-    /// First complete config: clusters and listeners, and every endpoint set,
-    /// route config and secret they reference received (or known not to exist).
+    /// First complete config: clusters and listeners, every bound listener
+    /// among them, and every endpoint set, route config and secret they
+    /// reference received (or known not to exist).
     fn complete(&self) -> bool {
         if !self.applied.contains(&ResourceType::Cluster) || !self.applied.contains(&ResourceType::Listener) {
+            return false;
+        }
+        if !self.bound_listeners.iter().all(|l| self.snap.listeners.contains_key(l)) {
             return false;
         }
         super::ResourceType::NAMED.into_iter().all(|t| {

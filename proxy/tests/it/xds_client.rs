@@ -123,6 +123,36 @@ async fn delta_ack_nack_reconnect_and_readiness() {
     client.stop().await;
 }
 
+/// A proxy serving explicit bindings (a waypoint's connect_terminate) is
+/// not ready while a bound listener is missing, even with every other type
+/// complete: its socket already accepts, and would close every connection.
+/// This is what a NACKed first LDS followed by a delta of only the changed
+/// listeners leaves behind.
+#[tokio::test]
+async fn not_ready_until_every_bound_listener_is_configured() {
+    let mut server = AdsServer::start().await;
+    let client = RunningClient::start_bound(server.addr, node(), true, &["0.0.0.0_9000"]);
+    let mut ready = client.ready.clone();
+    let mut s = server.next_delta().await;
+    for _ in 0..2 {
+        s.recv().await; // the CDS and LDS subscriptions
+    }
+    let upstream: std::net::SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let cluster = envoy::any(&envoy::static_cluster("static", &[upstream]));
+    s.send(delta_response(ResourceType::Cluster, "c1", vec![("static", cluster)])).await;
+    assert_eq!(answer_to(&mut s, "c1").await.error_detail, None);
+    s.send(delta_response(ResourceType::Listener, "l1", vec![("0.0.0.0_8000", envoy::tcp_listener(8000, "static"))]))
+        .await;
+    assert_eq!(answer_to(&mut s, "l1").await.error_detail, None);
+    assert!(!ready.is_ready(), "ready without the bound listener 0.0.0.0_9000");
+
+    s.send(delta_response(ResourceType::Listener, "l2", vec![("0.0.0.0_9000", envoy::tcp_listener(9000, "static"))]))
+        .await;
+    assert_eq!(answer_to(&mut s, "l2").await.error_detail, None);
+    assert!(tokio::time::timeout(WAIT, ready.wait()).await.expect("ready in time"));
+    client.stop().await;
+}
+
 fn sotw_resp(t: ResourceType, version: &str, nonce: &str, resources: Vec<Any>) -> DiscoveryResponse {
     DiscoveryResponse {
         type_url: t.type_url().into(),

@@ -145,9 +145,20 @@ pub struct RunningClient {
 
 impl RunningClient {
     pub fn start(address: SocketAddr, node: NodeIdentity, delta: bool) -> RunningClient {
+        RunningClient::start_bound(address, node, delta, &[])
+    }
+
+    /// A client for a proxy whose explicit bindings serve `bound_listeners`.
+    pub fn start_bound(
+        address: SocketAddr,
+        node: NodeIdentity,
+        delta: bool,
+        bound_listeners: &[&str],
+    ) -> RunningClient {
         let state = Arc::new(State::new());
+        let bound = bound_listeners.iter().map(|l| l.to_string()).collect();
         let (client, ready) =
-            XdsClient::new(XdsConfig { address: address.to_string(), node, delta, tls: None }, state.clone());
+            XdsClient::new(XdsConfig { address: address.to_string(), node, delta, tls: None }, state.clone(), bound);
         let metrics = client.metrics();
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(client.run(stopped));
