@@ -76,8 +76,9 @@ type sentResponse struct {
 const maxUnanswered = 16
 
 // answered removes the response with nonce and every older one (a client
-// answers its responses in order) and returns it; ok is false for a nonce
-// not waiting for an answer (answered before, or never sent).
+// answers its responses in order) and returns it, and whether later
+// responses were sent after it; ok is false for a nonce not waiting for an
+// answer (answered before, or never sent).
 func (w *watch) answered(nonce string) (resp sentResponse, later bool, ok bool) {
 	for i, r := range w.unanswered {
 		if r.nonce == nonce {

@@ -51,9 +51,9 @@ type deltaStream struct {
 // other than the latest it is stale, counted and ignored. A NACK counts for
 // any response not yet answered, since in delta each response carries
 // resources of its own and a later one need not repeat them. Subscription
-// changes, though, are
-// applied whatever the nonce, because in delta they are changes rather than a
-// full list the proxy will repeat: dropping one would lose it for good.
+// changes are applied whatever the nonce, because in delta they are changes
+// rather than a full list the proxy will repeat: dropping one would lose it
+// for good.
 func (st *deltaStream) handle(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	tm := st.s.m.byType[typeURL]
