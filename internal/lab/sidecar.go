@@ -78,7 +78,9 @@ func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []st
 }
 
 // admin talks to one proxy's HTTP endpoints: a sidecar's admin API, a node
-// proxy's readiness, stats and admin ports.
+// proxy's readiness, stats and admin ports. It names the proxy by IP
+// address, which the admin's Host rule (no names but its own, against DNS
+// rebinding) always accepts.
 type admin struct {
 	base   string
 	client *http.Client
@@ -102,6 +104,11 @@ func (a *admin) do(ctx context.Context, method, path string) (int, []byte, error
 	req, err := http.NewRequestWithContext(ctx, method, a.base+path, nil)
 	if err != nil {
 		return 0, nil, err
+	}
+	if method != http.MethodGet && method != http.MethodHead {
+		// meshperf-proxy's admin refuses a write without it: a web page's
+		// form or no-cors fetch cannot send this content type.
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {

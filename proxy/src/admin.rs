@@ -2,7 +2,11 @@
 //! the traffic workers): readiness and liveness for the kubelet, the active
 //! config as JSON, the proxy's Prometheus metrics, a graceful exit and the log
 //! level. Mutating endpoints answer POST only, as Envoy's do. It keeps
-//! answering while the proxy drains, and says it is not ready then.
+//! answering while the proxy drains, and says it is not ready then. Every
+//! request first passes `guard`, which refuses what a web page in a browser
+//! on the same machine could send.
+
+mod guard;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,6 +25,7 @@ use crate::logging::LogControl;
 use crate::proxy::{ClusterStat, DrainWatch};
 use crate::state::State;
 use crate::xds::{Readiness, XdsMetrics};
+pub use guard::{AllowedHosts, normalize_host_name};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
@@ -61,6 +66,7 @@ pub struct Admin {
 pub struct AdminServer {
     listener: TcpListener,
     admin: Admin,
+    hosts: AllowedHosts,
     /// When set, the only paths served (the node proxy's 15020 and 15021,
     /// which are not on loopback, serve only metrics or readiness).
     only: Option<&'static [&'static str]>,
@@ -69,19 +75,34 @@ pub struct AdminServer {
 impl AdminServer {
     /// Binds `addr`; failure is reported before anything else starts.
     pub async fn bind(addr: SocketAddr, admin: Admin) -> Result<AdminServer, AdminError> {
-        let listener = TcpListener::bind(addr).await.map_err(|source| AdminError::Bind { addr, source })?;
-        Ok(AdminServer { listener, admin, only: None })
+        if !addr.ip().is_loopback() {
+            // The admin has no token: off loopback, the network decides who
+            // can stop the proxy.
+            tracing::warn!(
+                "admin endpoint is off loopback and has no token: whoever reaches {addr} can read its config and stop the proxy (POST /quitquitquit); keep it on loopback, or on an address only trusted hosts reach"
+            );
+        }
+        AdminServer::listen(addr, admin, None).await
     }
 
-    /// Binds `addr` serving only `paths` (404 for the rest).
+    /// Binds `addr` serving only `paths` (404 for the rest): readiness or
+    /// metrics, which change nothing, so that no warning is due off loopback.
     pub async fn bind_only(
         addr: SocketAddr,
         admin: Admin,
         paths: &'static [&'static str],
     ) -> Result<AdminServer, AdminError> {
-        let mut server = AdminServer::bind(addr, admin).await?;
-        server.only = Some(paths);
-        Ok(server)
+        AdminServer::listen(addr, admin, Some(paths)).await
+    }
+
+    async fn listen(
+        addr: SocketAddr,
+        admin: Admin,
+        only: Option<&'static [&'static str]>,
+    ) -> Result<AdminServer, AdminError> {
+        let listener = TcpListener::bind(addr).await.map_err(|source| AdminError::Bind { addr, source })?;
+        let hosts = AllowedHosts::new(&admin.config.admin_allowed_hosts);
+        Ok(AdminServer { listener, admin, hosts, only })
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -103,18 +124,18 @@ impl AdminServer {
                 _ = stop.wait_for(|s| *s) => return,
             };
             let admin = self.admin.clone();
-            let only = self.only;
+            let (hosts, only) = (self.hosts.clone(), self.only);
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let admin = admin.clone();
-                    let allowed = only.is_none_or(|paths| paths.contains(&req.uri().path()));
-                    async move {
-                        Ok::<_, Infallible>(if allowed {
-                            admin.handle(req)
-                        } else {
-                            text(StatusCode::NOT_FOUND, "not found\n")
-                        })
-                    }
+                    let response = if let Err(refused) = guard::check(&req, &hosts) {
+                        tracing::debug!(method = %req.method(), path = req.uri().path(), reason = %refused, "admin: request refused");
+                        text(refused.status(), format!("{refused}\n"))
+                    } else if only.is_none_or(|paths| paths.contains(&req.uri().path())) {
+                        admin.handle(req)
+                    } else {
+                        text(StatusCode::NOT_FOUND, "not found\n")
+                    };
+                    std::future::ready(Ok::<_, Infallible>(response))
                 });
                 if let Err(e) =
                     hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await
@@ -186,7 +207,7 @@ impl Admin {
             "/quitquitquit" => text(StatusCode::METHOD_NOT_ALLOWED, "use POST\n"),
             "/" => text(
                 StatusCode::OK,
-                "meshperf-proxy admin\n  /ready (or /healthz/ready)\n  /healthz\n  /config_dump\n  /stats/prometheus\n  POST /quitquitquit\n  POST /logging?level=FILTER\n",
+                "meshperf-proxy admin\n  /ready (or /healthz/ready)\n  /healthz\n  /config_dump\n  /stats/prometheus\n  POST /quitquitquit\n  POST /logging?level=FILTER\n  POST /access_log?enabled=true|false\nPOSTs need Content-Type: application/json\n",
             ),
             _ => text(StatusCode::NOT_FOUND, "not found; see /\n"),
         }

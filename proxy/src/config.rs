@@ -108,6 +108,13 @@ pub struct Cli {
     /// Admin endpoint; keep it on loopback.
     #[arg(long, env = "MESHPERF_ADMIN_ADDRESS", default_value = "127.0.0.1:15000")]
     pub admin_address: SocketAddr,
+    /// Names, comma-separated, that the admin endpoint (and the node proxy's
+    /// readiness and stats ports) answer to in the Host header besides IP
+    /// addresses and localhost, which are always accepted; any other name is
+    /// refused as DNS rebinding. `*` accepts every name (behind a proxy that
+    /// rewrites Host), and gives that protection up.
+    #[arg(long, env = "MESHPERF_ADMIN_ALLOWED_HOSTS", value_delimiter = ',', value_parser = parse_allowed_host)]
+    pub admin_allowed_hosts: Vec<String>,
     /// Traffic worker threads (Istio's benchmarks use 2).
     #[arg(long, env = "ISTIO_META_CONCURRENCY", default_value_t = 2,
           value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -235,6 +242,7 @@ pub struct Config {
     pub node: NodeIdentity,
     pub delta: bool,
     pub admin_address: SocketAddr,
+    pub admin_allowed_hosts: Vec<String>,
     pub concurrency: u16,
     pub capture_mode: CaptureMode,
     pub listen: Vec<ExplicitBinding>,
@@ -337,6 +345,7 @@ impl Cli {
             },
             delta: self.delta && !self.sotw,
             admin_address: self.admin_address,
+            admin_allowed_hosts: self.admin_allowed_hosts,
             concurrency: self.concurrency,
             capture_mode,
             listen,
@@ -433,6 +442,22 @@ pub fn parse_labels(s: &str) -> Result<Labels, String> {
         }
     }
     Ok(out)
+}
+
+/// Parses one of `--admin-allowed-hosts`: a host name, compared as the
+/// admin compares them (lowercased, no trailing dot), or `*`.
+pub fn parse_allowed_host(s: &str) -> Result<String, String> {
+    let name = s.trim();
+    let valid = name == "*"
+        || (!name.is_empty()
+            && name.len() <= 254
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')));
+    if !valid {
+        return Err(format!(
+            "{s:?} is not a host name: give names only, without scheme or port, or * for any (IP addresses and localhost are always accepted)"
+        ));
+    }
+    Ok(crate::admin::normalize_host_name(name))
 }
 
 /// Parses a duration: a whole number with a unit (`ms`, `s`, `m`), or whole
@@ -586,6 +611,18 @@ mod tests {
             ("--drain-duration=2m", Duration::from_secs(120)),
         ] {
             assert_eq!(parse(&[arg]).unwrap().drain_duration, want, "{arg}");
+        }
+    }
+
+    #[test]
+    fn admin_allowed_hosts_are_names_compared_as_the_admin_compares_them() {
+        assert!(parse(&[]).unwrap().admin_allowed_hosts.is_empty(), "IP addresses and localhost only, by default");
+        let c = parse(&["--admin-allowed-hosts=Proxy.Example.,admin.internal", "--admin-allowed-hosts=*"]).unwrap();
+        assert_eq!(c.admin_allowed_hosts, ["proxy.example", "admin.internal", "*"]);
+        assert!(c.to_string().contains(r#""admin_allowed_hosts":["proxy.example","admin.internal","*"]"#), "{c}");
+        for bad in ["admin.example:15000", "http://admin.example", "two words", "", "[::1]"] {
+            let err = parse(&[&format!("--admin-allowed-hosts={bad}")]).unwrap_err();
+            assert!(err.contains("is not a host name"), "{bad:?}: {err}");
         }
     }
 

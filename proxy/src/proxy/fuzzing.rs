@@ -110,6 +110,7 @@ fn config() -> Config {
         },
         delta: true,
         admin_address: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 15000),
+        admin_allowed_hosts: Vec::new(),
         concurrency: 1,
         capture_mode: CaptureMode::None,
         listen: Vec::new(),

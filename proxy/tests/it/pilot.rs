@@ -13,7 +13,7 @@ use std::time::Duration;
 use meshperf_proxy::state::{Handler, Secret, TransportProtocol, UpstreamTransport};
 
 use crate::support::process::{TestDir, free_loopback_port, start_pilot, start_proxy, wait_ready};
-use crate::support::{RunningClient, eventually, http, node};
+use crate::support::{RunningClient, admin_post, eventually, node};
 
 async fn reaches_ready(ads: SocketAddr, delta: bool) {
     let cart = node("cart", "shop", "cart", &[("app", "cart"), ("version", "v1")]);
@@ -65,7 +65,7 @@ async fn real_pilot_delta_sotw_and_binary() {
     let flags = ["--labels", "app=cart,version=v1", "--service-account", "cart"];
     let mut proxy = start_proxy(ads, admin, "cart-2", &flags, &dir.join("proxy.log"));
     wait_ready(admin, "the proxy binary", Duration::from_secs(20)).await;
-    assert_eq!(http(admin, "POST", "/quitquitquit").await.0, 200);
+    assert_eq!(admin_post(admin, "/quitquitquit").await.0, 200);
     let status = proxy.exited(Duration::from_secs(10)).await;
     assert!(status.success(), "{status}");
 }

@@ -148,13 +148,33 @@ pub async fn h2_send(
 }
 
 /// One request on a connection of its own, written and read by hand (as
-/// the admin endpoint is usually asked): (status, body).
+/// the admin endpoint is usually asked), with Host the address, as curl
+/// sends it: (status, body).
 pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    http_with(addr, method, path, &[]).await
+}
+
+/// The admin's POSTs as they must be sent: with `Content-Type:
+/// application/json`, which a web page cannot send.
+pub async fn admin_post(addr: SocketAddr, path: &str) -> (u16, String) {
+    http_with(addr, "POST", path, &[("Content-Type", "application/json")]).await
+}
+
+/// As [`http`], with `headers` after Host; a `Host` among them replaces the
+/// address.
+pub async fn http_with(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let mut conn = tokio::time::timeout(WAIT, tokio::net::TcpStream::connect(addr))
         .await
         .expect("connect in time")
         .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-    let req = format!("{method} {path} HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str("Content-Length: 0\r\nConnection: close\r\n\r\n");
     conn.write_all(req.as_bytes()).await.expect("write");
     let mut raw = Vec::new();
     tokio::time::timeout(WAIT, conn.read_to_end(&mut raw)).await.expect("response in time").expect("read");
