@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/dashboard"
 	"github.com/meshperf/meshperf/internal/live"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // The live hub's byte bounds, as docs/dashboard.md states them.
@@ -209,41 +210,14 @@ func TestLiveGetOfAFullSessionStaysWithinItsBound(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		var w discardingWriter
-		h.ServeHTTP(&w, httptest.NewRequest(http.MethodGet, path, nil))
+		w := testutil.NewDiscardWriter()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 		runtime.ReadMemStats(&after)
-		if w.status != http.StatusOK || carriesEvents && w.written < liveSessionBound-liveItemBound {
-			t.Fatalf("GET %s = %d with %d bytes, want 200 and the session", path, w.status, w.written)
+		if w.Status != http.StatusOK || carriesEvents && w.Written < liveSessionBound-liveItemBound {
+			t.Fatalf("GET %s = %d with %d bytes, want 200 and the session", path, w.Status, w.Written)
 		}
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*liveSessionBound {
 			t.Errorf("GET %s allocated %d bytes for a session of at most %d, want at most %d", path, alloc, liveSessionBound, 4*liveSessionBound)
 		}
 	}
-}
-
-// discardingWriter is a ResponseWriter that counts what it is given and
-// keeps none of it, so that a handler's allocations are its own.
-type discardingWriter struct {
-	header  http.Header
-	status  int
-	written int
-}
-
-func (w *discardingWriter) Header() http.Header {
-	if w.header == nil {
-		w.header = http.Header{}
-	}
-	return w.header
-}
-
-func (w *discardingWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-}
-
-func (w *discardingWriter) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	w.written += len(b)
-	return len(b), nil
 }
