@@ -82,10 +82,7 @@ func (h *liveHub) stamp(s *liveSession, events []live.Event) ([]live.Event, []in
 // the session's count and byte bounds hold afterwards.
 func (s *liveSession) trimFor(sizes []int) (drop int, dropBytes int64) {
 	count := len(s.events) + len(sizes)
-	bytes := s.eventBytes
-	for _, n := range sizes {
-		bytes += int64(n)
-	}
+	bytes := s.eventBytes + sum(sizes)
 	sizeAt := func(i int) int64 {
 		if i < len(s.sizes) {
 			return int64(s.sizes[i])
@@ -103,11 +100,14 @@ func (s *liveSession) trimFor(sizes []int) (drop int, dropBytes int64) {
 // sizes (negative when more old ones go than new ones come).
 func (s *liveSession) growth(sizes []int) int64 {
 	_, dropped := s.trimFor(sizes)
-	var added int64
-	for _, n := range sizes {
-		added += int64(n)
+	return sum(sizes) - dropped
+}
+
+func sum(sizes []int) (n int64) {
+	for _, size := range sizes {
+		n += int64(size)
 	}
-	return added - dropped
+	return n
 }
 
 // makeRoom evicts the oldest finished sessions other than keep until
@@ -148,12 +148,9 @@ func (h *liveHub) keep(s *liveSession, stamped []live.Event, sizes []int) {
 	s.events = slices.Delete(s.events, 0, drop)
 	s.sizes = slices.Delete(s.sizes, 0, drop)
 	s.evicted += int64(drop)
-	added := int64(0)
-	for _, n := range sizes {
-		added += int64(n)
-	}
-	s.eventBytes += added - dropBytes
-	h.bytes += added - dropBytes
+	grown := sum(sizes) - dropBytes
+	s.eventBytes += grown
+	h.bytes += grown
 }
 
 // bytes is what s keeps, encoded: its opening and its events.
