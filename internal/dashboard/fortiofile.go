@@ -42,12 +42,12 @@ func (s *server) readDataDirFile(name string) (dataDirRead, error) {
 	if errors.Is(err, syscall.ELOOP) {
 		return dataDirRead{}, fmt.Errorf("a symbolic link, %w", errNotRegular)
 	} else if err != nil {
-		return dataDirRead{}, fmt.Errorf("open: %w", err)
+		return dataDirRead{}, err // an *fs.PathError: "open PATH: why"
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return dataDirRead{}, fmt.Errorf("stat: %w", err)
+		return dataDirRead{}, err
 	}
 	read := dataDirRead{info: info}
 	switch {
@@ -60,7 +60,7 @@ func (s *server) readDataDirFile(name string) (dataDirRead, error) {
 	data, err := io.ReadAll(io.LimitReader(f, maxResultFileBytes+1))
 	switch {
 	case err != nil:
-		return read, fmt.Errorf("read: %w", err)
+		return read, err
 	case len(data) > maxResultFileBytes:
 		return read, fmt.Errorf("grew while read, %w", errTooLarge)
 	}
