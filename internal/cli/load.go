@@ -79,17 +79,24 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	stopProgress := startProgress(ctx, load.Runner(), &f, stderr, pub)
 	rep, err := load.run(ctx, d)
 	stopProgress()
+	unanswered := false
+	if err == nil && !f.allowInitialErrors {
+		if none := load.Runner().Unanswered(); none != nil {
+			err, unanswered = fmt.Errorf("%s: %w", target, none), true
+		}
+	}
 	if standalone {
 		pub.Publish(loadEndEvent(&f, load.Runner().Status(), err))
 	}
 	if pub != nil {
 		pub.Close()
 	}
-	if err != nil {
+	if err != nil && !unanswered {
 		return cmd.exit(stderr, withRunHint(err))
 	}
 	// The result file is written before anything is printed, so that a reader
-	// that goes away (| head) cannot cost the result.
+	// that goes away (| head) cannot cost the result. A run without a single
+	// response still has one: its socket errors, under code -1.
 	if f.jsonPath != "" {
 		if err := writeJSON(f.jsonPath, rep.json, stdout); err != nil {
 			return cmd.exit(stderr, err)
@@ -99,6 +106,9 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.jsonPath != "" && f.jsonPath != "-" {
 		fmt.Fprintf(out, "JSON result written to %s\n", f.jsonPath)
 	}
+	if unanswered {
+		return cmd.exit(stderr, withRunHint(err))
+	}
 	return exitOK
 }
 
@@ -106,6 +116,9 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func withRunHint(err error) error {
 	if we := (*loadgen.WarmupError)(nil); errors.As(err, &we) {
 		return fmt.Errorf("%w; -allow-initial-errors runs anyway and counts the errors", err)
+	}
+	if ne := (*loadgen.NoResponseError)(nil); errors.As(err, &ne) {
+		return fmt.Errorf("%w; -allow-initial-errors accepts such a run", err)
 	}
 	return err
 }

@@ -90,7 +90,7 @@ var endpoints = []endpoint{
 	{pattern: "POST /api/live/start", about: "start `meshperf lab run` of a shipped scenario here: {\"scenario\": NAME}; answers 201 {\"id\"} of its live session",
 		handler: servePost((*server).liveStart)},
 	{pattern: "GET /api/live/{id}", about: "a live session with its events",
-		handle: (*server).liveSession},
+		handler: (*server).liveSessionJSON},
 	{pattern: "POST /api/live/{id}/events", about: "publish one event (or an array) to a live session",
 		handler: servePost((*server).livePublish)},
 	{pattern: "GET /api/live/{id}/stream", about: "a live session's events as server-sent events: replayed, then followed until it ends (Last-Event-ID resumes)",

@@ -64,20 +64,28 @@ func (s *server) readDataDir() ([]fortioEntry, error) {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		out = append(out, s.readResultFile(e.Name()))
+		f, err := s.readDataDirFile(e.Name())
+		out = append(out, resultEntry(e.Name(), f, err))
 	}
 	return out, nil
 }
 
-func (s *server) readResultFile(name string) fortioEntry {
+// resultEntry is the entry of the file name that read as f (or failed
+// to, with err). The run keeps no path: results.RunHistogram would read
+// a run with no histogram again by its path, outside readDataDirFile's
+// checks.
+func resultEntry(name string, f dataDirRead, err error) fortioEntry {
 	e := fortioEntry{fortioFileJSON: fortioFileJSON{File: name}}
-	path := filepath.Join(s.dataDir, name)
-	if info, err := os.Stat(path); err == nil {
-		e.Size, e.Modified = info.Size(), info.ModTime().UTC()
+	if f.info != nil {
+		e.Size, e.Modified = f.info.Size(), f.info.ModTime().UTC()
 	}
-	run, err := results.ReadFortioFile(path)
 	if err != nil {
-		e.Error = strings.TrimPrefix(err.Error(), path+": ")
+		e.Error = err.Error()
+		return e
+	}
+	run, err := results.FromFortioJSON(f.data)
+	if err != nil {
+		e.Error = err.Error()
 		return e
 	}
 	n := func(v float64) compare.Number { return compare.Number(v) }
@@ -105,26 +113,29 @@ func toolOf(r results.Run) string {
 	return "meshperf " + b.String()
 }
 
-// dataDirFile is the data directory's result file the request names: a
-// regular file directly in the directory whose name ends .json; anything
-// else, a path that climbs out included, is a 404.
-func (s *server) dataDirFile(r *http.Request) (string, error) {
+// dataDirFile is the data directory's result file the request names, as
+// its name and what it held when read: a regular file directly in the
+// directory whose name ends .json; anything else, a path that climbs out,
+// a link or a FIFO included, is a 404.
+func (s *server) dataDirFile(r *http.Request) (string, dataDirRead, error) {
 	if s.dataDir == "" {
-		return "", notFound(noDataDir)
+		return "", dataDirRead{}, notFound(noDataDir)
 	}
 	name := r.PathValue("file")
 	unknown := notFound("no result file %q in the data directory: GET /api/fortio lists them", name)
 	if name != filepath.Base(name) || strings.ContainsAny(name, `/\`) || !strings.HasSuffix(name, ".json") || strings.HasPrefix(name, ".") {
-		return "", unknown
+		return "", dataDirRead{}, unknown
 	}
-	info, err := os.Lstat(filepath.Join(s.dataDir, name))
+	f, err := s.readDataDirFile(name)
 	switch {
-	case errors.Is(err, fs.ErrNotExist), err == nil && !info.Mode().IsRegular():
-		return "", unknown
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotRegular):
+		return "", dataDirRead{}, unknown
+	case errors.Is(err, errTooLarge):
+		return "", dataDirRead{}, notFound("result file %q: %v", name, err)
 	case err != nil:
-		return "", err
+		return "", dataDirRead{}, err
 	}
-	return name, nil
+	return name, f, nil
 }
 
 func (s *server) fortioFiles(*http.Request) (response, error) {
@@ -141,15 +152,11 @@ func (s *server) fortioFiles(*http.Request) (response, error) {
 
 // fortioFile answers a result file as it is.
 func (s *server) fortioFile(r *http.Request) (response, error) {
-	name, err := s.dataDirFile(r)
+	_, f, err := s.dataDirFile(r)
 	if err != nil {
 		return response{}, err
 	}
-	data, err := os.ReadFile(filepath.Join(s.dataDir, name))
-	if err != nil {
-		return response{}, err
-	}
-	return response{contentType: jsonType, body: data}, nil
+	return response{contentType: jsonType, body: f.data}, nil
 }
 
 // fortioDirPage is what /fortio/ shows: the files, or how to name a
@@ -184,11 +191,11 @@ type fortioFilePage struct {
 }
 
 func (s *server) fortioFilePage(r *http.Request) (view, error) {
-	name, err := s.dataDirFile(r)
+	name, f, err := s.dataDirFile(r)
 	if err != nil {
 		return view{}, err
 	}
-	p := fortioFilePage{Entry: s.readResultFile(name)}
+	p := fortioFilePage{Entry: resultEntry(name, f, nil)}
 	p.Run = p.Entry.Run
 	if p.Entry.Error == "" {
 		if p.Chart, err = drawRun(p.Run); err != nil {

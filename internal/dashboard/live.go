@@ -20,7 +20,8 @@ const (
 	// oldest finished one, and is refused while all of them run.
 	maxLiveSessions = 32
 	// maxLiveEvents is how many events a session keeps (an hour of a
-	// load's progress at one a second); beyond it the oldest go.
+	// load's progress at one a second); beyond it the oldest go. Bytes
+	// are bounded too (live_bounds.go).
 	maxLiveEvents = 3600
 	// liveStaleAfter fails a running session that has sent nothing for
 	// this long: its publisher died without saying so.
@@ -41,16 +42,21 @@ type liveSession struct {
 	started time.Time
 	state   string
 	events  []live.Event  // the last maxLiveEvents, oldest first
-	evicted int64         // events dropped for the bound
+	sizes   []int         // each kept event's bytes as JSON, as events
+	evicted int64         // events dropped for the bounds
 	seq     int64         // the last event's seq
 	lastAt  time.Time     // when the last event arrived
 	changed chan struct{} // closed and replaced on each change, to wake streams
+	// openingBytes and eventBytes are what the opening and the kept
+	// events take as JSON (live_bounds.go).
+	openingBytes, eventBytes int64
 }
 
 // liveHub holds the sessions; its methods are safe for concurrent use.
 type liveHub struct {
 	mu       sync.Mutex
 	sessions []*liveSession // oldest first
+	bytes    int64          // what every session keeps, as JSON
 	now      func() time.Time
 }
 
@@ -60,6 +66,10 @@ var errHubFull = errors.New("every live session is running: wait for one to end"
 
 // open adds a session and returns its id.
 func (h *liveHub) open(o live.Opening) (string, error) {
+	size := int64(encodedSize(o))
+	if size > maxLiveItemBytes {
+		return "", itemTooLarge("the opening", int(size))
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.expire()
@@ -68,12 +78,16 @@ func (h *liveHub) open(o live.Opening) (string, error) {
 		if i < 0 {
 			return "", errHubFull
 		}
-		h.sessions = slices.Delete(h.sessions, i, i+1)
+		h.evict(i)
+	}
+	if err := h.makeRoom(nil, size); err != nil {
+		return "", err
 	}
 	id := newSessionID()
 	now := h.now()
 	h.sessions = append(h.sessions, &liveSession{Opening: o, id: id, started: now, lastAt: now,
-		state: stateRunning, changed: make(chan struct{})})
+		state: stateRunning, changed: make(chan struct{}), openingBytes: size})
+	h.bytes += size
 	return id, nil
 }
 
@@ -93,7 +107,8 @@ func (h *liveHub) find(id string) *liveSession {
 }
 
 // publish appends events to a session, all or none: an event after the
-// session's end is refused, with the events before it.
+// session's end is refused, with the events before it, and so are events
+// past the hub's byte bounds.
 func (h *liveHub) publish(id string, events []live.Event) (int64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -109,30 +124,29 @@ func (h *liveHub) publish(id string, events []live.Event) (int64, error) {
 	if ended {
 		return 0, requestError{http.StatusConflict, fmt.Sprintf("live session %s has ended: it takes no more events", id)}
 	}
-	for _, e := range events {
-		h.append(s, e)
+	stamped, sizes, err := h.stamp(s, events)
+	if err != nil {
+		return 0, err
 	}
+	if err := h.makeRoom(s, s.growth(sizes)); err != nil {
+		return 0, err
+	}
+	h.append(s, stamped, sizes)
 	return s.seq, nil
 }
 
-// append stamps e and adds it to s, under h.mu.
-func (h *liveHub) append(s *liveSession, e live.Event) {
-	s.seq++
-	e.Seq = s.seq
-	if e.Time.IsZero() {
-		e.Time = h.now()
-	}
-	s.events = append(s.events, e)
-	if over := len(s.events) - maxLiveEvents; over > 0 {
-		s.events = slices.Delete(s.events, 0, over)
-		s.evicted += int64(over)
-	}
+// append adds stamped events to s and wakes its streams, under h.mu.
+func (h *liveHub) append(s *liveSession, stamped []live.Event, sizes []int) {
+	h.keep(s, stamped, sizes)
+	s.seq = stamped[len(stamped)-1].Seq
 	s.lastAt = h.now()
-	switch e.Kind {
-	case live.KindEnd:
-		s.state = stateDone
-	case live.KindError:
-		s.state = stateFailed
+	for _, e := range stamped {
+		switch e.Kind {
+		case live.KindEnd:
+			s.state = stateDone
+		case live.KindError:
+			s.state = stateFailed
+		}
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -144,7 +158,7 @@ func (h *liveHub) fail(id, message string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s := h.find(id); s != nil && s.state == stateRunning {
-		h.append(s, live.Event{Kind: live.KindError, Message: message})
+		h.end(s, message)
 	}
 }
 
@@ -153,10 +167,22 @@ func (h *liveHub) expire() {
 	now := h.now()
 	for _, s := range h.sessions {
 		if s.state == stateRunning && now.Sub(s.lastAt) > liveStaleAfter {
-			h.append(s, live.Event{Kind: live.KindError,
-				Message: fmt.Sprintf("no event for %s: the run stopped publishing", liveStaleAfter)})
+			h.end(s, fmt.Sprintf("no event for %s: the run stopped publishing", liveStaleAfter))
 		}
 	}
+}
+
+// end fails s with the dashboard's own error event, under h.mu. It is
+// kept even when the hub is full (after evicting what finished sessions
+// it can): a session must not stay running for want of room to say it
+// failed, and there is at most one such event, clipped, per session.
+func (h *liveHub) end(s *liveSession, message string) {
+	stamped, sizes, err := h.stamp(s, []live.Event{{Kind: live.KindError, Message: clipOwnMessage(message)}})
+	if err != nil { // cannot happen with the clip; the state still changes
+		stamped, sizes, _ = h.stamp(s, []live.Event{{Kind: live.KindError}})
+	}
+	_ = h.makeRoom(s, s.growth(sizes))
+	h.append(s, stamped, sizes)
 }
 
 // liveSessionView is a session as the API shows it.
@@ -171,8 +197,11 @@ type liveSessionView struct {
 	// Run is the lab's latest run event: which run of the matrix is going.
 	Run       *live.Event `json:"run,omitempty"`
 	LastEvent *live.Event `json:"last_event"`
-	// EventsEvicted counts the oldest events dropped for the bound.
+	// EventsEvicted counts the oldest events dropped for the bounds.
 	EventsEvicted int64 `json:"events_evicted"`
+	// KeptBytes is what the dashboard keeps of the session: its opening
+	// and events as JSON, the figure its memory bounds count.
+	KeptBytes int64 `json:"kept_bytes"`
 }
 
 // liveSessionDetail is a session with its events.
@@ -183,7 +212,7 @@ type liveSessionDetail struct {
 
 func (s *liveSession) view() liveSessionView {
 	v := liveSessionView{ID: s.id, Source: s.Source, Scenario: s.Scenario, Target: s.Target, Label: s.Label,
-		Started: s.started, State: s.state, EventsEvicted: s.evicted}
+		Started: s.started, State: s.state, EventsEvicted: s.evicted, KeptBytes: s.bytes()}
 	if n := len(s.events); n > 0 {
 		last := s.events[n-1]
 		v.LastEvent = &last

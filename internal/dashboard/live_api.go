@@ -143,14 +143,6 @@ func (s *server) liveSessions(*http.Request) (response, error) {
 	return response{value: s.live.list()}, nil
 }
 
-func (s *server) liveSession(r *http.Request) (response, error) {
-	v, ok := s.live.get(r.PathValue("id"))
-	if !ok {
-		return response{}, notFound("no live session %q", r.PathValue("id"))
-	}
-	return response{value: v}, nil
-}
-
 // liveStream serves a session as server-sent events: those after
 // Last-Event-ID (all of them without it), then each new one as it comes,
 // until the session ends or the reader goes. Each event's id is its seq.

@@ -27,6 +27,8 @@ type Runner struct {
 	codesMu  sync.Mutex
 	codes    map[int]int64
 	stopLoad context.CancelFunc
+	// firstNoResponse is why the first call without a response got none.
+	firstNoResponse atomic.Pointer[error]
 }
 
 // engine is how requests are carried: goroutines calling Callers, or the event
@@ -100,6 +102,44 @@ func (e *WarmupError) Error() string {
 
 func (e *WarmupError) Unwrap() error { return e.Err }
 
+// NoResponseError is what Unanswered returns for a run in which no call
+// got a response: each one ended in a socket error (refused, reset,
+// timed out), so its latencies measure nothing of the target.
+type NoResponseError struct {
+	Calls int64
+	First error // why the first of them got none
+}
+
+func (e *NoResponseError) Error() string {
+	msg := fmt.Sprintf("no call got a response: all %d ended in socket errors", e.Calls)
+	if e.First != nil {
+		msg += ", the first: " + e.First.Error()
+	}
+	return msg
+}
+
+func (e *NoResponseError) Unwrap() error { return e.First }
+
+// Unanswered says, after Run, whether the run made calls and none got a
+// response (a *NoResponseError), which Run itself does not count as
+// failing: the result is still the caller's to write. With Exactly there
+// is no warm-up call to fail first, so this is how such a run is told
+// from one that measured something.
+func (r *Runner) Unanswered() error {
+	calls := r.calls.Load()
+	r.codesMu.Lock()
+	failed := r.codes[SocketError]
+	r.codesMu.Unlock()
+	if calls == 0 || failed < calls {
+		return nil
+	}
+	e := &NoResponseError{Calls: calls}
+	if first := r.firstNoResponse.Load(); first != nil {
+		e.First = *first
+	}
+	return e
+}
+
 // warmupFailures gathers the outcomes of the warm-up calls into one error.
 func warmupFailures(outs []Outcome) error {
 	var first *WarmupError
@@ -164,6 +204,10 @@ func (r *Runner) record(t requestTimes, out Outcome) {
 	r.codesMu.Lock()
 	r.codes[out.Code]++
 	r.codesMu.Unlock()
+	if out.Code == SocketError && out.Err != nil && r.firstNoResponse.Load() == nil {
+		err := out.Err
+		r.firstNoResponse.CompareAndSwap(nil, &err)
+	}
 	if r.opts.AbortOn != 0 && out.Code == r.opts.AbortOn {
 		r.aborted.Store(true)
 		r.stopLoad()

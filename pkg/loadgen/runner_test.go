@@ -141,6 +141,46 @@ func TestRunWarmUpFailure(t *testing.T) {
 	}
 }
 
+// With Exactly there is no warm-up to fail: Run measures the refused calls,
+// and Unanswered tells that run, with why its first call got no response,
+// from one in which a single call was answered, or none was made yet.
+func TestUnansweredRunWithExactly(t *testing.T) {
+	refused := errors.New("connect: connection refused")
+	answeredAt := func(at int) simServer {
+		return simServer{service: time.Millisecond, outcome: func(n int) Outcome {
+			if n == at {
+				return Outcome{Code: 503}
+			}
+			return Outcome{Code: SocketError, Err: refused}
+		}}
+	}
+	newRunner := func(at int) *Runner {
+		clock := &simClock{}
+		r, err := NewRunner(Options{QPS: 100, Connections: 2, Exactly: 20, Clock: clock}, simServers(clock, 2, answeredAt(at)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if err := newRunner(0).Unanswered(); err != nil {
+		t.Errorf("before Run: Unanswered = %v, want nil: no call was made", err)
+	}
+	for at, want := range map[int]bool{0: true, 7: false} {
+		r := newRunner(at)
+		if _, err := r.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		err := r.Unanswered()
+		var ne *NoResponseError
+		switch {
+		case want && (!errors.As(err, &ne) || ne.Calls != 20 || !errors.Is(err, refused)):
+			t.Errorf("no call answered: Unanswered = %v, want a NoResponseError of 20 calls, the first refused", err)
+		case !want && err != nil:
+			t.Errorf("call %d answered: Unanswered = %v, want nil", at, err)
+		}
+	}
+}
+
 func TestNewRunnerRejectsBadOptions(t *testing.T) {
 	c := []Caller{simServer{}}
 	for _, o := range []Options{
