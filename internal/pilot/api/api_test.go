@@ -81,11 +81,30 @@ func dbServer(t *testing.T) (*httptest.Server, *store.DB) {
 	return newServer(t, Deps{Store: db, Writer: db}), db
 }
 
+// call sends body as a client that is not a browser does: YAML on writes.
 func call(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	headers := map[string]string{}
+	if method != http.MethodGet {
+		headers["Content-Type"] = "application/yaml"
+	}
+	return send(t, method, url, body, headers)
+}
+
+// send makes one request with the headers given ("Host" sets the Host)
+// and returns the status and body.
+func send(t *testing.T, method, u, body string, headers map[string]string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -376,6 +395,7 @@ func TestMethodsAndUnknownPaths(t *testing.T) {
 		{"POST", "/ready", "GET, HEAD"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
