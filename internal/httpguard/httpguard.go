@@ -203,7 +203,7 @@ func (g *guard) tokenProblem(r *http.Request) string {
 	}
 	sum := sha256.Sum256([]byte(got))
 	if subtle.ConstantTimeCompare(sum[:], g.tokenSum[:]) != 1 {
-		return fmt.Sprintf("%s: the bearer token is not this server's (%s)", what, g.tokenHelp)
+		return fmt.Sprintf("%s: the bearer token is not this server's; send Authorization: Bearer TOKEN (%s)", what, g.tokenHelp)
 	}
 	return ""
 }
@@ -231,14 +231,19 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 // never match a Host and is refused rather than ignored.
 func ParseAllowedHosts(list string) ([]string, error) {
 	var hosts []string
-	for _, h := range strings.Split(list, ",") {
+	entries := strings.Split(list, ",")
+	for _, h := range entries {
 		h = strings.TrimSpace(h)
 		switch {
 		case h == "":
 			continue
 		case h == AnyHost:
 		case !validName(h):
-			return nil, fmt.Errorf("%s is not a host name: want names such as pilot.example.com, separated by commas, without scheme or port, or %s for any", excerpt.Quote(h), AnyHost)
+			which := "not a host name"
+			if len(entries) > 1 { // the flag's own message quotes the whole list
+				which = excerpt.Quote(h) + " is not a host name"
+			}
+			return nil, fmt.Errorf("%s: want names such as pilot.example.com, separated by commas, without scheme or port, or %s for any", which, AnyHost)
 		}
 		hosts = append(hosts, h)
 	}

@@ -2,6 +2,7 @@ package httpguard
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -197,8 +198,11 @@ func TestParseAllowedHosts(t *testing.T) {
 		t.Errorf("ParseAllowedHosts = %q, %v", got, err)
 	}
 	for _, bad := range []string{"http://pilot.example.com", "pilot.example.com:8080", "a..b", "a/b", "a b", strings.Repeat("a", 64) + ".com"} {
-		if _, err := ParseAllowedHosts(bad); err == nil || !strings.Contains(err.Error(), "is not a host name") {
+		if _, err := ParseAllowedHosts(bad); err == nil || !strings.HasPrefix(err.Error(), "not a host name") {
 			t.Errorf("ParseAllowedHosts(%q) = %v, want an error saying it is not a host name", bad, err)
+		}
+		if _, err := ParseAllowedHosts("ok.example," + bad); err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("%q is not a host name", bad)) {
+			t.Errorf("ParseAllowedHosts(ok.example,%q) = %v, want an error naming the bad entry", bad, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/store"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 const bookinfo = `apiVersion: v1
@@ -88,34 +89,7 @@ func call(t *testing.T, method, url, body string) (int, []byte) {
 	if method != http.MethodGet {
 		headers["Content-Type"] = "application/yaml"
 	}
-	return send(t, method, url, body, headers)
-}
-
-// send makes one request with the headers given ("Host" sets the Host)
-// and returns the status and body.
-func send(t *testing.T, method, u, body string, headers map[string]string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range headers {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return testutil.Send(t, method, url, body, headers)
 }
 
 // errorOf checks that b is exactly one line of {"error": ...} and returns

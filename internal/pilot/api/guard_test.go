@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // formAttack is what a script-less page's form with enctype=text/plain
@@ -51,7 +52,7 @@ func TestTheAPIRefusesWhatAWebPageSends(t *testing.T) {
 		{"a rebound name reading", "GET", "/api/v1/resources/virtualservice", map[string]string{"Host": "evil.test:15016"}, http.StatusForbidden},
 		{"a rebound name reading debug", "GET", "/debug/syncz", map[string]string{"Host": "evil.test:15016"}, http.StatusForbidden},
 	} {
-		code, b := send(t, c.method, srv.URL+c.path, formAttack, c.headers)
+		code, b := testutil.Send(t, c.method, srv.URL+c.path, formAttack, c.headers)
 		if code != c.want {
 			t.Errorf("%s: %d %s, want %d", c.name, code, b, c.want)
 			continue
@@ -64,7 +65,7 @@ func TestTheAPIRefusesWhatAWebPageSends(t *testing.T) {
 	// The server's own names, and a client that is not a browser, are served.
 	for _, host := range []string{"", "pilot.internal:15016", "PILOT.example.com", "localhost:15016"} {
 		h := map[string]string{"Content-Type": "application/yaml", "Host": host}
-		if code, b := send(t, "POST", srv.URL+"/api/v1/apply", formAttack, h); code != http.StatusOK {
+		if code, b := testutil.Send(t, "POST", srv.URL+"/api/v1/apply", formAttack, h); code != http.StatusOK {
 			t.Errorf("apply with Host %q: %d %s, want 200", host, code, b)
 		}
 	}
@@ -184,7 +185,7 @@ func TestErrorsQuoteAPrefixOfWhatWasSent(t *testing.T) {
 		if c.want == 415 {
 			delete(headers, "Content-Type")
 		}
-		code, b := send(t, c.method, srv.URL+c.path, c.body, headers)
+		code, b := testutil.Send(t, c.method, srv.URL+c.path, c.body, headers)
 		if code != c.want {
 			t.Errorf("%s: %d %.300s, want %d", c.name, code, b, c.want)
 			continue
