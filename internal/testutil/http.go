@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,4 +34,17 @@ func Send(t testing.TB, method, url, body string, headers map[string]string) (in
 		t.Fatal(err)
 	}
 	return resp.StatusCode, b
+}
+
+// ClosedPort is a loopback address nothing listens on (a port the kernel
+// handed out and took back): for a server that cannot take port 0, or a
+// peer nobody answers.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
