@@ -14,7 +14,6 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/driver"
 	"github.com/meshperf/meshperf/internal/cpload/istiod"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
-	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/results"
@@ -173,9 +172,10 @@ func (c *PilotConfig) progress(format string, args ...any) {
 
 // controlPlane is one subject running for one repeat.
 type controlPlane struct {
-	xds, metricsURL, apiURL string
-	pid                     int
-	stop                    func() error
+	xds, metricsURL string
+	pilot           *proc.Pilot // meshperf pilot's process; nil for istiod
+	pid             int
+	stop            func() error
 }
 
 // runPilotOnce starts the subject on a fresh config directory holding the
@@ -238,7 +238,7 @@ func runPilotOnce(ctx context.Context, c *PilotConfig, mesh *shape.Mesh, subject
 		before, after := rep.Metrics()
 		run.Stages = istiodStages(before, after)
 	} else {
-		if traces, err := pushTraces(ctx, cp.apiURL); err != nil {
+		if traces, err := pushTraces(ctx, cp.pilot); err != nil {
 			// A build from before /debug/push_trace (-meshperf OLD): its
 			// end to end still counts.
 			run.Stages = unknownStages(err.Error())
@@ -261,7 +261,7 @@ func startMeshperfPilot(ctx context.Context, c *PilotConfig, configDir, dataDir 
 	if err != nil {
 		return nil, err
 	}
-	return &controlPlane{xds: p.Addrs.GRPC, metricsURL: p.MetricsURL(), apiURL: p.APIURL(), pid: p.PID(), stop: p.Stop}, nil
+	return &controlPlane{xds: p.Addrs.GRPC, metricsURL: p.MetricsURL(), pilot: p, pid: p.PID(), stop: p.Stop}, nil
 }
 
 // debounceEnv is the debounce settings as Istio's variables, the same for
@@ -275,8 +275,8 @@ func debounceEnv(c *PilotConfig) []string {
 }
 
 // pushTraces reads meshperf pilot's /debug/push_trace.
-func pushTraces(ctx context.Context, apiURL string) ([]discovery.PushTrace, error) {
-	client, err := api.NewClient(apiURL, nil)
+func pushTraces(ctx context.Context, p *proc.Pilot) ([]discovery.PushTrace, error) {
+	client, err := p.APIClient()
 	if err != nil {
 		return nil, err
 	}

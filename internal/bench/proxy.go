@@ -135,7 +135,7 @@ func (b *proxyBench) start(ctx context.Context) error {
 		DataDir: dataDir, LogPath: filepath.Join(b.cfg.OutDir, "pilot.log")}, 20*time.Second); err != nil {
 		return err
 	}
-	if b.api, err = api.NewClient(b.pilot.APIURL(), nil); err != nil {
+	if b.api, err = b.pilot.APIClient(); err != nil {
 		return err
 	}
 	return b.startEcho(ctx)

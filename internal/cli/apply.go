@@ -35,14 +35,14 @@ func Delete(args []string, stdout, stderr io.Writer) int {
 type writeCommand struct {
 	*command
 	files  stringsFlag
-	server serverFlag
+	target pilotClientFlags
 }
 
 func newWriteCommand(name, about string) *writeCommand {
 	c := &writeCommand{command: newCommand(name, "-f FILE|DIR|- [-f ...] [flags]", about)}
 	c.flags.Var(&c.files, "f", "a YAML or JSON `file`, a directory of them (*.yaml, *.yml, *.json) or - for standard input; repeatable")
 	c.flags.Var(&c.files, "filename", "same as -f")
-	defineServerFlag(c.flags, &c.server)
+	c.target.define(c.flags)
 	return c
 }
 
@@ -58,7 +58,7 @@ func (c *writeCommand) parse(args []string, env pilotEnv, stdout io.Writer) (*ap
 	if len(c.files) == 0 {
 		return nil, usagef("-f FILE|DIR|- is required")
 	}
-	return newPilotClient(c.server, env)
+	return newPilotClient(c.target, env)
 }
 
 func runApply(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.Writer) int {

@@ -16,6 +16,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
 	"github.com/meshperf/meshperf/internal/kube/kwok"
+	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/results"
 )
@@ -59,6 +60,7 @@ type cploadRunFlags struct {
 	delta, sotw, noSDS                 bool
 	knobs                              driver.Knobs
 	target, applyWith, apiURL, metrics string
+	apiToken                           string
 	prometheus                         bool
 	promURL                            string
 	promInterval                       time.Duration
@@ -98,6 +100,7 @@ func (f *cploadRunFlags) define(fs *flag.FlagSet) {
 	addrVar(fs, &f.target, "target", "", optionalHostPort, "an existing ADS server `host:port` instead of starting meshperf pilot")
 	fs.StringVar(&f.applyWith, "apply-with", "none", "with --target, how to change config: none, meshperf-api, or dir:PATH (YAML files in the directory the control plane watches, e.g. istiod's --configDir)")
 	urlVar(fs, &f.apiURL, "api-url", "with --apply-with meshperf-api: the control plane's API `URL`")
+	fs.StringVar(&f.apiToken, "api-token", "", "with --api-url: its `token` (default $"+api.TokenEnv+")")
 	urlVar(fs, &f.metrics, "metrics-url", "with --target: its /metrics `URL`, for push counts, convergence, CPU and memory")
 	fs.BoolVar(&f.prometheus, "prometheus", false, "run Debian's prometheus scraping the control plane for the test, and report the book's PromQL")
 	urlVar(fs, &f.promURL, "prom-url", "ask this Prometheus the book's PromQL")
@@ -192,9 +195,12 @@ func (f *cploadRunFlags) config(pilotCommand []string, progress io.Writer) (driv
 	if svc == "" {
 		svc = firstService(m, ns)
 	}
+	if f.apiToken == "" {
+		f.apiToken = os.Getenv(api.TokenEnv)
+	}
 	c := driver.Config{Name: f.name, Shape: f.shape, Mesh: m, Proxies: f.proxies, Scoping: scoping, Knobs: f.knobs, Delta: f.delta, NoSDS: f.noSDS,
 		Churn: f.churn, Namespace: ns, Service: svc, Reps: f.reps, Delay: f.delay, Rate: f.rate, Duration: f.duration,
-		Target: f.target, MeshName: f.meshName, MeshVersion: f.meshVersion, Labels: f.labels, ApplyWith: f.applyWith, APIURL: f.apiURL, MetricsURL: f.metrics,
+		Target: f.target, MeshName: f.meshName, MeshVersion: f.meshVersion, Labels: f.labels, ApplyWith: f.applyWith, APIURL: f.apiURL, APIToken: f.apiToken, MetricsURL: f.metrics,
 		Prometheus: f.prometheus, PromURL: f.promURL, PromInterval: f.promInterval, PilotCommand: pilotCommand,
 		ConnectRate: f.connectRate, ProxiesPerConn: f.perConn, Timeout: f.timeout, Progress: progress}
 	if f.kube {

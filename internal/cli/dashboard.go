@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -34,11 +32,12 @@ func Dashboard(args []string, stdout, stderr io.Writer) int {
 
 // dashboardFlags are the flags `meshperf dashboard` acts on.
 type dashboardFlags struct {
-	db        string
-	dataDir   string
-	readyFile string
-	token     string
-	listeners listenerSet
+	db           string
+	dataDir      string
+	readyFile    string
+	token        string
+	allowedHosts []string
+	listeners    listenerSet
 }
 
 func newDashboardCommand(f *dashboardFlags) *command {
@@ -47,7 +46,8 @@ func newDashboardCommand(f *dashboardFlags) *command {
 			"the runs, and a JSON API under /api/ for runs, a run's records and CSV, compare's report and\n"+
 			"history's analysis; and the live progress of runs started with --dashboard or from its /live page.\n"+
 			"GET /api/ lists the endpoints and docs/dashboard.md describes them. Binds loopback unless -listen\n"+
-			"says otherwise; elsewhere POSTs need the token.")
+			"says otherwise; elsewhere POSTs need the token. Answers only to its own names (-allowed-hosts), and\n"+
+			"takes POSTs only as JSON and not from another site's pages.")
 	fs := cmd.flags
 	fs.StringVar(&f.db, "db", filepath.Join("results", "meshperf.db"), "results database: a `path` (must exist: it is not created), sqlite:PATH, or a postgres:// URL")
 	f.listeners = listenerSet{{name: listenerHTTP, flag: "listen", def: defaultDashboardAddress, required: true,
@@ -55,6 +55,7 @@ func newDashboardCommand(f *dashboardFlags) *command {
 	f.listeners.define(fs)
 	fs.StringVar(&f.dataDir, "data-dir", "", "also list and draw the Fortio JSON result files in this `directory` (Fortio's own, meshperf load's, Nighthawk's), read on each request, at /fortio/")
 	fs.StringVar(&f.token, "token", "", "require this `token` (Authorization: Bearer) on every POST: publishing progress and starting runs (default $"+live.TokenEnv+"; generated and printed when -listen is not loopback)")
+	allowedHostsVar(fs, &f.allowedHosts)
 	fs.StringVar(&f.readyFile, "ready-file", "", "once the API listens, write its address to this `file` as JSON (pid and listeners by name: http), for a parent that passed port 0")
 	return cmd
 }
@@ -95,9 +96,9 @@ func runDashboard(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, stderr, stdout io.Writer) error {
 	ln := f.listeners.get(listenerHTTP)
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	token, generated, err := dashboardToken(f.token, ln.Addr())
+	token, generated, err := serverToken(f.token, os.Getenv(live.TokenEnv), ln.Addr())
 	if err != nil {
-		return err
+		return fmt.Errorf("the dashboard's token: %w", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -112,7 +113,8 @@ func serveDashboard(ctx context.Context, st *results.Store, f *dashboardFlags, s
 	labs := dashboard.NewLabRunner(dashboard.LabRunConfig{Executable: exe, DB: f.db,
 		OutRoot: outRoot, SelfURL: selfURL(ln.Addr()), Token: token, Log: log})
 	defer labs.Stop()
-	opts := []dashboard.Option{dashboard.WithToken(token), dashboard.WithLabRunner(labs)}
+	opts := []dashboard.Option{dashboard.WithToken(token), dashboard.WithLabRunner(labs),
+		dashboard.WithAllowedHosts(f.listeners.given(listenerHTTP), f.allowedHosts)}
 	if f.dataDir != "" {
 		opts = append(opts, dashboard.WithDataDir(f.dataDir))
 	}
@@ -163,26 +165,6 @@ func checkDataDir(dir string) error {
 		return inputError{fmt.Errorf("data directory %s: not a directory (-data-dir names the directory of Fortio JSON results)", dir)}
 	}
 	return nil
-}
-
-// dashboardToken is the token POSTs need: the flag's, else the
-// environment's, else, off loopback, a new one (generated says so, for
-// printing once); on loopback without one, none.
-func dashboardToken(flagValue string, addr net.Addr) (token string, generated bool, err error) {
-	if flagValue != "" {
-		return flagValue, false, nil
-	}
-	if env := os.Getenv(live.TokenEnv); env != "" {
-		return env, false, nil
-	}
-	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsLoopback() {
-		return "", false, nil
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", false, fmt.Errorf("generate the dashboard's token: %w", err)
-	}
-	return hex.EncodeToString(b), true, nil
 }
 
 // selfURL is how a run the dashboard starts reaches it: over loopback

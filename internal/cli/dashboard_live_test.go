@@ -11,11 +11,23 @@ import (
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/live"
+	"github.com/meshperf/meshperf/internal/proc"
 )
 
 // startCommand runs a serving command in process until the test ends and
 // returns the address of its http listener from its ready file.
 func startCommand(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args ...string) (addr string, stdout, stderr *syncBuffer) {
+	t.Helper()
+	r, stdout, stderr := startCommandReady(t, run, args...)
+	addr, err := r.Listener(listenerHTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, stdout, stderr
+}
+
+// startCommandReady is startCommand returning the whole ready file.
+func startCommandReady(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) int, args ...string) (r proc.Ready, stdout, stderr *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	readyFile := filepath.Join(t.TempDir(), "ready")
@@ -28,11 +40,7 @@ func startCommand(t *testing.T, run func(context.Context, []string, io.Writer, i
 			t.Errorf("exit %d after stop; stderr %q", code, stderr.String())
 		}
 	})
-	addr, err := waitReadyFile(t, readyFile).Listener(listenerHTTP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addr, stdout, stderr
+	return waitReadyFile(t, readyFile), stdout, stderr
 }
 
 // liveSession is a session as GET /api/live/{id} answers it.
@@ -160,7 +168,7 @@ func TestDashboardOffLoopbackRequiresAToken(t *testing.T) {
 	url := "http://127.0.0.1:" + port
 	echoAddr, _, _ := startCommand(t, runServer, "-http-port", "127.0.0.1:0", "-tcp-port", "disabled", "-grpc-port", "disabled")
 	code, _, stderr := runLoadT(t, "-qps", "50", "-t", "1s", "-quiet", "-dashboard", url, "http://"+echoAddr+"/")
-	if code != exitOK || !strings.Contains(stderr, "401 Unauthorized /api/live: this dashboard takes POSTs only with its token") {
+	if code != exitOK || !strings.Contains(stderr, "401 Unauthorized /api/live: POST /api/live needs this server's token") {
 		t.Errorf("load without the token: exit %d, stderr %q; want 0 and the dashboard's refusal as the warning", code, stderr)
 	}
 	t.Setenv(live.TokenEnv, token)

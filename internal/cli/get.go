@@ -31,7 +31,7 @@ type getCommand struct {
 	namespace     string
 	allNamespaces bool
 	output        string
-	server        serverFlag
+	target        pilotClientFlags
 }
 
 func newGetCommand() *getCommand {
@@ -45,7 +45,7 @@ func newGetCommand() *getCommand {
 	fs.BoolVar(&c.allNamespaces, "all-namespaces", false, "same as -A")
 	fs.StringVar(&c.output, "o", "", "output `format`: yaml, json or name (default: a table)")
 	fs.StringVar(&c.output, "output", "", "same as -o")
-	defineServerFlag(fs, &c.server)
+	c.target.define(fs)
 	return c
 }
 
@@ -93,7 +93,7 @@ func runGet(ctx context.Context, env pilotEnv, args []string, stdout, stderr io.
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}
-	c, err := newPilotClient(cmd.server, env)
+	c, err := newPilotClient(cmd.target, env)
 	if err != nil {
 		return cmd.exit(stderr, err)
 	}

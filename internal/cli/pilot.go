@@ -19,6 +19,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 
+	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/discovery"
 	"github.com/meshperf/meshperf/internal/pilot/inject"
@@ -40,6 +41,9 @@ type pilotFlags struct {
 	sendTimeout time.Duration
 	images      injectImageFlags // the injected sidecars'
 	kube        pilotKubeFlags
+	// apiToken and allowedHosts guard the HTTP listeners (pilot_http.go).
+	apiToken     string
+	allowedHosts []string
 
 	// Read from the flags above by parsePilotArgs.
 	levels    logLevels
@@ -68,6 +72,9 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
 	f.images.define(fs)
 	f.kube.define(fs)
+	fs.StringVar(&f.apiToken, "api-token", "", "require this `token` (Authorization: Bearer) on the API's writes and on /debug/ of the API and monitoring listeners "+
+		"(default $"+api.TokenEnv+", which keeps it off the command line; generated and printed when --httpAddr is not loopback)")
+	allowedHostsVar(fs, &f.allowedHosts)
 }
 
 func defaultDataDir() string {

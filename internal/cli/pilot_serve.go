@@ -9,13 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -125,6 +123,17 @@ func (s listenerSet) get(name string) net.Listener {
 	return nil
 }
 
+// given is the named listener's address as the flag gave it (a name stays
+// a name), "" when there is none.
+func (s listenerSet) given(name string) string {
+	for _, l := range s {
+		if l.name == name {
+			return l.addr
+		}
+	}
+	return ""
+}
+
 // ready is what the ready file says: every bound listener's address.
 func (s listenerSet) ready() proc.Ready {
 	r := proc.Ready{PID: os.Getpid(), Listeners: map[string]string{}}
@@ -153,17 +162,11 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	ls := f.listeners
 	xdsServer := grpc.NewServer(srv.GRPCServerOptions()...)
 	srv.RegisterGRPC(xdsServer)
-	apiServer := &http.Server{Handler: api.NewHandler(apiDeps(srv, scopeLog(apiScope))), ReadHeaderTimeout: 10 * time.Second}
-	mon := http.NewServeMux()
-	mon.Handle("/metrics", promhttp.HandlerFor(srv.Metrics(), promhttp.HandlerOpts{}))
-	// Go's profiles, as istiod serves them (on its debug port): how the
-	// connect, push and disconnect paths spend CPU and memory at scale.
-	mon.HandleFunc("/debug/pprof/", pprof.Index)
-	mon.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mon.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mon.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mon.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	monServer := &http.Server{Handler: mon, ReadHeaderTimeout: 10 * time.Second}
+	web, err := newPilotHTTP(srv, f, scopeLog)
+	if err != nil {
+		return err
+	}
+	apiServer, monServer := web.api, web.monitoring
 	var secureServer *grpc.Server
 	if ls.get(listenerSecureGRPC) != nil {
 		cfg, err := srv.ServingTLS(secureServingNames(f)...)
@@ -261,6 +264,7 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	}
 	fmt.Fprintf(stdout, "meshperf pilot: xDS on %s, API on http://%s, metrics on http://%s/metrics\n",
 		ls.get(listenerGRPC).Addr(), ls.get(listenerHTTP).Addr(), ls.get(listenerMonitoring).Addr())
+	web.announce(stdout)
 	if secureServer != nil {
 		fmt.Fprintf(stdout, "meshperf pilot: TLS xDS on %s (root certificate: %s)\n", ls.get(listenerSecureGRPC).Addr(), filepath.Join(f.dataDir, "ca", "root-cert.pem"))
 	}

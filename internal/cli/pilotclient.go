@@ -49,15 +49,29 @@ func (f *serverFlag) Set(v string) error {
 	return nil
 }
 
-// defineServerFlag registers --server and its short form -s.
-func defineServerFlag(fs *flag.FlagSet, server *serverFlag) {
-	fs.Var(server, "server", "the control plane's API `URL` (default $"+pilotServerEnv+", else "+defaultPilotServer+")")
-	fs.Var(server, "s", "same as --server")
+// pilotClientFlags are the flags naming the control plane and the token
+// its API takes.
+type pilotClientFlags struct {
+	server serverFlag
+	token  string
 }
 
-// newPilotClient resolves the server and returns a client of it; an address
-// that is no URL is a usage error naming where it came from.
-func newPilotClient(server serverFlag, env pilotEnv) (*api.Client, error) {
+// define registers --server, its short form -s, and --token.
+func (f *pilotClientFlags) define(fs *flag.FlagSet) {
+	fs.Var(&f.server, "server", "the control plane's API `URL` (default $"+pilotServerEnv+", else "+defaultPilotServer+")")
+	fs.Var(&f.server, "s", "same as --server")
+	fs.StringVar(&f.token, "token", "", "the API's `token`, sent as Authorization: Bearer: what meshperf pilot printed at start, or its --api-token "+
+		"(default $"+api.TokenEnv+", which keeps it off the command line; a pilot on loopback without one needs none)")
+}
+
+// newPilotClient resolves the server and the token and returns a client
+// of it; an address that is no URL is a usage error naming where it came
+// from.
+func newPilotClient(f pilotClientFlags, env pilotEnv) (*api.Client, error) {
+	server, token := f.server, f.token
+	if token == "" && env.getenv != nil {
+		token = env.getenv(api.TokenEnv)
+	}
 	addr, from := server.value, "--server"
 	if !server.given && env.getenv != nil {
 		addr, from = env.getenv(pilotServerEnv), "$"+pilotServerEnv
@@ -65,7 +79,7 @@ func newPilotClient(server serverFlag, env pilotEnv) (*api.Client, error) {
 	if !server.given && addr == "" {
 		addr = defaultPilotServer
 	}
-	c, err := api.NewClient(addr, env.client)
+	c, err := api.NewClient(addr, env.client, api.WithToken(token))
 	if err != nil {
 		return nil, usagef("%s: %v", from, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -14,37 +13,6 @@ import (
 	"github.com/meshperf/meshperf/internal/results"
 	"github.com/meshperf/meshperf/internal/testenv"
 )
-
-// browserTimeout bounds everything one test does in the browser.
-const browserTimeout = 60 * time.Second
-
-// newBrowser starts a real headless Chromium (Debian's chromium) for t and
-// returns the context that drives its one tab; it is closed with the test.
-// The flags keep Chromium off the network: this machine's closed network
-// refuses its background connections, many at a time, otherwise.
-func newBrowser(t *testing.T) context.Context {
-	t.Helper()
-	chromium := testenv.NeedCommand(t, "chromium", "chromium")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1000),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-quic", true),
-	)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run its sandbox as root
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, browserTimeout)
-	t.Cleanup(func() { cancelTimeout(); cancelTab(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start chromium %s: %v", chromium, err)
-	}
-	return ctx
-}
 
 // screenshotDir, when MESHPERF_SCREENSHOTS names a directory, is where the
 // browser tests leave a full-page PNG of each page they check (how the
@@ -103,7 +71,7 @@ func quoteJS(s string) string {
 
 func TestRunsPageListsTheStoredRuns(t *testing.T) {
 	srv := twoVersions(t)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("runs"))); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +116,7 @@ func TestRunsPageListsTheStoredRuns(t *testing.T) {
 func TestRunPageDrawsEachRunsHistogram(t *testing.T) {
 	s := newSeededStore(t, invocationSpec{"1.0.0", 2}, invocationSpec{"1.1.0", 4})
 	srv := serve(t, s)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/runs/run02"), chromedp.WaitVisible(chromedp.ID("latency"))); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +168,7 @@ func TestControlPlaneRunPageShowsItsFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := serve(t, s)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("cpruns"))); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +196,7 @@ func TestControlPlaneRunPageShowsItsFigures(t *testing.T) {
 func TestFortioPagesListAndDraw(t *testing.T) {
 	dir, _ := fortioDataDir(t)
 	srv := serveDataDir(t, dir)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/fortio/"), chromedp.WaitVisible(chromedp.ID("fortio-files"))); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,11 @@
 // built on the API's functions. It answers from the
 // store through the packages that already own each question (results,
 // compare, history) and adds only the JSON forms and the HTTP status codes.
+//
+// Every route is behind internal/httpguard: a web page the user visits must
+// neither start a lab run (as root) nor, through a rebound name, read the
+// store. Hosts are checked on every request; POSTs need JSON, a same-origin
+// or non-browser caller, and the token when the dashboard has one.
 package dashboard
 
 import (
@@ -18,6 +23,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/httpguard"
+	"github.com/meshperf/meshperf/internal/live"
 	"github.com/meshperf/meshperf/internal/results"
 )
 
@@ -28,9 +35,9 @@ type server struct {
 	// dataDir is the directory of Fortio result files the /fortio pages
 	// list and draw (Fortio's -data-dir); "" when none was given.
 	dataDir string
-	live    *liveHub   // the live sessions, in memory
-	token   string     // required on POSTs when set
-	labs    *LabRunner // starts lab runs; nil starts none
+	live    *liveHub          // the live sessions, in memory
+	guard   httpguard.Options // what every request is checked against
+	labs    *LabRunner        // starts lab runs; nil starts none
 }
 
 // Option sets up the dashboard beyond its store.
@@ -131,7 +138,8 @@ func New(st *results.Store, log *slog.Logger, opts ...Option) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeErrorPage(w, http.StatusNotFound, fmt.Sprintf("no such page %s %s", r.Method, r.URL.Path))
 	})
-	return s.withLog(mux)
+	s.guard.TokenHelp = "meshperf dashboard's -token, or the one it printed at start; meshperf load and lab run send it with --dashboard-token or $" + live.TokenEnv
+	return s.withLog(httpguard.Wrap(mux, s.guard))
 }
 
 // response is what a handler answers: a value written as indented JSON,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/cli"
 	"github.com/meshperf/meshperf/internal/dashboard"
+	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 // The live page updates while a real load runs: a `meshperf load
@@ -29,7 +30,7 @@ func TestLivePageFollowsARunningLoad(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(target.Close)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 
 	loadDone := make(chan int, 1)
 	go func() {

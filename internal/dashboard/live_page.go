@@ -25,7 +25,7 @@ func (s *server) liveListPage(*http.Request) (view, error) {
 		Sessions            []liveSessionView
 		Scenarios           []liveScenario
 		CanStart, NeedToken bool
-	}{Sessions: s.live.list(), CanStart: s.labs != nil, NeedToken: s.token != ""}
+	}{Sessions: s.live.list(), CanStart: s.labs != nil, NeedToken: s.guard.Token != ""}
 	if s.labs != nil {
 		list, err := scenario.List()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/dashboard"
 	"github.com/meshperf/meshperf/internal/live"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // liveServer is a dashboard over an empty store, with the options given.
@@ -23,25 +24,22 @@ func liveServer(t *testing.T, opts ...dashboard.Option) *httptest.Server {
 	return srv
 }
 
-// post sends body to path with the token when given, and returns the
-// status and the answer.
+// post sends body to path as JSON, with the token when given, and returns
+// the status and the answer.
 func post(t *testing.T, srv *httptest.Server, path, token, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	headers := map[string]string{"Content-Type": "application/json"}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		headers["Authorization"] = "Bearer " + token
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, answer
+	return send(t, srv, http.MethodPost, path, body, headers)
+}
+
+// send makes one request to the dashboard with the headers given ("Host"
+// sets the Host) and returns the status and the answer.
+func send(t *testing.T, srv *httptest.Server, method, path, body string, headers map[string]string) (int, []byte) {
+	t.Helper()
+	return testutil.Send(t, method, srv.URL+path, body, headers)
 }
 
 // openSession opens a load session and returns its id.

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/meshperf/meshperf/internal/testenv"
 )
 
 func TestComparePageOverlaysTheRuns(t *testing.T) {
 	srv := regressionSeries(t)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	// Picked on the runs page, as a user does: three runs' checkboxes.
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("runs"))); err != nil {
 		t.Fatal(err)
@@ -66,7 +68,7 @@ func TestComparePageOverlaysTheRuns(t *testing.T) {
 
 func TestTrendsPageMarksTheChangePoint(t *testing.T) {
 	srv := regressionSeries(t)
-	ctx := newBrowser(t)
+	ctx := testenv.NewBrowser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/trends?scenario=quick"), chromedp.WaitVisible(chromedp.ID("panel-p99"))); err != nil {
 		t.Fatal(err)
 	}

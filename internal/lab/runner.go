@@ -196,7 +196,7 @@ func (l *lab) startPilot(ctx context.Context) error {
 	}
 	l.pilot = p
 	l.pids = append(l.pids, p.PID())
-	if l.api, err = api.NewClient(p.APIURL(), nil); err != nil {
+	if l.api, err = p.APIClient(); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
 	return nil

@@ -29,7 +29,8 @@ type Relay struct {
 }
 
 // StartRelay listens on a new socket in a directory of its own and
-// forwards every request to dashboardURL as it is (headers, token and all).
+// forwards every request to dashboardURL as it is (headers, token and all)
+// but for its Host, which is dashboardURL's.
 func StartRelay(dashboardURL string) (*Relay, error) {
 	target, err := url.Parse(dashboardURL)
 	if err != nil {
@@ -44,7 +45,10 @@ func StartRelay(dashboardURL string) (*Relay, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("dashboard relay: %w", err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
+	// Requests go out addressed to the dashboard by its own URL, Host
+	// included: the dashboard answers only to its own names, and the
+	// publishers behind the socket name none (see transport).
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
 	proxy.Transport = &http.Transport{ResponseHeaderTimeout: requestTimeout, DialContext: (&net.Dialer{Timeout: requestTimeout}).DialContext}
 	r := &Relay{dir: dir, ln: ln, srv: &http.Server{Handler: proxy, ReadHeaderTimeout: requestTimeout}}
 	go func() { _ = r.srv.Serve(ln) }()

@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/meshperf/meshperf/internal/httpguard"
+	"github.com/meshperf/meshperf/internal/pilot/api"
 )
 
 // PilotAddrs are the addresses of `meshperf pilot`'s listeners.
@@ -48,6 +51,11 @@ type PilotOptions struct {
 	LogPath string
 	// Name is what messages call it; "control plane" if empty.
 	Name string
+	// APIToken is the token its API requires on writes and /debug/,
+	// passed in its environment (api.TokenEnv): a flag would show in
+	// /proc/PID/cmdline and pprof's cmdline. Empty, StartPilot makes one
+	// up when the API is not on loopback, where other hosts reach it.
+	APIToken string
 }
 
 // Pilot is a running `meshperf pilot`.
@@ -80,6 +88,13 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 		}
 		return netip.AddrPortFrom(o.Host, 0).String()
 	}
+	if o.APIToken == "" && !onLoopback(orPort0(o.Addrs.HTTP)) {
+		token, err := httpguard.NewToken()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Name, err)
+		}
+		o.APIToken = token
+	}
 	args := append(append([]string(nil), o.Command[1:]...),
 		"--grpcAddr", orPort0(o.Addrs.GRPC), "--httpAddr", orPort0(o.Addrs.HTTP),
 		"--monitoringAddr", orPort0(o.Addrs.Monitoring), "--dataDir", o.DataDir)
@@ -94,10 +109,9 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 	}
 	readyFile := filepath.Join(o.DataDir, "pilot.ready")
 	args = append(args, "--ready-file", readyFile)
-	var env []string
-	if len(o.Env) > 0 {
-		env = append(os.Environ(), o.Env...)
-	}
+	// The token is always set, empty too: one in this process's own
+	// environment is not the child's.
+	env := append(append(os.Environ(), o.Env...), api.TokenEnv+"="+o.APIToken)
 	p, err := Start(Spec{Name: o.Name, Path: o.Command[0], Args: args, Env: env, LogPath: o.LogPath, ReadyFile: readyFile})
 	if err != nil {
 		return nil, err
@@ -127,6 +141,21 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 
 // APIURL is the config API's base URL.
 func (p *Pilot) APIURL() string { return "http://" + p.Addrs.HTTP }
+
+// APIToken is the token its API requires ("" for none).
+func (p *Pilot) APIToken() string { return p.opts.APIToken }
+
+// APIClient is a client of its API that sends its token: how every caller
+// that started a pilot talks to it.
+func (p *Pilot) APIClient() (*api.Client, error) {
+	return api.NewClient(p.APIURL(), nil, api.WithToken(p.opts.APIToken))
+}
+
+// onLoopback says whether a listen address (IP:port) is on loopback.
+func onLoopback(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().IsLoopback()
+}
 
 // RootCertPath is the PEM file of the root of its CA, which signs its TLS
 // listener's certificate and the workloads': a node proxy's XDS_ROOT_CA and

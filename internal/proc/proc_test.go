@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -351,11 +352,74 @@ func TestPilotRestartsOnItsAddresses(t *testing.T) {
 
 func apiReady(t *testing.T, pl *proc.Pilot) {
 	t.Helper()
-	c, err := api.NewClient(pl.APIURL(), nil)
+	c, err := pl.APIClient()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Ready(context.Background()); err != nil {
 		t.Errorf("pilot pid %d: %v", pl.PID(), err)
+	}
+}
+
+// A pilot whose API other hosts reach gets a token, in its environment
+// and not on its command line (which /proc and pprof show), kept across
+// a restart; APIClient sends it, a client without it cannot write.
+func TestPilotOffLoopbackHasAToken(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t.Setenv(api.TokenEnv, "the-parents-own")
+	pl, err := proc.StartPilot(ctx, proc.PilotOptions{Command: []string{exe, "pilot"}, DataDir: t.TempDir(), Host: netip.IPv4Unspecified(),
+		LogLevel: "warn", Env: []string{helperEnv + "=pilot"}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pl.Stop() })
+	token := pl.APIToken()
+	if len(token) != 32 {
+		t.Fatalf("APIToken %q: want a generated token off loopback", token)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pl.PID()))
+	if err != nil || strings.Contains(string(cmdline), token) {
+		t.Errorf("the token is on pilot's command line %q (%v)", cmdline, err)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pl.PID()))
+	if err != nil || !strings.Contains(string(environ), api.TokenEnv+"="+token+"\x00") {
+		t.Errorf("pilot's environment lacks %s=TOKEN (%v)", api.TokenEnv, err)
+	}
+	vs := []byte("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: r}\nspec: {host: r}\n")
+	anonymous, err := api.NewClient(pl.APIURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *api.StatusError
+	if _, err := anonymous.Apply(ctx, "", vs); !errors.As(err, &se) || se.Code != 401 {
+		t.Errorf("apply without the token: %v, want 401", err)
+	}
+	again, err := pl.Restart(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = again.Stop() })
+	c, err := again.APIClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(ctx, "", vs); err != nil || again.APIToken() != token {
+		t.Errorf("apply through APIClient after a restart: %v (token %q, was %q)", err, again.APIToken(), token)
+	}
+
+	// On loopback there is none, whatever this process's environment says.
+	local, err := proc.StartPilot(ctx, proc.PilotOptions{Command: []string{exe, "pilot"}, DataDir: t.TempDir(),
+		LogLevel: "warn", Env: []string{helperEnv + "=pilot"}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Stop() })
+	plain, _ := api.NewClient(local.APIURL(), nil)
+	if _, err := plain.Apply(ctx, "", vs); err != nil || local.APIToken() != "" {
+		t.Errorf("apply to a loopback pilot without a token: %v (its token %q)", err, local.APIToken())
 	}
 }

@@ -12,12 +12,6 @@ import (
 // Delete is one atomic write.
 type apiApplier struct{ c *api.Client }
 
-// newAPIApplier talks to the API at base (a bare host:port means http).
-func newAPIApplier(base string) (apiApplier, error) {
-	c, err := api.NewClient(base, nil)
-	return apiApplier{c}, err
-}
-
 // Apply creates or updates rs.
 func (a apiApplier) Apply(ctx context.Context, rs []*config.Resource) error {
 	_, err := a.c.ApplyResources(ctx, rs)

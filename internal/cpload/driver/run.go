@@ -21,6 +21,7 @@ import (
 	"github.com/meshperf/meshperf/internal/cpload/metrics"
 	"github.com/meshperf/meshperf/internal/cpload/shape"
 	"github.com/meshperf/meshperf/internal/cpload/sim"
+	"github.com/meshperf/meshperf/internal/pilot/api"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/proc"
 	"github.com/meshperf/meshperf/internal/proc/procstat"
@@ -156,8 +157,10 @@ type Config struct {
 	// ApplyWith is how changes reach an external target: "none",
 	// "meshperf-api" (APIURL), or "dir:PATH" (files in the directory it
 	// watches, as istiod's --configDir).
-	ApplyWith  string
-	APIURL     string
+	ApplyWith string
+	APIURL    string
+	// APIToken is the token of the API at APIURL ("" for none).
+	APIToken   string
 	MetricsURL string // an external target's /metrics, optional
 
 	Prometheus   bool          // run Debian's prometheus for the test
@@ -271,10 +274,12 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 			return nil, err
 		}
 		e.pilot, e.xds, e.metricsURL = p, p.Addrs.GRPC, p.MetricsURL()
-		if e.api, err = newAPIApplier(p.APIURL()); err != nil {
+		c, err := p.APIClient()
+		if err != nil {
 			e.stop()
 			return nil, err
 		}
+		e.api = apiApplier{c}
 		e.sampleProcess("pilot", p.PID())
 	} else {
 		e.xds, e.metricsURL = c.Target, c.MetricsURL
@@ -283,11 +288,11 @@ func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env,
 		}
 		switch {
 		case c.ApplyWith == "meshperf-api":
-			a, err := newAPIApplier(c.APIURL)
+			client, err := api.NewClient(c.APIURL, nil, api.WithToken(c.APIToken))
 			if err != nil {
 				return nil, fmt.Errorf("--api-url: %w", err)
 			}
-			e.api = a
+			e.api = apiApplier{client}
 		case strings.HasPrefix(c.ApplyWith, "dir:"):
 			e.api = &DirApplier{Dir: strings.TrimPrefix(c.ApplyWith, "dir:")}
 		}

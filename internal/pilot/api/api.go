@@ -8,11 +8,19 @@
 // package sits beside the pipeline rather than in it and can be served on any
 // listener main chooses. Every answer is JSON, errors included, so that a
 // client never has to guess whether a body is a message or a payload.
+//
+// A web page must not rewrite the mesh's config nor read it: the handler
+// is wrapped in internal/httpguard (the Host allow-list on every request;
+// JSON or YAML, cross-origin checks and, when the server has one, the
+// token on writes; the token on /debug/). Every body is capped at
+// MaxBodyBytes, and every error quotes at most a prefix of what the client
+// sent, so no client makes an answer, or the server, grow with its input.
 package api
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -20,8 +28,14 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
+	"github.com/meshperf/meshperf/internal/httpguard"
 	"github.com/meshperf/meshperf/internal/pilot/store"
 )
+
+// TokenEnv names the variable that holds the API's token, for `meshperf
+// pilot` (when --api-token is not given) and its clients alike.
+const TokenEnv = "MESHPERF_PILOT_TOKEN"
 
 // MaxBodyBytes caps a request body. It is far above any mesh's config (1000
 // services with their routing rules are a few MiB of YAML) and low enough
@@ -57,6 +71,17 @@ type Deps struct {
 	// Logger gets one record per write and per server-side failure; nil
 	// discards them.
 	Logger *slog.Logger
+
+	// Token, when set, is required (Authorization: Bearer) on every write
+	// and on /debug/.
+	Token string
+	// ListenAddress is the API's address as given (--httpAddr): its host,
+	// when a name, is accepted in Host.
+	ListenAddress string
+	// AllowedHosts are further names accepted in Host (--allowed-hosts,
+	// the pilot's Service names on Kubernetes); httpguard.AnyHost accepts
+	// any.
+	AllowedHosts []string
 }
 
 // ProxySync is one ADS connection's sync state, as /debug/syncz shows it.
@@ -100,6 +125,8 @@ type handler struct {
 //	GET  /debug/push_status               the last pushes
 //	GET  /debug/push_trace                recent pushes' stage timestamps
 //	GET  /ready                           "ok" once the server answers
+//
+// behind the guard that Deps' Token, ListenAddress and AllowedHosts set up.
 func NewHandler(d Deps) http.Handler {
 	h := &handler{d: d, log: d.Logger}
 	if h.log == nil {
@@ -119,11 +146,33 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("/debug/push_trace", h.only(http.MethodGet, h.pushTrace))
 	mux.HandleFunc("/ready", h.only(http.MethodGet, ready))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no endpoint "+r.URL.Path+
+		writeError(w, http.StatusNotFound, "no endpoint "+excerpt.String(r.URL.Path)+
 			": see /api/v1/resources/{kind}, /api/v1/apply, /api/v1/delete, /debug/config_dump, /debug/syncz, /debug/push_status, /ready")
 	})
-	return mux
+	return httpguard.Wrap(limitBodies(mux), httpguard.Options{
+		AllowedHosts: d.AllowedHosts, BindAddress: d.ListenAddress, Token: d.Token,
+		TokenHelp:  "meshperf pilot's --api-token or $" + TokenEnv + "; meshperf apply, get and delete send it with --token or $" + TokenEnv,
+		WriteTypes: append([]string{httpguard.JSON}, httpguard.YAMLTypes...),
+		TokenPaths: []string{"/debug/"},
+	})
 }
+
+// limitBodies caps every request's body at MaxBodyBytes, so that no
+// endpoint, today's or a later one, reads more; a body declared larger is
+// refused before any of it is read.
+func limitBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, bodyTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyTooLarge is the refusal of a body over MaxBodyBytes.
+var bodyTooLarge = fmt.Sprintf("request body is larger than %d MiB (%d bytes): split the config into several applies", MaxBodyBytes>>20, MaxBodyBytes)
 
 // only answers 405 for any method but want (HEAD is accepted where GET is).
 func (h *handler) only(want string, next http.HandlerFunc) http.HandlerFunc {
@@ -137,7 +186,7 @@ func (h *handler) only(want string, next http.HandlerFunc) http.HandlerFunc {
 			allow += ", " + http.MethodHead
 		}
 		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": method not allowed, use "+want)
+		writeError(w, http.StatusMethodNotAllowed, excerpt.String(r.Method+" "+r.URL.Path)+": method not allowed, use "+want)
 	}
 }
 
@@ -166,10 +215,18 @@ func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	}
 }
 
+// maxErrorBytes bounds an error message. Messages quote a prefix of what
+// the client sent where they quote it; this bound is for a message that
+// still grew (many problems, each at its bound).
+const maxErrorBytes = 8 << 10
+
 // writeError answers {"error": msg}, msg flattened to one line: clients
 // print it as the one line a user sees.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > maxErrorBytes {
+		msg = strings.ToValidUTF8(msg[:maxErrorBytes], "") + fmt.Sprintf("... (the message's other %d bytes left out)", len(msg)-maxErrorBytes)
+	}
 	b, _ := json.Marshal(ErrorResponse{Error: msg}) // a struct of one string cannot fail
 	writeRawJSON(w, status, b)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/store"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 const bookinfo = `apiVersion: v1
@@ -81,22 +82,14 @@ func dbServer(t *testing.T) (*httptest.Server, *store.DB) {
 	return newServer(t, Deps{Store: db, Writer: db}), db
 }
 
+// call sends body as a client that is not a browser does: YAML on writes.
 func call(t *testing.T, method, url, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	headers := map[string]string{}
+	if method != http.MethodGet {
+		headers["Content-Type"] = "application/yaml"
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return testutil.Send(t, method, url, body, headers)
 }
 
 // errorOf checks that b is exactly one line of {"error": ...} and returns
@@ -376,6 +369,7 @@ func TestMethodsAndUnknownPaths(t *testing.T) {
 		{"POST", "/ready", "GET, HEAD"},
 	} {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -37,14 +37,23 @@ const maxErrorBody = 64 << 10
 // server's own message (a *StatusError), or why the server could not be
 // reached (an *UnreachableError).
 type Client struct {
-	base string // scheme://host[:port][/prefix], no trailing slash
-	http *http.Client
+	base  string // scheme://host[:port][/prefix], no trailing slash
+	http  *http.Client
+	token string // sent as a bearer token when set
 }
+
+// ClientOption sets up a Client beyond its address.
+type ClientOption func(*Client)
+
+// WithToken has the client send token (Authorization: Bearer) on every
+// call: the API's writes and /debug/ need it when the server has one
+// (meshperf pilot's --api-token, or TokenEnv). Empty sends none.
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
 
 // NewClient returns a client of the API at base: an http:// or https:// URL,
 // or a bare host:port for http. A nil httpClient means one with
 // DefaultTimeout.
-func NewClient(base string, httpClient *http.Client) (*Client, error) {
+func NewClient(base string, httpClient *http.Client, opts ...ClientOption) (*Client, error) {
 	u, err := parseBase(base)
 	if err != nil {
 		return nil, fmt.Errorf("control plane address %q: %w", base, err)
@@ -52,7 +61,11 @@ func NewClient(base string, httpClient *http.Client) (*Client, error) {
 	if httpClient == nil {
 		httpClient = &http.Client{Timeout: DefaultTimeout}
 	}
-	return &Client{base: strings.TrimSuffix(u.String(), "/"), http: httpClient}, nil
+	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: httpClient}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 func parseBase(base string) (*url.URL, error) {
@@ -111,7 +124,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // ..."); empty, they are called "request".
 func (c *Client) Apply(ctx context.Context, source string, docs []byte) (*ApplyResponse, error) {
 	var resp ApplyResponse
-	if err := c.call(ctx, http.MethodPost, "/api/v1/apply", sourceQuery(source), docs, &resp); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/api/v1/apply", sourceQuery(source), yamlBody(docs), &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
@@ -138,7 +151,7 @@ func (c *Client) ApplyResources(ctx context.Context, rs []*config.Resource) (*Ap
 // names what to delete.
 func (c *Client) Delete(ctx context.Context, source string, docs []byte) (*DeleteResponse, error) {
 	var resp DeleteResponse
-	if err := c.call(ctx, http.MethodPost, "/api/v1/delete", sourceQuery(source), docs, &resp); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/api/v1/delete", sourceQuery(source), yamlBody(docs), &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil
@@ -264,23 +277,39 @@ func (c *Client) decodeObject(b []byte) (*config.Resource, error) {
 	return rs[0], nil
 }
 
+// requestBody is what a call sends, with the content type it declares:
+// the server takes writes only in its own types (JSON, or YAML for apply
+// and delete), which no web form can send.
+type requestBody struct {
+	contentType string
+	data        []byte
+}
+
+// yamlBody is documents for apply and delete (JSON documents are YAML too).
+func yamlBody(docs []byte) *requestBody {
+	return &requestBody{contentType: "application/yaml", data: docs}
+}
+
 // call sends one request and decodes a 2xx answer into out: skipped when
 // out is nil, the raw body for a *[]byte, JSON otherwise.
-func (c *Client) call(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body *requestBody, out any) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
 	var rd io.Reader
 	if body != nil {
-		rd = bytes.NewReader(body)
+		rd = bytes.NewReader(body.data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/yaml") // JSON documents are YAML too
+		req.Header.Set("Content-Type", body.contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
+
 	// The config dump packs every resource and filter config in an Any;
 	// protojson can only print an Any whose type is linked into the binary.
 	// These are the types the generators emit, so the dump never fails on
@@ -58,7 +60,7 @@ func (h *handler) configDump(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.d.ConfigDump == nil {
-		writeError(w, http.StatusNotFound, "proxy "+id+": "+ErrUnknownProxy.Error()+" (no xDS server behind this endpoint)")
+		writeError(w, http.StatusNotFound, "proxy "+excerpt.Quote(id)+": "+ErrUnknownProxy.Error()+" (no xDS server behind this endpoint)")
 		return
 	}
 	dump, err := h.d.ConfigDump(id)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -108,7 +109,7 @@ func exactKind(apiVersion, s string) (config.Kind, error) {
 	if s == "" {
 		return "", config.FieldError{Path: "kind", Problem: "required"}
 	}
-	return "", fmt.Errorf("kind %q is not supported; supported kinds: %s", s, kindNames())
+	return "", fmt.Errorf("kind %q is not supported; supported kinds: %s", excerpt.Value(s), kindNames())
 }
 
 func oneLine(err error) string {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/pilot/config"
 	"github.com/meshperf/meshperf/internal/pilot/store"
 )
@@ -77,7 +78,7 @@ func ParseKind(s string) (config.Kind, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("unknown kind %q; supported kinds: %s", s, kindNames())
+	return "", fmt.Errorf("unknown kind %q; supported kinds: %s", excerpt.Value(s), kindNames())
 }
 
 // shortNames are the short names kubectl accepts for these kinds (the CRDs'
@@ -107,15 +108,14 @@ func plural(k config.Kind) string {
 	return l + "s"
 }
 
-// readBody reads the request body up to MaxBodyBytes, answering 413 or 400
-// itself when it cannot.
+// readBody reads the request body (limitBodies caps it at MaxBodyBytes),
+// answering 413 or 400 itself when it cannot.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge,
-				fmt.Sprintf("request body is larger than %d MiB: split the config into several applies", MaxBodyBytes>>20))
+			writeError(w, http.StatusRequestEntityTooLarge, bodyTooLarge)
 			return nil, false
 		}
 		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
@@ -290,9 +290,9 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		where := ""
 		if key.Namespace != "" {
-			where = fmt.Sprintf(" in namespace %q", key.Namespace)
+			where = fmt.Sprintf(" in namespace %q", excerpt.Value(key.Namespace))
 		}
-		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %q not found%s", kind, key.Name, where))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %q not found%s", kind, excerpt.Value(key.Name), where))
 		return
 	}
 	b, err := config.Encode(res)

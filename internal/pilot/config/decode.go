@@ -18,6 +18,8 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshperf/meshperf/internal/excerpt"
 )
 
 // kindInfo says which apiVersions a kind is accepted under and which Go type
@@ -140,10 +142,10 @@ func decodeObject(doc *rawDocument, strict []error) (*Resource, error) {
 	kind := KindOf(doc.APIVersion, doc.Kind)
 	info, ok := kindInfos[kind]
 	if !ok {
-		return nil, fmt.Errorf("kind %q (apiVersion %q) is not supported; supported kinds: %s", doc.Kind, doc.APIVersion, kindList())
+		return nil, fmt.Errorf("kind %q (apiVersion %q) is not supported; supported kinds: %s", excerpt.Value(doc.Kind), excerpt.Value(doc.APIVersion), kindList())
 	}
 	if !slices.Contains(info.versions, doc.APIVersion) {
-		return &Resource{Kind: kind}, fmt.Errorf("apiVersion %q is not supported for %s; use %s", doc.APIVersion, kind, strings.Join(info.versions, ", "))
+		return &Resource{Kind: kind}, fmt.Errorf("apiVersion %q is not supported for %s; use %s", excerpt.Value(doc.APIVersion), kind, strings.Join(info.versions, ", "))
 	}
 	r := &Resource{Kind: kind, APIVersion: doc.APIVersion}
 	if !isNull(doc.Metadata) {

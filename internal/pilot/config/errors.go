@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/meshperf/meshperf/internal/excerpt"
 )
 
 // FieldError is one problem with one field of an object, e.g.
@@ -16,12 +19,13 @@ type FieldError struct {
 	Problem string
 }
 
-// Error returns "path: problem".
+// Error returns "path: problem". A path is built from the object's keys,
+// which the client chose, so only a prefix of a long one is quoted.
 func (e FieldError) Error() string {
 	if e.Path == "" {
 		return e.Problem
 	}
-	return e.Path + ": " + e.Problem
+	return excerpt.String(e.Path) + ": " + e.Problem
 }
 
 // ValidationError lists every field problem found in one object. Its message is
@@ -31,11 +35,20 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
-// Error returns every problem on one line.
+// maxProblemsShown bounds the problems one message lists: an object with a
+// hundred thousand bad hosts is one message of a few lines, not megabytes.
+const maxProblemsShown = 20
+
+// Error returns the problems on one line, the first maxProblemsShown of
+// them and how many more there are.
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
+	shown := e.Fields[:min(len(e.Fields), maxProblemsShown)]
+	parts := make([]string, len(shown), len(shown)+1)
+	for i, f := range shown {
 		parts[i] = f.Error()
+	}
+	if more := len(e.Fields) - len(shown); more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more problems", more))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -53,11 +66,12 @@ type DocumentError struct {
 	Err       error
 }
 
-// Error returns "FILE: document N (Kind namespace/name): problem".
+// Error returns "FILE: document N (Kind namespace/name): problem". The file
+// and the identity come from the client: a prefix of each is quoted.
 func (e *DocumentError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File)
+		b.WriteString(excerpt.String(e.File))
 		b.WriteString(": ")
 	}
 	b.WriteString("document ")
@@ -73,10 +87,10 @@ func (e *DocumentError) Error() string {
 		if e.Name != "" {
 			b.WriteString(" ")
 			if e.Namespace != "" {
-				b.WriteString(e.Namespace)
+				b.WriteString(excerpt.String(e.Namespace))
 				b.WriteString("/")
 			}
-			b.WriteString(e.Name)
+			b.WriteString(excerpt.String(e.Name))
 		}
 		b.WriteString(")")
 	}
@@ -92,8 +106,27 @@ func (e *DocumentError) Unwrap() error { return e.Err }
 // helpers keep the validators short.
 type fieldErrors []FieldError
 
+// add records a problem. Its string arguments are the object's values,
+// which the client chose: each is quoted as a prefix (excerpt.Value), so
+// a message does not grow with them.
 func (fe *fieldErrors) add(path, format string, args ...any) {
+	for i, a := range args {
+		args[i] = clipString(a)
+	}
 	*fe = append(*fe, FieldError{Path: path, Problem: fmt.Sprintf(format, args...)})
+}
+
+// clipString is a, or, when a is a string of any type (corev1.Protocol
+// too) that does not format itself, its excerpt.Value.
+func clipString(a any) any {
+	switch a.(type) {
+	case fmt.Stringer, error:
+		return a
+	}
+	if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+		return excerpt.Value(v.String())
+	}
+	return a
 }
 
 func (fe fieldErrors) err() error {

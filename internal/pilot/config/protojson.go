@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/meshperf/meshperf/internal/excerpt"
 )
 
 type protoMessage = proto.Message
@@ -210,10 +212,10 @@ func checkEnum(v any, ed protoreflect.EnumDescriptor, path string) *FieldError {
 		for i := range names {
 			names[i] = string(ed.Values().Get(i).Name())
 		}
-		return &FieldError{Path: path, Problem: fmt.Sprintf("unknown value %q; want one of %s", t, strings.Join(names, ", "))}
+		return &FieldError{Path: path, Problem: fmt.Sprintf("unknown value %q; want one of %s", excerpt.Value(t), strings.Join(names, ", "))}
 	case json.Number:
 		if _, err := strconv.ParseInt(string(t), 10, 32); err != nil {
-			return &FieldError{Path: path, Problem: "invalid enum number " + string(t)}
+			return &FieldError{Path: path, Problem: "invalid enum number " + excerpt.String(string(t))}
 		}
 		return nil
 	}
@@ -234,7 +236,7 @@ func checkFloat(v any, path string) *FieldError {
 		return &FieldError{Path: path, Problem: "got " + jsonType(v) + ", want a number"}
 	}
 	if f, err := strconv.ParseFloat(s, 64); err != nil || math.IsInf(f, 0) {
-		return &FieldError{Path: path, Problem: fmt.Sprintf("invalid number %q", s)}
+		return &FieldError{Path: path, Problem: fmt.Sprintf("invalid number %q", excerpt.Value(s))}
 	}
 	return nil
 }
@@ -263,7 +265,7 @@ func checkInt(v any, kind protoreflect.Kind, path string) *FieldError {
 		if unsigned {
 			want = "a non-negative integer"
 		}
-		return &FieldError{Path: path, Problem: fmt.Sprintf("%s is not %s of %d bits", s, want, bits)}
+		return &FieldError{Path: path, Problem: fmt.Sprintf("%s is not %s of %d bits", excerpt.Value(s), want, bits)}
 	}
 	return nil
 }
@@ -305,7 +307,7 @@ func (w *walker) wellKnown(v any, md protoreflect.MessageDescriptor, path string
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return v, &FieldError{Path: path, Problem: fmt.Sprintf("invalid duration %q: want a number with a unit such as \"1.5s\" or \"5m\"", s)}
+			return v, &FieldError{Path: path, Problem: fmt.Sprintf("invalid duration %q: want a number with a unit such as \"1.5s\" or \"5m\"", excerpt.Value(s))}
 		}
 		if canonical := protoDuration(d); canonical != s {
 			w.rewrote = true

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 	"github.com/meshperf/meshperf/internal/pilot/snapshot"
 	"github.com/meshperf/meshperf/internal/pilot/xds"
@@ -81,10 +82,10 @@ func (s *Server) ConfigDump(proxyID string) (*adminv3.ConfigDump, error) {
 		}
 	}
 	if conn == nil {
-		return nil, fmt.Errorf("%w %q", ErrUnknownProxy, proxyID)
+		return nil, fmt.Errorf("%w %q", ErrUnknownProxy, excerpt.Value(proxyID))
 	}
 	if conn.Proxy().Type == model.Ztunnel {
-		return nil, fmt.Errorf("proxy %q is a node proxy (ztunnel): it is sent workload discovery, not Envoy configuration, so it has no config dump", proxyID)
+		return nil, fmt.Errorf("proxy %q is a node proxy (ztunnel): it is sent workload discovery, not Envoy configuration, so it has no config dump", excerpt.Value(proxyID))
 	}
 	watched := map[string][]string{}
 	for _, ts := range conn.SyncStatus() {
