@@ -83,13 +83,16 @@ func Pilot(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "manifest" {
 		return PilotManifest(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "token" {
+		return PilotToken(args[1:], stdout, stderr)
+	}
 	return untilSignalled(runPilot, args, stdout, stderr)
 }
 
 func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf pilot", "[flags]", "The control plane: Istio config in, Envoy xDS out, through istiod's debounce/queue/throttle pipeline; "+
 		"with --webhookAddr also the sidecar injector (the --image-repo, --tag and --pull-policy images). "+
-		"`meshperf pilot manifest` prints its deployment on Kubernetes.")
+		"`meshperf pilot manifest` prints its deployment on Kubernetes; `meshperf pilot token` issues a pod's token.")
 	f, err := parsePilotArgs(cmd, args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)

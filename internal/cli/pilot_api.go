@@ -26,6 +26,7 @@ func apiDeps(srv *discovery.Server, log *slog.Logger) api.Deps {
 		Syncz:      func() []api.ProxySync { return syncz(srv.Connections()) },
 		PushStatus: func() any { return srv.PushStatus() },
 		PushTrace:  func() any { return srv.PushTraces() },
+		Tokens:     srv.Tokens(),
 		Logger:     log,
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 
+	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/store"
 )
 
@@ -54,6 +55,9 @@ type Deps struct {
 	// PushTrace lists recent pushes' stage timestamps (any JSON-encodable
 	// value).
 	PushTrace func() any
+	// Tokens issues pods' tokens (POST /api/v1/tokens); nil on Kubernetes,
+	// where the kubelet projects them, and the endpoint answers 409.
+	Tokens *ca.TokenIssuer
 	// Logger gets one record per write and per server-side failure; nil
 	// discards them.
 	Logger *slog.Logger
@@ -93,6 +97,7 @@ type handler struct {
 //
 //	POST /api/v1/apply                    create or update the objects in the body, atomically
 //	POST /api/v1/delete                   delete the objects named in the body, atomically
+//	POST /api/v1/tokens                   a pod's token, proving its identity to the CA and xDS
 //	GET  /api/v1/resources/{kind}         list a kind (?namespace=NS, empty for all)
 //	GET  /api/v1/resources/{kind}/{name}  one object (?namespace=NS, default "default")
 //	GET  /debug/config_dump?proxyID=ID    a proxy's config as Envoy's config dump
@@ -111,6 +116,7 @@ func NewHandler(d Deps) http.Handler {
 	// 404 are plain text.
 	mux.HandleFunc("/api/v1/apply", h.only(http.MethodPost, h.apply))
 	mux.HandleFunc("/api/v1/delete", h.only(http.MethodPost, h.delete))
+	mux.HandleFunc("/api/v1/tokens", h.only(http.MethodPost, h.issueToken))
 	mux.HandleFunc("/api/v1/resources/{kind}", h.only(http.MethodGet, h.list))
 	mux.HandleFunc("/api/v1/resources/{kind}/{name}", h.only(http.MethodGet, h.get))
 	mux.HandleFunc("/debug/config_dump", h.only(http.MethodGet, h.configDump))
@@ -120,7 +126,7 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("/ready", h.only(http.MethodGet, ready))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no endpoint "+r.URL.Path+
-			": see /api/v1/resources/{kind}, /api/v1/apply, /api/v1/delete, /debug/config_dump, /debug/syncz, /debug/push_status, /ready")
+			": see /api/v1/resources/{kind}, /api/v1/apply, /api/v1/delete, /api/v1/tokens, /debug/config_dump, /debug/syncz, /debug/push_status, /ready")
 	})
 	return mux
 }

@@ -267,20 +267,25 @@ func (c *Client) decodeObject(b []byte) (*config.Resource, error) {
 // call sends one request and decodes a 2xx answer into out: skipped when
 // out is nil, the raw body for a *[]byte, JSON otherwise.
 func (c *Client) call(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	if body == nil {
+		return c.send(ctx, method, path, query, nil, "", out)
+	}
+	// JSON documents are YAML too.
+	return c.send(ctx, method, path, query, bytes.NewReader(body), "application/yaml", out)
+}
+
+// send is call with the body's content type said.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string, out any) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/yaml") // JSON documents are YAML too
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

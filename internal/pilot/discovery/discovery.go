@@ -95,6 +95,7 @@ type Server struct {
 	writer  store.Writer // nil in file mode
 	closer  func() error
 	ca      *ca.CA
+	tokens  *ca.TokenIssuer // nil on Kubernetes
 	reg     *registry.Registry
 	filter  *scope.NamespaceFilter
 	inbox   *push.Inbox
@@ -183,6 +184,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s.filter = filter
 	if s.ca, err = ca.Open(opts.CADir, opts.Mesh.GetTrustDomain(), ca.WithLogger(s.scopeLog(ScopeCA))); err != nil {
+		s.closer()
+		return nil, err
+	}
+	if err := s.openIdentity(); err != nil {
 		s.closer()
 		return nil, err
 	}
