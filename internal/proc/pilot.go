@@ -133,6 +133,9 @@ func (p *Pilot) APIURL() string { return "http://" + p.Addrs.HTTP }
 // CA_ROOT_CA.
 func (p *Pilot) RootCertPath() string { return filepath.Join(p.opts.DataDir, "ca", "root-cert.pem") }
 
+// DataDir holds its store, its CA and its ready file.
+func (p *Pilot) DataDir() string { return p.opts.DataDir }
+
 // MetricsURL is its Prometheus endpoint.
 func (p *Pilot) MetricsURL() string { return "http://" + p.Addrs.Monitoring + "/metrics" }
 
