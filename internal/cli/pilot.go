@@ -40,6 +40,9 @@ type pilotFlags struct {
 	sendTimeout time.Duration
 	images      injectImageFlags // the injected sidecars'
 	kube        pilotKubeFlags
+	// insecureTrustClaimedIdentity serves SDS secrets for the identities
+	// proxies claim, and signs for any caller; loopback only.
+	insecureTrustClaimedIdentity bool
 
 	// Read from the flags above by parsePilotArgs.
 	levels    logLevels
@@ -68,6 +71,9 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	f.push.MaxRequestsBurst = env.MaxRequestsBurst
 	f.images.define(fs)
 	f.kube.define(fs)
+	fs.BoolVar(&f.insecureTrustClaimedIdentity, "insecure-trust-claimed-identity", false,
+		"trust the identity a proxy claims in its node metadata: SDS serves its certificate and key, and the CA signs for any caller "+
+			"(impersonation included), as for a fleet simulated from one process; refused unless every listener is on loopback")
 }
 
 func defaultDataDir() string {
@@ -103,6 +109,11 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmd.exit(stderr, err)
 	}
 	defer f.listeners.close()
+	if f.insecureTrustClaimedIdentity {
+		if err := f.listeners.checkLoopback("--insecure-trust-claimed-identity hands any identity's private key to whoever asks"); err != nil {
+			return cmd.exit(stderr, inputError{err})
+		}
+	}
 	return runBoundPilot(ctx, f, stdout, stderr)
 }
 
@@ -169,6 +180,9 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	}
 	setMemoryLimit(log, memlimit.FromCgroup)
 	logOpenFilesLimit(log)
+	if f.insecureTrustClaimedIdentity {
+		log.Warn("--insecure-trust-claimed-identity: SDS and the CA give any identity's certificate and key to any local process that claims it; for simulated fleets on this machine only")
+	}
 	// The cluster is checked before the CA's root is created: a pilot that
 	// cannot watch it leaves nothing behind.
 	kubeSource, err := f.kube.source(ctx, scopeLog(discovery.ScopeKube))
@@ -192,6 +206,7 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
 		CADir: caDir, CertificateAuth: certificateAuth(f.kube.client), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
+		InsecureTrustClaimedIdentity: f.insecureTrustClaimedIdentity,
 	})
 	if err != nil {
 		closeSource()
