@@ -20,7 +20,6 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 
-	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/store"
 )
 
@@ -57,7 +56,7 @@ type Deps struct {
 	PushTrace func() any
 	// Tokens issues pods' tokens (POST /api/v1/tokens); nil on Kubernetes,
 	// where the kubelet projects them, and the endpoint answers 409.
-	Tokens *ca.TokenIssuer
+	Tokens TokenIssuer
 	// Logger gets one record per write and per server-side failure; nil
 	// discards them.
 	Logger *slog.Logger

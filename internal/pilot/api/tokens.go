@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/meshperf/meshperf/internal/pilot/ca"
 )
 
 // TokenRequest asks the control plane for a pod's token, as Kubernetes'
@@ -30,15 +28,25 @@ type TokenResponse struct {
 	ExpirationTimestamp time.Time `json:"expirationTimestamp"`
 }
 
+// TokenIssuer issues pods' tokens: the pilot's ca.TokenIssuer. An error
+// with a BadRequest method is the request's fault (answered 400).
+type TokenIssuer interface {
+	IssuePodToken(namespace, serviceAccount, pod, node string, lifetime time.Duration) (token string, expires time.Time, err error)
+}
+
 // maxTokenRequestBytes bounds a token request's body: its five fields are
 // names of at most 253 characters.
 const maxTokenRequestBytes = 4 << 10
+
+// maxExpirationSeconds is a year: more than any issuer grants, far from
+// overflowing a Duration.
+const maxExpirationSeconds = 365 * 24 * 60 * 60
 
 // issueToken answers POST /api/v1/tokens.
 func (h *handler) issueToken(w http.ResponseWriter, r *http.Request) {
 	if h.d.Tokens == nil {
 		writeError(w, http.StatusConflict, "this control plane issues no tokens: on Kubernetes the kubelet projects each pod's "+
-			"service-account token (audience "+ca.TokenAudience+"), which the CA and xDS accept")
+			"service-account token (audience istio-ca), which the CA and xDS accept")
 		return
 	}
 	var req TokenRequest
@@ -48,17 +56,18 @@ func (h *handler) issueToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "token request: want one JSON object with namespace, serviceAccount, pod, node and expirationSeconds: "+err.Error())
 		return
 	}
-	if req.ExpirationSeconds < 0 || req.ExpirationSeconds > int64(ca.MaxTokenLifetime/time.Second) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("token request: expirationSeconds %d is not between %d and %d",
-			req.ExpirationSeconds, int64(ca.MinTokenLifetime/time.Second), int64(ca.MaxTokenLifetime/time.Second)))
+	// The issuer bounds the lifetime; this only keeps the seconds from
+	// overflowing a Duration on the way.
+	if req.ExpirationSeconds < 0 || req.ExpirationSeconds > maxExpirationSeconds {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("token request: expirationSeconds %d is not a lifetime in seconds (at most %d)",
+			req.ExpirationSeconds, maxExpirationSeconds))
 		return
 	}
-	token, exp, err := h.d.Tokens.Issue(ca.TokenRequest{
-		Identity: ca.Identity{Namespace: req.Namespace, ServiceAccount: req.ServiceAccount},
-		Pod:      req.Pod, Node: req.Node, Lifetime: time.Duration(req.ExpirationSeconds) * time.Second,
-	})
+	token, exp, err := h.d.Tokens.IssuePodToken(req.Namespace, req.ServiceAccount, req.Pod, req.Node,
+		time.Duration(req.ExpirationSeconds)*time.Second)
+	var bad interface{ BadRequest() }
 	switch {
-	case errors.Is(err, ca.ErrInvalidTokenRequest):
+	case errors.As(err, &bad):
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:

@@ -50,7 +50,8 @@ func TestClientIssueToken(t *testing.T) {
 	}{
 		{TokenRequest{Namespace: "Bad_NS!", ServiceAccount: "cart"}, `namespace "Bad_NS!" is not a DNS-1123 label`},
 		{TokenRequest{Namespace: "shop", ServiceAccount: "cart", ExpirationSeconds: 60}, "lifetime 1m0s is not between 10m0s and 24h0m0s"},
-		{TokenRequest{Namespace: "shop", ServiceAccount: "cart", ExpirationSeconds: 1 << 62}, "expirationSeconds 4611686018427387904 is not between 600 and 86400"},
+		{TokenRequest{Namespace: "shop", ServiceAccount: "cart", ExpirationSeconds: 90000}, "lifetime 25h0m0s is not between 10m0s and 24h0m0s"},
+		{TokenRequest{Namespace: "shop", ServiceAccount: "cart", ExpirationSeconds: 1 << 62}, "expirationSeconds 4611686018427387904 is not a lifetime in seconds"},
 	} {
 		_, err := c.IssueToken(ctx, bad.req)
 		if code, msg := statusOf(t, err); code != http.StatusBadRequest || !strings.Contains(msg, bad.want) {

@@ -18,9 +18,6 @@ const MaxWorkloadCertTTL = 90 * 24 * time.Hour
 // opposed to a failure of the CA itself.
 var ErrInvalidRequest = errors.New("invalid certificate request")
 
-// ErrInvalidTokenRequest marks a token request refused for what it asked.
-var ErrInvalidTokenRequest = errors.New("invalid token request")
-
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
 }

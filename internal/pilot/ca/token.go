@@ -59,7 +59,7 @@ type TokenRequest struct {
 // bounds. The identity is checked by NewIdentity.
 func (r TokenRequest) Validate() error {
 	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidTokenRequest, fmt.Sprintf(format, args...))
+		return &TokenRequestError{reason: fmt.Sprintf(format, args...)}
 	}
 	if _, err := NewIdentity(r.Namespace, r.ServiceAccount); err != nil {
 		return invalid("%v", err)
@@ -77,6 +77,15 @@ func (r TokenRequest) Validate() error {
 	}
 	return nil
 }
+
+// TokenRequestError is a token request refused for what it asked, as
+// opposed to a failure of the issuer.
+type TokenRequestError struct{ reason string }
+
+func (e *TokenRequestError) Error() string { return "invalid token request: " + e.reason }
+
+// BadRequest marks the error as the asker's, which the API answers 400.
+func (e *TokenRequestError) BadRequest() {}
 
 // TokenIssuer signs the pilot's pod tokens and, as an Authenticator,
 // verifies them: signature, issuer, audience istio-ca, and time.
@@ -170,6 +179,12 @@ func (t *TokenIssuer) Issue(r TokenRequest) (string, time.Time, error) {
 		return "", time.Time{}, fmt.Errorf("sign the token: %w", err)
 	}
 	return signed, exp, nil
+}
+
+// IssuePodToken is Issue for the API, which names the request's fields
+// rather than this package's types (it cannot import this package).
+func (t *TokenIssuer) IssuePodToken(namespace, serviceAccount, pod, node string, lifetime time.Duration) (string, time.Time, error) {
+	return t.Issue(TokenRequest{Identity: Identity{Namespace: namespace, ServiceAccount: serviceAccount}, Pod: pod, Node: node, Lifetime: lifetime})
 }
 
 // serviceAccountUser is a service account's user name, a token's subject.

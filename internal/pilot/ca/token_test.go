@@ -120,7 +120,8 @@ func TestTokenRequestValidation(t *testing.T) {
 		{TokenRequest{Identity: cart, Lifetime: 25 * time.Hour}, "lifetime 25h0m0s is not between"},
 	} {
 		_, _, err := tokens.Issue(c.req)
-		if !errors.Is(err, ErrInvalidTokenRequest) || !strings.Contains(err.Error(), c.want) {
+		var bad *TokenRequestError
+		if !errors.As(err, &bad) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: got %v, want %q", c.req, err, c.want)
 		}
 	}
