@@ -249,7 +249,9 @@ func runPilotOnce(ctx context.Context, c *PilotConfig, mesh *shape.Mesh, subject
 	return run, nil
 }
 
-// startMeshperfPilot runs meshperf pilot --configDir with the knobs.
+// startMeshperfPilot runs meshperf pilot --configDir with the knobs, on
+// loopback, trusting the identities the simulated proxies claim, as
+// cpload's pilot does.
 func startMeshperfPilot(ctx context.Context, c *PilotConfig, configDir, dataDir string) (*controlPlane, error) {
 	command, err := driver.PilotCommand(c.Meshperf)
 	if err != nil {
@@ -257,7 +259,7 @@ func startMeshperfPilot(ctx context.Context, c *PilotConfig, configDir, dataDir 
 	}
 	command = append(command, "--configDir", configDir)
 	p, err := proc.StartPilot(ctx, proc.PilotOptions{Command: command, DataDir: dataDir, LogLevel: "warn",
-		Env: debounceEnv(c), LogPath: filepath.Join(dataDir, "pilot.log"), Name: "meshperf pilot"}, 30*time.Second)
+		Env: debounceEnv(c), LogPath: filepath.Join(dataDir, "pilot.log"), Name: "meshperf pilot", InsecureTrustClaimedIdentity: true}, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -131,8 +131,10 @@ func (b *proxyBench) start(ctx context.Context) error {
 	if b.certs, err = issueHAProxyCerts(dataDir, b.cfg.OutDir); err != nil {
 		return err
 	}
+	// The TLS listener is the CA, where the sidecars get their
+	// certificates with their pods' tokens, as in the lab.
 	if b.pilot, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{b.cfg.MeshperfBin, "pilot"}, Host: b.pods.pilot.IP(),
-		DataDir: dataDir, LogPath: filepath.Join(b.cfg.OutDir, "pilot.log")}, 20*time.Second); err != nil {
+		Secure: true, DataDir: dataDir, LogPath: filepath.Join(b.cfg.OutDir, "pilot.log")}, 20*time.Second); err != nil {
 		return err
 	}
 	if b.api, err = b.pilot.APIClient(); err != nil {

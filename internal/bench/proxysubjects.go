@@ -111,13 +111,13 @@ func (b *proxyBench) startMeshperf(ctx context.Context, caseName string, p scena
 	}
 	s := &subject{name: SubjectMeshperf, mode: modeName(SubjectMeshperf, caseName, p), dataPlane: b.proxyVersion, pilot: true}
 	inbound := fmt.Sprintf("%s=virtualInbound:%d", netip.AddrPortFrom(b.pods.server.IP(), uint16(b.app.HTTP)), b.app.HTTP)
-	if err := b.startSidecar(s, results.RoleServerSidecar, b.pods.server, lab.ServerSA, "app=server", inbound); err != nil {
+	if err := b.startSidecar(ctx, s, results.RoleServerSidecar, b.pods.server, lab.ServerSA, "app=server", inbound); err != nil {
 		return nil, err
 	}
 	s.target = netip.AddrPortFrom(b.pods.server.IP(), uint16(b.app.HTTP))
 	if caseName == CaseMTLS {
 		outbound := fmt.Sprintf("%s=virtualOutbound:%d", netip.AddrPortFrom(b.pods.client.IP(), lab.ServiceHTTPPort), lab.ServiceHTTPPort)
-		if err := b.startSidecar(s, results.RoleClientSidecar, b.pods.client, lab.ClientSA, "app=client", outbound); err != nil {
+		if err := b.startSidecar(ctx, s, results.RoleClientSidecar, b.pods.client, lab.ClientSA, "app=client", outbound); err != nil {
 			_ = s.stop()
 			return nil, err
 		}
@@ -130,8 +130,15 @@ func (b *proxyBench) startMeshperf(ctx context.Context, caseName string, p scena
 	return s, nil
 }
 
-func (b *proxyBench) startSidecar(s *subject, role string, in *pod.Pod, sa, labels, listen string) error {
-	args := lab.LoopbackSidecarArgs(in, sa, labels, []string{listen}, b.pilot.Addrs.GRPC, b.cfg.Threads)
+// startSidecar starts a sidecar of pod in, with its pod's token and so its
+// certificate from pilot's CA, as the lab starts them.
+func (b *proxyBench) startSidecar(ctx context.Context, s *subject, role string, in *pod.Pod, sa, labels, listen string) error {
+	creds, err := lab.IssuePodCredentials(ctx, b.pilot, b.api, filepath.Join(b.pilot.DataDir(), "pods", in.Name()),
+		lab.PodIdentity{Namespace: lab.Namespace, Pod: in.Name(), ServiceAccount: sa}, nil)
+	if err != nil {
+		return fmt.Errorf("meshperf-proxy %s: %w", role, err)
+	}
+	args := lab.LoopbackSidecarArgs(in, sa, labels, []string{listen}, b.pilot.Addrs.GRPC, b.cfg.Threads, creds)
 	c, err := in.Start(proc.Spec{Name: "meshperf-proxy " + role, Path: b.cfg.ProxyBin, Args: args,
 		StopGrace: lab.SidecarDrain + 2*time.Second, LogPath: filepath.Join(b.cfg.OutDir, "meshperf-proxy-"+role+".log")})
 	if err != nil {

@@ -44,6 +44,9 @@ type pilotFlags struct {
 	// apiToken and allowedHosts guard the HTTP listeners (pilot_http.go).
 	apiToken     string
 	allowedHosts []string
+	// insecureTrustClaimedIdentity serves SDS secrets for the identities
+	// proxies claim, and signs for any caller; loopback only.
+	insecureTrustClaimedIdentity bool
 
 	// Read from the flags above by parsePilotArgs.
 	levels    logLevels
@@ -75,6 +78,9 @@ func (f *pilotFlags) define(fs *flag.FlagSet, env push.Options, envSendTimeout t
 	fs.StringVar(&f.apiToken, "api-token", "", "require this `token` (Authorization: Bearer) on the API's writes and on /debug/ of the API and monitoring listeners "+
 		"(default $"+api.TokenEnv+", which keeps it off the command line; generated and printed when --httpAddr is not loopback)")
 	allowedHostsVar(fs, &f.allowedHosts)
+	fs.BoolVar(&f.insecureTrustClaimedIdentity, "insecure-trust-claimed-identity", false,
+		"trust the identity a proxy claims in its node metadata: SDS serves its certificate and key, and the CA signs for any caller "+
+			"(impersonation included), as for a fleet simulated from one process; refused unless every listener is on loopback")
 }
 
 func defaultDataDir() string {
@@ -90,13 +96,16 @@ func Pilot(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "manifest" {
 		return PilotManifest(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "token" {
+		return PilotToken(args[1:], stdout, stderr)
+	}
 	return untilSignalled(runPilot, args, stdout, stderr)
 }
 
 func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newCommand("meshperf pilot", "[flags]", "The control plane: Istio config in, Envoy xDS out, through istiod's debounce/queue/throttle pipeline; "+
 		"with --webhookAddr also the sidecar injector (the --image-repo, --tag and --pull-policy images). "+
-		"`meshperf pilot manifest` prints its deployment on Kubernetes.")
+		"`meshperf pilot manifest` prints its deployment on Kubernetes; `meshperf pilot token` issues a pod's token.")
 	f, err := parsePilotArgs(cmd, args, stdout)
 	if err != nil {
 		return cmd.exit(stderr, err)
@@ -107,6 +116,11 @@ func runPilot(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return cmd.exit(stderr, err)
 	}
 	defer f.listeners.close()
+	if f.insecureTrustClaimedIdentity {
+		if err := f.listeners.checkLoopback("--insecure-trust-claimed-identity hands any identity's private key to whoever asks"); err != nil {
+			return cmd.exit(stderr, inputError{err})
+		}
+	}
 	return runBoundPilot(ctx, f, stdout, stderr)
 }
 
@@ -173,6 +187,9 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 	}
 	setMemoryLimit(log, memlimit.FromCgroup)
 	logOpenFilesLimit(log)
+	if f.insecureTrustClaimedIdentity {
+		log.Warn("--insecure-trust-claimed-identity: SDS and the CA give any identity's certificate and key to any local process that claims it; for simulated fleets on this machine only")
+	}
 	// The cluster is checked before the CA's root is created: a pilot that
 	// cannot watch it leaves nothing behind.
 	kubeSource, err := f.kube.source(ctx, scopeLog(discovery.ScopeKube))
@@ -196,6 +213,7 @@ func runBoundPilot(ctx context.Context, f *pilotFlags, stdout, stderr io.Writer)
 		StorePath: filepath.Join(f.dataDir, "config.db"), ConfigDir: f.configDir, ProxiesPath: filepath.Join(f.dataDir, "proxies.json"),
 		CADir: caDir, CertificateAuth: certificateAuth(f.kube.client), Mesh: f.mesh, DomainSuffix: f.domain,
 		Push: f.push, XDS: xds.Options{SendTimeout: f.sendTimeout}, Logger: log, ScopeLogger: scopeLog,
+		InsecureTrustClaimedIdentity: f.insecureTrustClaimedIdentity,
 	})
 	if err != nil {
 		closeSource()

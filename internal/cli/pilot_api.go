@@ -13,7 +13,7 @@ import (
 
 // apiDeps exposes the running control plane to its HTTP API.
 func apiDeps(srv *discovery.Server, log *slog.Logger) api.Deps {
-	return api.Deps{
+	d := api.Deps{
 		Store:  srv.Store(),
 		Writer: srv.Writer(),
 		ConfigDump: func(id string) (*adminv3.ConfigDump, error) {
@@ -28,6 +28,12 @@ func apiDeps(srv *discovery.Server, log *slog.Logger) api.Deps {
 		PushTrace:  func() any { return srv.PushTraces() },
 		Logger:     log,
 	}
+	// Not a nil *ca.TokenIssuer in the interface: on Kubernetes the API
+	// must see none and say the kubelet projects tokens.
+	if tokens := srv.Tokens(); tokens != nil {
+		d.Tokens = tokens
+	}
+	return d
 }
 
 // shortType is istiod's short name of a type URL (cds, eds, lds, rds, sds).

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/meshperf/meshperf/internal/kube/kubetest"
+	pilotapi "github.com/meshperf/meshperf/internal/pilot/api"
 )
 
 // pilotArgs are a pilot's flags on loopback port 0 with its data in dataDir.
@@ -73,6 +76,15 @@ func TestPilotOnKubernetes(t *testing.T) {
 		r := waitReadyFile(t, readyFile)
 		getStatus(t, "http://"+r.Listeners["http"]+"/ready")
 		requestClusters(t, r.Listeners["grpc"], insecure.NewCredentials())
+		// The kubelet projects pods' tokens here: the pilot issues none.
+		c, err := pilotapi.NewClient(r.Listeners["http"], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var se *pilotapi.StatusError
+		if _, err := c.IssueToken(ctx, pilotapi.TokenRequest{Namespace: "shop", ServiceAccount: "cart"}); !errors.As(err, &se) || se.Code != http.StatusConflict {
+			t.Errorf("a token asked of a pilot on Kubernetes: %v, want 409", err)
+		}
 		cancel()
 		if code := <-done; code != exitOK {
 			t.Errorf("exit %d after cancel; stderr %q", code, stderr.String())

@@ -105,6 +105,21 @@ func (s listenerSet) bind() error {
 	return nil
 }
 
+// checkLoopback refuses any bound listener that other hosts can reach,
+// saying why (what) and which flag to change.
+func (s listenerSet) checkLoopback(what string) error {
+	for _, l := range s {
+		if l.ln == nil {
+			continue
+		}
+		if tcp, ok := l.ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
+			return fmt.Errorf("%s, so it is refused with --%s %s off loopback: bind every listener to 127.0.0.1 or ::1, or drop the flag and give proxies tokens (meshperf pilot token)",
+				what, l.flag, l.addr)
+		}
+	}
+	return nil
+}
+
 func (s listenerSet) close() {
 	for _, l := range s {
 		if l.ln != nil {

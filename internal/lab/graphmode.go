@@ -220,7 +220,7 @@ func (l *lab) setupGraphMode(ctx context.Context, spec scenario.RunSpec) error {
 			if err := n.enroll(); err != nil {
 				return err
 			}
-			if err := l.startNodeProxy(n, spec); err != nil {
+			if err := l.startNodeProxy(ctx, n, spec); err != nil {
 				return err
 			}
 		}
@@ -249,11 +249,11 @@ func (l *lab) startGraphSidecars(ctx context.Context, spec scenario.RunSpec) err
 	var eg errgroup.Group
 	eg.SetLimit(startParallel)
 	eg.Go(func() error {
-		return l.startSidecar(sidecarSpec{role: graphSidecarName(ClientPod), pod: g.client, sa: ClientSA, labels: "app=client"}, spec, &g.clientSC)
+		return l.startSidecar(ctx, sidecarSpec{role: graphSidecarName(ClientPod), pod: g.client, sa: ClientSA, labels: "app=client"}, spec, &g.clientSC)
 	})
 	for _, gp := range g.pods {
 		eg.Go(func() error {
-			return l.startSidecar(sidecarSpec{role: graphSidecarName(gp.pod.Name()), pod: gp.pod, sa: gp.svc.Name,
+			return l.startSidecar(ctx, sidecarSpec{role: graphSidecarName(gp.pod.Name()), pod: gp.pod, sa: gp.svc.Name,
 				labels: "app=" + gp.svc.Name}, spec, &gp.sidecar)
 		})
 	}

@@ -163,12 +163,12 @@ func (l *lab) setupMode(ctx context.Context, spec scenario.RunSpec) error {
 		return l.setupNodeProxies(ctx, spec)
 	}
 	if server {
-		if err := l.startSidecar(l.serverSidecarSpec(), spec, &l.serverSC); err != nil {
+		if err := l.startSidecar(ctx, l.serverSidecarSpec(), spec, &l.serverSC); err != nil {
 			return err
 		}
 	}
 	if client {
-		if err := l.startSidecar(l.clientSidecarSpec(), spec, &l.clientSC); err != nil {
+		if err := l.startSidecar(ctx, l.clientSidecarSpec(), spec, &l.clientSC); err != nil {
 			return err
 		}
 	}
@@ -221,12 +221,12 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 		if err := n.enroll(); err != nil {
 			return err
 		}
-		if err := l.startNodeProxy(n, spec); err != nil {
+		if err := l.startNodeProxy(ctx, n, spec); err != nil {
 			return err
 		}
 	}
 	if spec.Mode.Waypoint() {
-		if err := l.startSidecar(l.waypointSpec(), spec, &l.waypoint); err != nil {
+		if err := l.startSidecar(ctx, l.waypointSpec(), spec, &l.waypoint); err != nil {
 			return err
 		}
 	}
@@ -237,19 +237,25 @@ func (l *lab) setupNodeProxies(ctx context.Context, spec scenario.RunSpec) error
 }
 
 // startSidecar starts a sidecar in its pod: in netns mode as uid 1337
-// behind Istio's capture, on loopback with its explicit listeners. A
-// waypoint is started the same way, without capture.
-func (l *lab) startSidecar(s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
-	// A stopped sidecar drains before it exits: SIGKILL only after that.
-	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
-		StopGrace: sidecarDrain + 2*time.Second, CPULimit: spec.ProxyCPULimit,
-		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
+// behind Istio's capture, on loopback with its explicit listeners; with
+// its pod's token, for its certificate from the CA. A waypoint is started
+// the same way, without capture.
+func (l *lab) startSidecar(ctx context.Context, s sidecarSpec, spec scenario.RunSpec, dst **proc.Process) error {
+	var user *proc.User
 	if l.kind() == pod.KindNetns && !s.waypoint {
 		if err := s.pod.Capture(pod.CaptureOptions{}); err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
-		sidecar.User = &proc.User{UID: pod.DefaultProxyUID, GID: pod.DefaultProxyGID}
+		user = &proc.User{UID: pod.DefaultProxyUID, GID: pod.DefaultProxyGID}
 	}
+	var err error
+	if s.creds, err = l.podCredentials(ctx, s.pod.Name(), s.sa, "", user); err != nil {
+		return err
+	}
+	// A stopped sidecar drains before it exits: SIGKILL only after that.
+	sidecar := proc.Spec{Name: s.role, Path: l.cfg.ProxyBin, Args: sidecarArgs(s, l.pilot.Addrs.GRPC, spec.ProxyConcurrency, l.kind()),
+		StopGrace: sidecarDrain + 2*time.Second, CPULimit: spec.ProxyCPULimit, User: user,
+		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(s.role, " ", "-")+".log")}
 	c, err := s.pod.Start(sidecar)
 	if err != nil {
 		return fmt.Errorf("lab: %s: %w", s.role, err)

@@ -62,6 +62,7 @@ type nodeProxyEnvConfig struct {
 	ip       netip.Addr     // the node's address, INSTANCE_IP
 	pilot    netip.AddrPort // pilot's TLS listener: ADS and the CA
 	rootCert string         // absolute path of pilot's CA root (PEM)
+	token    string         // absolute path of the node proxy's token
 	zds      string         // absolute path of the node's ZDS socket
 	workers  int            // the scenario's proxy workers
 }
@@ -76,6 +77,7 @@ func nodeProxyEnv(c nodeProxyEnvConfig) []string {
 		"CA_ADDRESS=" + pilot,
 		"XDS_ROOT_CA=" + c.rootCert,
 		"CA_ROOT_CA=" + c.rootCert,
+		"AUTH_TOKEN=" + c.token,
 		"ALT_XDS_HOSTNAME=" + altXDSHostname,
 		"ALT_CA_HOSTNAME=" + altXDSHostname,
 		"INPOD_UDS=" + c.zds,
@@ -183,9 +185,12 @@ func (l *lab) nodeProxyCommand(n *node, m scenario.Mode) (path string, args []st
 
 // startNodeProxy starts node n's proxy in the node's namespace, as root
 // (it enters the pods' namespaces and marks its sockets there), in a
-// working directory of its own: ztunnel reads a mesh config and a token
-// relative to it, and must find none.
-func (l *lab) startNodeProxy(n *node, spec scenario.RunSpec) error {
+// working directory of its own: ztunnel reads its token relative to it
+// (./var/run/secrets/tokens/istio-token, where the lab writes the node
+// proxy's: istio-system/ztunnel, bound to its pod on the node, so that the
+// CA gives it the identities of that node's pods only) and a mesh config,
+// of which it must find none.
+func (l *lab) startNodeProxy(ctx context.Context, n *node, spec scenario.RunSpec) error {
 	m, workers := spec.Mode, spec.ProxyConcurrency
 	path, args, binary, err := l.nodeProxyCommand(n, m)
 	if err != nil {
@@ -195,16 +200,14 @@ func (l *lab) startNodeProxy(n *node, spec scenario.RunSpec) error {
 	if err != nil {
 		return fmt.Errorf("lab: the control plane's TLS listener %q: %w", l.pilot.Addrs.SecureGRPC, err)
 	}
-	rootCert, err := filepath.Abs(l.pilot.RootCertPath())
+	dir := filepath.Join(l.secretsDir, nodeProxyPodName(n.name))
+	creds, err := IssuePodCredentials(ctx, l.pilot, l.api, dir, PodIdentity{Namespace: nodeProxyNamespace,
+		Pod: nodeProxyPodName(n.name), ServiceAccount: nodeProxySA, Node: n.name}, nil)
 	if err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	dir := filepath.Join(l.cfg.OutDir, "nodes", n.name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("lab: %s: %w", n.role, err)
 	}
-	env := nodeProxyEnv(nodeProxyEnvConfig{node: n.name, ip: n.ns.IP(), pilot: pilot, rootCert: rootCert,
-		zds: n.zds.Path(), workers: workers})
+	env := nodeProxyEnv(nodeProxyEnvConfig{node: n.name, ip: n.ns.IP(), pilot: pilot, rootCert: creds.RootCert,
+		token: creds.Token, zds: n.zds.Path(), workers: workers})
 	p, err := n.ns.Start(proc.Spec{Name: n.role, Path: path, Args: args, Env: append(os.Environ(), env...), Dir: dir,
 		StopGrace: sidecarDrain + 2*time.Second, CPULimit: spec.ProxyCPULimit,
 		LogPath: filepath.Join(l.logDir, strings.ReplaceAll(n.role, " ", "-")+".log")})

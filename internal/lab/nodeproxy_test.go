@@ -11,17 +11,18 @@ import (
 )
 
 // The node proxy's environment is ztunnel's, complete: where pilot's TLS
-// listener and CA root are, the node's ZDS socket, who the node proxy is
-// and how many workers it runs.
+// listener and CA root are, its token, the node's ZDS socket, who the node
+// proxy is and how many workers it runs.
 func TestNodeProxyEnv(t *testing.T) {
 	got := nodeProxyEnv(nodeProxyEnvConfig{node: "node-1", ip: netip.MustParseAddr("10.233.0.4"),
 		pilot: netip.MustParseAddrPort("10.233.0.1:40012"), rootCert: "/out/pilot-data/ca/root-cert.pem",
-		zds: "/tmp/meshperf-zds-abc/node-1.sock", workers: 2})
+		token: "/tmp/meshperf-secrets-abc/ztunnel-node-1/var/run/secrets/tokens/istio-token", zds: "/tmp/meshperf-zds-abc/node-1.sock", workers: 2})
 	want := []string{
 		"XDS_ADDRESS=https://10.233.0.1:40012",
 		"CA_ADDRESS=https://10.233.0.1:40012",
 		"XDS_ROOT_CA=/out/pilot-data/ca/root-cert.pem",
 		"CA_ROOT_CA=/out/pilot-data/ca/root-cert.pem",
+		"AUTH_TOKEN=/tmp/meshperf-secrets-abc/ztunnel-node-1/var/run/secrets/tokens/istio-token",
 		"ALT_XDS_HOSTNAME=istiod.istio-system.svc",
 		"ALT_CA_HOSTNAME=istiod.istio-system.svc",
 		"INPOD_UDS=/tmp/meshperf-zds-abc/node-1.sock",

@@ -258,16 +258,20 @@ func TestSidecarArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &lab{waypointPod: wp, server: server}
-	got := strings.Join(sidecarArgs(l.waypointSpec(), "10.233.0.1:15010", 2, pod.KindNetns), " ")
+	creds := PodCredentials{CAAddress: "https://10.233.0.1:15012", RootCert: "/s/waypoint/root-cert.pem", Token: "/s/waypoint/istio-token"}
+	ws := l.waypointSpec()
+	ws.creds = creds
+	got := strings.Join(sidecarArgs(ws, "10.233.0.1:15010", 2, pod.KindNetns), " ")
 	want := "--xds-address 10.233.0.1:15010 --admin-address " + wp.IP().String() + ":15000 --pod-name waypoint --pod-namespace lab" +
 		" --service-account waypoint --instance-ip " + wp.IP().String() + " --labels gateway.networking.k8s.io/gateway-name=waypoint" +
-		" --concurrency 2 --drain-duration 5s --proxy-type waypoint --capture-mode none"
+		" --concurrency 2 --drain-duration 5s --ca-address https://10.233.0.1:15012 --ca-root-ca /s/waypoint/root-cert.pem" +
+		" --auth-token /s/waypoint/istio-token --alt-xds-hostname istiod.istio-system.svc --proxy-type waypoint --capture-mode none"
 	if got != want {
 		t.Errorf("waypoint args:\n got %s\nwant %s", got, want)
 	}
-	s := sidecarSpec{role: serverSidecar, pod: server, sa: ServerSA, labels: "app=server"}
+	s := sidecarSpec{role: serverSidecar, pod: server, sa: ServerSA, labels: "app=server", creds: creds}
 	got = strings.Join(sidecarArgs(s, "10.233.0.1:15010", 2, pod.KindNetns), " ")
-	if !strings.HasSuffix(got, "--labels app=server --concurrency 2 --drain-duration 5s --capture-mode iptables") || strings.Contains(got, "--proxy-type") {
+	if !strings.HasSuffix(got, "--auth-token /s/waypoint/istio-token --alt-xds-hostname istiod.istio-system.svc --capture-mode iptables") || strings.Contains(got, "--proxy-type") {
 		t.Errorf("server sidecar args in netns: %s", got)
 	}
 	s.listen = []string{"127.1.0.3:8080=virtualInbound:8080"}

@@ -234,7 +234,7 @@ func TestMeshSurvivesSidecarRestart(t *testing.T) {
 	if err := old.Wait(); err != nil {
 		t.Errorf("the drained sidecar exited with %v, want status 0: %s", err, old.LastLine())
 	}
-	if err := l.startSidecar(l.clientSidecarSpec(), spec, &l.clientSC); err != nil {
+	if err := l.startSidecar(ctx, l.clientSidecarSpec(), spec, &l.clientSC); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.waitConverged(ctx, spec); err != nil {

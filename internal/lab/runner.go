@@ -46,6 +46,7 @@ type lab struct {
 	waypointPod        *pod.Pod      // the waypoint's pod; nil without a waypoint mode
 	waypoint           *proc.Process // the waypoint proxy, while a waypoint mode is set up
 	zdsDir             string        // where the nodes' ZDS sockets are
+	secretsDir         string        // the pods' tokens and the mesh root, and the node proxies' working directories
 	serverAppHost      string        // loopback: the address the echo server listens on
 	mode               scenario.Mode
 	modeAccessLog      bool
@@ -97,6 +98,9 @@ func (l *lab) start(ctx context.Context) error {
 		return fmt.Errorf("lab: pod network: %w", err)
 	}
 	l.net = n
+	if err := l.makeSecretsDir(); err != nil {
+		return err
+	}
 	if n.Kind() == pod.KindLoopback {
 		l.logf("meshperf lab: loopback network (not root, or -network loopback): pods are 127.x addresses and " +
 			"sidecars use explicit listeners instead of iptables capture; every result says network=loopback")
@@ -153,7 +157,7 @@ func (l *lab) choosePilotIP() error {
 }
 
 // ambient reports whether the scenario has an ambient mode, which needs
-// nodes and pilot's TLS listener.
+// nodes.
 func (l *lab) ambient() bool {
 	for _, m := range l.cfg.Scenario.Modes {
 		if m.NodeProxies() {
@@ -186,7 +190,8 @@ func (l *lab) startPilot(ctx context.Context) error {
 		err error
 	)
 	if l.pilot == nil {
-		p, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{l.cfg.MeshperfBin, "pilot"}, Host: l.pilotIP, Secure: l.ambient(),
+		// The TLS listener is where every proxy gets its certificate.
+		p, err = proc.StartPilot(ctx, proc.PilotOptions{Command: []string{l.cfg.MeshperfBin, "pilot"}, Host: l.pilotIP, Secure: true,
 			DataDir: filepath.Join(l.cfg.OutDir, "pilot-data"), LogPath: filepath.Join(l.logDir, "pilot.log")}, startTimeout)
 	} else {
 		p, err = l.pilot.Restart(ctx, startTimeout)
@@ -297,6 +302,9 @@ func (l *lab) close() error {
 	}
 	if l.zdsDir != "" {
 		errs = append(errs, os.RemoveAll(l.zdsDir))
+	}
+	if l.secretsDir != "" {
+		errs = append(errs, os.RemoveAll(l.secretsDir))
 	}
 	if l.pilot != nil {
 		errs = append(errs, l.pilot.Stop())

@@ -31,6 +31,7 @@ type sidecarSpec struct {
 	sa       string
 	labels   string   // the workload's labels, k=v,k=v
 	listen   []string // explicit bindings (loopback network only)
+	creds    PodCredentials
 }
 
 // The sidecars' roles: their processes' names, their checks' names, their
@@ -48,8 +49,9 @@ const waypointRole = "waypoint"
 // waits that long, and a little more, before SIGKILL.
 const sidecarDrain = 5 * time.Second
 
-// sidecarArgs are meshperf-proxy's flags for a pod's proxy. A sidecar
-// captures its pod's traffic (iptables in netns mode, explicit listeners on
+// sidecarArgs are meshperf-proxy's flags for a pod's proxy, which gets its
+// certificate from the CA with its pod's credentials. A sidecar captures
+// its pod's traffic (iptables in netns mode, explicit listeners on
 // loopback); a waypoint captures nothing, as Istio's waypoint Deployment:
 // it binds HBONE's port, where node proxies send to its address.
 func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []string {
@@ -64,6 +66,7 @@ func sidecarArgs(s sidecarSpec, xds string, concurrency int, kind pod.Kind) []st
 		"--concurrency", strconv.Itoa(concurrency),
 		"--drain-duration", sidecarDrain.String(),
 	}
+	args = append(args, s.creds.sidecarArgs()...)
 	switch {
 	case s.waypoint:
 		return append(args, "--proxy-type", "waypoint", "--capture-mode", "none")
@@ -332,12 +335,13 @@ func MetricSample(text, name string, want map[string]string) (value float64, tim
 }
 
 // LoopbackSidecarArgs are meshperf-proxy's flags for a sidecar of pod p on
-// the loopback network, as the lab starts them: identity sa, workload
-// labels (k=v,k=v), explicit listen bindings (ADDR=LISTENER[:PORT]) instead
-// of capture. meshperf bench proxy starts its sidecars with them, so that it
-// measures the proxy as the lab runs it.
-func LoopbackSidecarArgs(p *pod.Pod, sa, labels string, listen []string, xds string, concurrency int) []string {
-	return sidecarArgs(sidecarSpec{pod: p, sa: sa, labels: labels, listen: listen}, xds, concurrency, pod.KindLoopback)
+// the loopback network, as the lab starts them: identity sa, proven by
+// creds (IssuePodCredentials), workload labels (k=v,k=v), explicit listen
+// bindings (ADDR=LISTENER[:PORT]) instead of capture. meshperf bench proxy
+// starts its sidecars with them, so that it measures the proxy as the lab
+// runs it.
+func LoopbackSidecarArgs(p *pod.Pod, sa, labels string, listen []string, xds string, concurrency int, creds PodCredentials) []string {
+	return sidecarArgs(sidecarSpec{pod: p, sa: sa, labels: labels, listen: listen, creds: creds}, xds, concurrency, pod.KindLoopback)
 }
 
 // SidecarDrain is how long a stopped sidecar drains before it exits: a

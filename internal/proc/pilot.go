@@ -1,11 +1,13 @@
 package proc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -56,6 +58,12 @@ type PilotOptions struct {
 	// /proc/PID/cmdline and pprof's cmdline. Empty, StartPilot makes one
 	// up when the API is not on loopback, where other hosts reach it.
 	APIToken string
+	// InsecureTrustClaimedIdentity passes --insecure-trust-claimed-identity:
+	// SDS serves the identity each proxy claims, and the CA signs for any
+	// caller, for a fleet of proxies simulated from one process. Pilot
+	// refuses it unless every listener is on loopback. A build from before
+	// the flag trusted claims anyway, and is started without it.
+	InsecureTrustClaimedIdentity bool
 }
 
 // Pilot is a running `meshperf pilot`.
@@ -107,11 +115,14 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 	if o.LogLevel != "" {
 		args = append(args, "--log_output_level", o.LogLevel)
 	}
-	readyFile := filepath.Join(o.DataDir, "pilot.ready")
-	args = append(args, "--ready-file", readyFile)
 	// The token is always set, empty too: one in this process's own
 	// environment is not the child's.
 	env := append(append(os.Environ(), o.Env...), api.TokenEnv+"="+o.APIToken)
+	if o.InsecureTrustClaimedIdentity && knowsFlag(ctx, o.Command, env, insecureTrustFlag) {
+		args = append(args, "--"+insecureTrustFlag)
+	}
+	readyFile := filepath.Join(o.DataDir, "pilot.ready")
+	args = append(args, "--ready-file", readyFile)
 	p, err := Start(Spec{Name: o.Name, Path: o.Command[0], Args: args, Env: env, LogPath: o.LogPath, ReadyFile: readyFile})
 	if err != nil {
 		return nil, err
@@ -139,6 +150,21 @@ func StartPilot(ctx context.Context, o PilotOptions, timeout time.Duration) (*Pi
 	return pl, nil
 }
 
+// insecureTrustFlag is the flag behind PilotOptions.InsecureTrustClaimedIdentity.
+const insecureTrustFlag = "insecure-trust-claimed-identity"
+
+// knowsFlag says whether the meshperf pilot that command runs (in env,
+// nil: this process's) lists flag in its -h: cpload and bench also drive
+// older builds (-meshperf OLD), which would refuse a flag they do not have.
+func knowsFlag(ctx context.Context, command, env []string, flag string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, command[0], append(append([]string(nil), command[1:]...), "-h")...)
+	cmd.Env = env
+	out, _ := cmd.CombinedOutput()
+	return bytes.Contains(out, []byte("-"+flag))
+}
+
 // APIURL is the config API's base URL.
 func (p *Pilot) APIURL() string { return "http://" + p.Addrs.HTTP }
 
@@ -161,6 +187,9 @@ func onLoopback(addr string) bool {
 // listener's certificate and the workloads': a node proxy's XDS_ROOT_CA and
 // CA_ROOT_CA.
 func (p *Pilot) RootCertPath() string { return filepath.Join(p.opts.DataDir, "ca", "root-cert.pem") }
+
+// DataDir holds its store, its CA and its ready file.
+func (p *Pilot) DataDir() string { return p.opts.DataDir }
 
 // MetricsURL is its Prometheus endpoint.
 func (p *Pilot) MetricsURL() string { return "http://" + p.Addrs.Monitoring + "/metrics" }

@@ -423,3 +423,24 @@ func TestPilotOffLoopbackHasAToken(t *testing.T) {
 		t.Errorf("apply to a loopback pilot without a token: %v (its token %q)", err, local.APIToken())
 	}
 }
+
+// A pilot started to trust claimed identities (cpload's, bench's) gets
+// the flag, and says so in its one warning line.
+func TestStartPilotTrustingClaims(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := proc.StartPilot(context.Background(), proc.PilotOptions{Command: []string{exe, "pilot"}, DataDir: t.TempDir(),
+		LogLevel: "warn", Env: []string{helperEnv + "=pilot"}, InsecureTrustClaimedIdentity: true}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pl.Stop() })
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(pl.Tail(), "--insecure-trust-claimed-identity") {
+			return fmt.Errorf("no warning in its log: %s", pl.Tail())
+		}
+		return nil
+	})
+}

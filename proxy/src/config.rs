@@ -8,7 +8,10 @@
 //!
 //! A sidecar or waypoint given `--ca-address` gets its own certificate from
 //! the CA, as Istio's agent does, authenticated by the token in `--auth-token`
-//! (on Kubernetes the pilot serves no SDS secrets: the CA is the only source).
+//! (the pilot serves no SDS secrets to a proxy that has not proven its
+//! identity: the CA is the source). Every proxy given `--auth-token` also
+//! sends it on its ADS stream, as istio-agent and ztunnel do, which binds the
+//! stream to the token's identity.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,10 +49,11 @@ pub struct Cli {
     /// default: XDS_ROOT_CA; required for a sidecar's or waypoint's --ca-address).
     #[arg(long, env = "CA_ROOT_CA")]
     pub ca_root_ca: Option<PathBuf>,
-    /// A file holding the token to authenticate to the CA with, sent as
-    /// `authorization: Bearer TOKEN` and re-read for every request (the pod's
-    /// projected istio-token, /var/run/secrets/tokens/istio-token on
-    /// Kubernetes); none: no token is sent.
+    /// A file holding the token to authenticate with, sent as
+    /// `authorization: Bearer TOKEN` to the CA (re-read for every request)
+    /// and on the ADS stream (re-read for every stream): the pod's projected
+    /// istio-token (/var/run/secrets/tokens/istio-token on Kubernetes), or
+    /// one from `meshperf pilot token`; none: no token is sent.
     #[arg(long, env = "AUTH_TOKEN")]
     pub auth_token: Option<PathBuf>,
     /// The name the control plane's and CA's certificates are verified
@@ -255,6 +259,9 @@ pub struct Config {
     /// Set for a sidecar or waypoint given `--ca-address`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub own_ca: Option<OwnCaConfig>,
+    /// The token file sent on the ADS stream (`--auth-token`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xds_auth_token: Option<PathBuf>,
 }
 
 impl Cli {
@@ -272,6 +279,11 @@ impl Cli {
         }
         if self.pod_name.is_empty() || self.pod_name.contains('~') {
             return Err(format!("invalid --pod-name {:?}: must be non-empty, without '~'", self.pod_name));
+        }
+        if let Some(token) = &self.auth_token {
+            // Only that it is there: its content is read (and checked) per
+            // request and per stream, as the kubelet rewrites it.
+            std::fs::metadata(token).map_err(|e| format!("--auth-token {}: {e}", token.display()))?;
         }
         let node_proxy = match self.proxy_type {
             ProxyType::Ztunnel => Some(self.node_proxy_config()?),
@@ -353,6 +365,7 @@ impl Cli {
             log_level: self.log_level,
             node_proxy,
             own_ca,
+            xds_auth_token: self.auth_token,
         })
     }
 
@@ -363,11 +376,6 @@ impl Cli {
             https_host(address).ok_or_else(|| format!("invalid --ca-address {address:?}: want https://HOST:PORT"))?;
         let root = self.ca_root_ca.clone().ok_or("--ca-root-ca (CA_ROOT_CA) is required with --ca-address")?;
         std::fs::metadata(&root).map_err(|e| format!("--ca-root-ca {}: {e}", root.display()))?;
-        if let Some(token) = &self.auth_token {
-            // Only that it is there: its content is read (and checked) per
-            // request, as the kubelet rewrites it.
-            std::fs::metadata(token).map_err(|e| format!("--auth-token {}: {e}", token.display()))?;
-        }
         let identity = format!("spiffe://{}/ns/{}/sa/{}", self.trust_domain, self.pod_namespace, self.service_account);
         identity
             .parse::<crate::identity::Identity>()
@@ -397,10 +405,6 @@ impl Cli {
         let ca_root = self.ca_root_ca.clone().unwrap_or_else(|| xds_root.clone());
         for (flag, path) in [("--xds-root-ca", &xds_root), ("--ca-root-ca", &ca_root)] {
             std::fs::metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-        }
-        if let Some(token) = &self.auth_token {
-            // Only that it is there, as for a sidecar: it is read per request.
-            std::fs::metadata(token).map_err(|e| format!("--auth-token {}: {e}", token.display()))?;
         }
         if self.trust_domain.is_empty() || self.trust_domain.contains('/') {
             return Err(format!("invalid --trust-domain {:?}: want a name like cluster.local", self.trust_domain));
@@ -546,6 +550,21 @@ mod tests {
     }
 
     #[test]
+    fn an_auth_token_is_sent_on_ads_by_every_proxy_type() {
+        let token = std::env::temp_dir().join(format!("meshperf-proxy-config-token-{}", std::process::id()));
+        std::fs::write(&token, "not read here").unwrap();
+        let token_arg = format!("--auth-token={}", token.display());
+        for kind in ["sidecar", "router", "waypoint"] {
+            let c = parse(&[&format!("--proxy-type={kind}"), &token_arg]).unwrap();
+            assert_eq!(c.xds_auth_token.as_deref(), Some(token.as_path()), "{kind}: without --ca-address too");
+            assert!(c.own_ca.is_none(), "{kind}: the token alone asks no CA");
+        }
+        assert_eq!(parse(&[]).unwrap().xds_auth_token, None, "no token, none sent");
+        let err = parse(&["--auth-token=/nonexistent/token"]).unwrap_err();
+        assert!(err.contains("--auth-token /nonexistent/token"), "{err}");
+    }
+
+    #[test]
     fn a_sidecar_or_waypoint_with_a_ca_address_asks_for_its_pods_identity() {
         let root = std::env::temp_dir().join(format!("meshperf-proxy-config-root-{}", std::process::id()));
         std::fs::write(&root, "not read here").unwrap();
@@ -683,7 +702,7 @@ mod tests {
         assert_eq!(np.worker_threads, 2, "ztunnel's default");
         assert_eq!(np.trust_domain, "cluster.local");
         assert_eq!(np.inpod_uds, PathBuf::from(DEFAULT_INPOD_UDS));
-        assert_eq!(np.auth_token, None, "off Kubernetes no token is sent");
+        assert_eq!(np.auth_token, None, "none given, none sent");
     }
 
     #[test]

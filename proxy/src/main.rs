@@ -92,8 +92,13 @@ fn run(config: Config) -> anyhow::Result<()> {
     });
     let (quit, _) = watch::channel(false);
     let (drain, drain_watch) = drain::channel();
-    let xds_config =
-        XdsConfig { address: config.xds_address.clone(), node: config.node.clone(), delta: config.delta, tls: None };
+    let xds_config = XdsConfig {
+        address: config.xds_address.clone(),
+        node: config.node.clone(),
+        delta: config.delta,
+        tls: None,
+        auth_token: config.xds_auth_token.clone(),
+    };
     let bound_listeners = config.listen.iter().map(|b| b.listener.clone()).collect();
     let (client, xds_ready) = XdsClient::new(xds_config, state.clone(), bound_listeners);
     let (ready, own_certificate) = match &config.own_ca {

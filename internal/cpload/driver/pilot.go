@@ -17,8 +17,11 @@ const pilotStartTimeout = 30 * time.Second
 // startPilot starts meshperf pilot for a test on loopback port 0, its store
 // (and its log, pilot.log) in dataDir: command runs it (nil: this
 // executable's `pilot`), env adds the knobs' variables, and meshConfig,
-// when given, is written beside the store.
-func startPilot(ctx context.Context, command []string, dataDir, meshConfig string, env []string) (*proc.Pilot, error) {
+// when given, is written beside the store. Off Kubernetes (trustClaims)
+// it trusts the identities the simulated proxies claim, which ask SDS for
+// their certificates and cannot each hold a token: safe because it listens
+// on loopback only. On Kubernetes SDS serves them nothing, as istiod.
+func startPilot(ctx context.Context, command []string, dataDir, meshConfig string, env []string, trustClaims bool) (*proc.Pilot, error) {
 	command, err := PilotCommand(command)
 	if err != nil {
 		return nil, err
@@ -27,7 +30,7 @@ func startPilot(ctx context.Context, command []string, dataDir, meshConfig strin
 		return nil, fmt.Errorf("pilot's data directory: %w", err)
 	}
 	o := proc.PilotOptions{Command: command, DataDir: dataDir, LogLevel: "warn", Env: env,
-		LogPath: filepath.Join(dataDir, "pilot.log"), Name: "meshperf pilot"}
+		LogPath: filepath.Join(dataDir, "pilot.log"), Name: "meshperf pilot", InsecureTrustClaimedIdentity: trustClaims}
 	if meshConfig != "" {
 		o.MeshConfig = filepath.Join(dataDir, "mesh.yaml")
 		if err := os.WriteFile(o.MeshConfig, []byte(meshConfig), 0o644); err != nil {

@@ -269,7 +269,7 @@ type env struct {
 func startEnv(ctx context.Context, c *Config, dataDir, meshConfig string) (*env, error) {
 	e := &env{sampler: procstat.NewSampler(200 * time.Millisecond)}
 	if c.Target == "" {
-		p, err := startPilot(ctx, c.PilotCommand, dataDir, meshConfig, c.Knobs.env())
+		p, err := startPilot(ctx, c.PilotCommand, dataDir, meshConfig, c.Knobs.env(), c.Kube == nil)
 		if err != nil {
 			return nil, err
 		}

@@ -68,6 +68,9 @@ type Deps struct {
 	// PushTrace lists recent pushes' stage timestamps (any JSON-encodable
 	// value).
 	PushTrace func() any
+	// Tokens issues pods' tokens (POST /api/v1/tokens); nil on Kubernetes,
+	// where the kubelet projects them, and the endpoint answers 409.
+	Tokens TokenIssuer
 	// Logger gets one record per write and per server-side failure; nil
 	// discards them.
 	Logger *slog.Logger
@@ -118,6 +121,7 @@ type handler struct {
 //
 //	POST /api/v1/apply                    create or update the objects in the body, atomically
 //	POST /api/v1/delete                   delete the objects named in the body, atomically
+//	POST /api/v1/tokens                   a pod's token, proving its identity to the CA and xDS
 //	GET  /api/v1/resources/{kind}         list a kind (?namespace=NS, empty for all)
 //	GET  /api/v1/resources/{kind}/{name}  one object (?namespace=NS, default "default")
 //	GET  /debug/config_dump?proxyID=ID    a proxy's config as Envoy's config dump
@@ -138,6 +142,7 @@ func NewHandler(d Deps) http.Handler {
 	// 404 are plain text.
 	mux.HandleFunc("/api/v1/apply", h.only(http.MethodPost, h.apply))
 	mux.HandleFunc("/api/v1/delete", h.only(http.MethodPost, h.delete))
+	mux.HandleFunc("/api/v1/tokens", h.only(http.MethodPost, h.issueToken))
 	mux.HandleFunc("/api/v1/resources/{kind}", h.only(http.MethodGet, h.list))
 	mux.HandleFunc("/api/v1/resources/{kind}/{name}", h.only(http.MethodGet, h.get))
 	mux.HandleFunc("/debug/config_dump", h.only(http.MethodGet, h.configDump))

@@ -115,6 +115,14 @@ func (a *TokenReviewAuthenticator) Authenticate(ctx context.Context) (Caller, er
 	return c, nil
 }
 
+// HasCredential says whether a call carries an authorization header, which
+// the caller then must make good: a stream without one is anonymous, one
+// with a bad one is refused.
+func HasCredential(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get("authorization")) > 0
+}
+
 func bearerToken(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	vals := md.Get("authorization")

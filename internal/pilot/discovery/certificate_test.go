@@ -46,7 +46,8 @@ func newCSR(t *testing.T, uri string) (*ecdsa.PrivateKey, string) {
 	return key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
 }
 
-// The certificate API on the TLS port, called as a node proxy calls it:
+// The certificate API on the TLS port, called as a node proxy calls it
+// with its token:
 // for a pod's identity through ImpersonatedIdentity, for the CSR's own SAN,
 // and refused (InvalidArgument, one clear message) for a broken CSR, a
 // foreign trust domain, a malformed identity or a lifetime over the maximum.
@@ -54,7 +55,8 @@ func TestCreateCertificateOverTLS(t *testing.T) {
 	s, plainAddr := discoverytest.Start(t, nil)
 	_, cc := serveTLS(t, s)
 	client := pb.NewIstioCertificateServiceClient(cc)
-	ctx := context.Background()
+	discoverytest.ApplyYAML(t, s, shopPodsOnNodes)
+	ctx := withToken(context.Background(), issueToken(t, s, "istio-system", "ztunnel", "ztunnel-node-1", "node-1"))
 
 	// The plaintext port does not sign: nothing authenticates its callers.
 	plain, err := grpc.NewClient(plainAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))

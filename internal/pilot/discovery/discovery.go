@@ -61,7 +61,9 @@ type Options struct {
 	// CADir holds the root certificate and key of the built-in CA.
 	CADir string
 	// CertificateAuth, when set (on Kubernetes), authenticates the callers
-	// of the certificate API (ca.TokenReviewAuthenticator).
+	// of the certificate API and of xDS streams that send a token
+	// (ca.TokenReviewAuthenticator). Off Kubernetes the control plane's own
+	// tokens do (ca.TokenIssuer, its key in CADir).
 	CertificateAuth ca.Authenticator
 	Mesh            *meshconfig.MeshConfig // nil: config.DefaultMeshConfig()
 	DomainSuffix    string                 // "cluster.local" if empty
@@ -73,6 +75,12 @@ type Options struct {
 	// plane keeps serving their endpoints until they reconnect (see
 	// registry.ProxyRecord).
 	ProxiesPath string
+	// InsecureTrustClaimedIdentity restores trusting what a proxy claims:
+	// SDS serves the secrets of the identity in any stream's node metadata,
+	// and the certificate API signs for any caller, impersonation included.
+	// For tools that simulate many proxies from one process, on loopback
+	// only (the CLI refuses it on other addresses); refused on Kubernetes.
+	InsecureTrustClaimedIdentity bool
 	// Logger receives the control plane's own lines (the "default" scope).
 	Logger *slog.Logger
 	// ScopeLogger, when set, gives each part of the control plane its own
@@ -95,6 +103,7 @@ type Server struct {
 	writer  store.Writer // nil in file mode
 	closer  func() error
 	ca      *ca.CA
+	tokens  *ca.TokenIssuer // nil on Kubernetes
 	reg     *registry.Registry
 	filter  *scope.NamespaceFilter
 	inbox   *push.Inbox
@@ -106,8 +115,8 @@ type Server struct {
 	// lastScopes is the scope index the last snapshot built from, and
 	// the store revision it reflects (see buildSnapshot).
 	lastScopes atomic.Pointer[scopesAt]
-	// sdsRefused counts SDS requests refused because certificates come
-	// from the CA (refusesSDS).
+	// sdsRefused counts SDS requests refused because the proxy's identity
+	// is not proven (refusesSDS).
 	sdsRefused prometheus.Counter
 
 	ctx context.Context // set by Run; inbound updates stop with it
@@ -186,6 +195,10 @@ func New(opts Options) (*Server, error) {
 		s.closer()
 		return nil, err
 	}
+	if err := s.openIdentity(); err != nil {
+		s.closer()
+		return nil, err
+	}
 	regOpts := registry.Options{DomainSuffix: opts.DomainSuffix, GracePeriod: opts.GracePeriod, EndpointSlices: opts.Kube != nil}
 	if !filter.SelectsAll() {
 		regOpts.NamespaceSelected = func(_ string, labels map[string]string) bool { return filter.Matches(labels) }
@@ -196,7 +209,7 @@ func New(opts Options) (*Server, error) {
 	s.queue = push.NewQueue[*xds.Connection](push.RealClock{}, s.pm)
 	limiter := push.NewStreamLimiter(opts.Push)
 	xo := opts.XDS
-	xo.Admit, xo.Logger = limiter.Wait, s.scopeLog(ScopeADS)
+	xo.Admit, xo.Logger, xo.Authenticate = limiter.Wait, s.scopeLog(ScopeADS), s.authenticateStream
 	s.xds = xds.NewServer(generator{s}, hooks{s}, xo, reg)
 	s.xds.SetPushHook(hooks{s})
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -204,7 +217,7 @@ func New(opts Options) (*Server, error) {
 	}, func() float64 { return float64(s.reg.ServiceCount()) }))
 	s.sdsRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pilot_sds_refused",
-		Help: "SDS requests answered with no secret because proxies get certificates from the CA (with certificate authentication on).",
+		Help: "SDS requests answered with no secret because the proxy did not prove its identity (it gets its certificate from the CA, with a token).",
 	})
 	reg.MustRegister(s.sdsRefused)
 	if opts.Kube != nil {
@@ -274,30 +287,13 @@ func (s *Server) RegisterGRPC(g *grpc.Server) { s.xds.Register(g) }
 
 // RegisterSecureGRPC serves what istiod serves on its TLS port (15012): ADS
 // and the certificate API (istio.v1.auth.IstioCertificateService), which
-// node proxies call for their workloads' certificates. Without
-// Options.CertificateAuth the certificate API authenticates no caller, so
-// it is served on the TLS port only.
+// proxies call for their certificates with their tokens. With
+// InsecureTrustClaimedIdentity the certificate API authenticates no
+// caller, so it is served on the TLS port only.
 func (s *Server) RegisterSecureGRPC(g *grpc.Server) {
 	s.xds.Register(g)
-	var opts []ca.ServiceOption
-	if s.opts.CertificateAuth != nil {
-		opts = append(opts, ca.WithAuthenticator(s.opts.CertificateAuth))
-		if s.opts.Kube != nil {
-			// A node proxy gets the identities of the pods on its own node
-			// only, as istiod's NodeAuthorizer allows.
-			opts = append(opts, ca.WithNodeAuthorizer(s.opts.Kube))
-		}
-	}
-	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA), opts...).Register(g)
+	ca.NewCertificateService(s.ca, s.scopeLog(ScopeCA), s.certificateServiceOptions()...).Register(g)
 }
-
-// refusesSDS says whether SDS serves no secret. With CertificateAuth set
-// (on Kubernetes) a workload's certificate is only for a caller whose
-// service-account token proves the identity, which the CA checks on 15012;
-// xDS callers prove nothing (their node metadata is a claim), so, as
-// istiod does for proxies it has not authenticated, SDS serves them none,
-// the mesh root included: it reaches sidecars with their certificate.
-func (s *Server) refusesSDS() bool { return s.opts.CertificateAuth != nil }
 
 // GRPCServerOptions are the options to build the grpc.Server for RegisterGRPC with.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {

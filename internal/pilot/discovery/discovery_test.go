@@ -80,12 +80,19 @@ func dial(t *testing.T, addr, ns, pod string, labels map[string]string) *adsClie
 // dialNode opens a SotW stream as the node id, with Istio's node metadata.
 func dialNode(t *testing.T, addr, id, ns, serviceAccount string, labels map[string]string) *adsClient {
 	t.Helper()
+	return dialNodeWith(t, context.Background(), addr, id, ns, serviceAccount, labels)
+}
+
+// dialNodeWith is dialNode with the stream's context, which may carry a
+// credential in its outgoing metadata.
+func dialNodeWith(t *testing.T, ctx context.Context, addr, id, ns, serviceAccount string, labels map[string]string) *adsClient {
+	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(context.Background())
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,16 +14,17 @@ import (
 type generator struct{ s *Server }
 
 func (g generator) Generate(p *model.Proxy, typeURL string, names []string, req *model.PushRequest) (xds.Resources, error) {
-	if typeURL == snapshot.SecretType && g.s.refusesSDS() {
+	if typeURL == snapshot.SecretType && g.s.refusesSDS(p) {
 		if req != nil {
 			// Refused when asked; a push has nothing new to send.
 			return nil, xds.ErrUnchanged
 		}
 		g.s.sdsRefused.Inc()
-		g.s.scopeLog(ScopeADS).Warn("SDS refused: on Kubernetes a proxy gets its certificate from the CA (15012, CreateCertificate with its service-account token), not over xDS",
+		g.s.scopeLog(ScopeADS).Warn("SDS refused: the proxy did not prove its identity; it gets its certificate from the CA (the TLS port's CreateCertificate) with its token, or sends the token on xDS",
 			"proxy", p.ID, "names", names)
-		// An empty answer, as istiod gives a proxy it has not authenticated:
-		// nothing to NACK, and the proxy does not wait for a reply.
+		// An empty answer, as istiod gives a proxy it has not authenticated,
+		// the mesh root included (it reaches sidecars with their
+		// certificate): nothing to NACK, and the proxy does not wait.
 		return xds.Resources{}, nil
 	}
 	rs, err := g.s.current.Load().Generate(p, typeURL, names)
@@ -45,6 +46,9 @@ func toXDS(rs []snapshot.Resource) xds.Resources {
 type hooks struct{ s *Server }
 
 func (h hooks) OnConnect(c *xds.Connection) error {
+	if err := checkCaller(c); err != nil {
+		return err
+	}
 	if !h.s.isServing() {
 		// Without a snapshot there is no config to send (and no scope to
 		// compare later pushes with); the proxy retries with backoff.

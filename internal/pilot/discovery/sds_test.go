@@ -69,17 +69,3 @@ spec: {hosts: [payments.example.com], ports: [{number: 443, name: tls, protocol:
 		t.Errorf("pilot_xds_pushes{type=sds} = %v, want 1 (the empty answer, nothing on the push)", got)
 	}
 }
-
-// Without certificate authentication (file mode, the lab on this machine)
-// a sidecar's SDS request for default is served its identity's certificate.
-func TestSDSServedWithoutCertificateAuth(t *testing.T) {
-	s, addr := discoverytest.Start(t, nil)
-	c := dialNode(t, addr, "sidecar~10.0.0.7~cart-1.shop~shop.svc.cluster.local", "shop", "cart", map[string]string{"app": "cart"})
-	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.SecretType, ResourceNames: []string{"default"}})
-	if got := secretIdentity(t, c.recv()); got != "spiffe://cluster.local/ns/shop/sa/cart" {
-		t.Errorf("the certificate is for %q, want the claimed identity", got)
-	}
-	if got := counter(t, s, "pilot_sds_refused", ""); got != 0 {
-		t.Errorf("pilot_sds_refused = %v, want 0", got)
-	}
-}

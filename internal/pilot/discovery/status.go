@@ -94,7 +94,7 @@ func (s *Server) ConfigDump(proxyID string) (*adminv3.ConfigDump, error) {
 	snap := s.current.Load()
 	p := conn.Proxy()
 	gen := func(typeURL string) ([]snapshot.Resource, error) {
-		if typeURL == snapshot.SecretType && s.refusesSDS() {
+		if typeURL == snapshot.SecretType && s.refusesSDS(p) {
 			return nil, nil // the proxy was sent none
 		}
 		return snap.Generate(p, typeURL, watched[typeURL])

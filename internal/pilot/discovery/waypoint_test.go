@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -62,11 +63,12 @@ func namesOf(r *discoveryv3.DiscoveryResponse) []string {
 // A waypoint proxy (node type waypoint, labelled with its Gateway's name)
 // gets, over a real SotW ADS stream, the waypoint's listeners and clusters,
 // its endpoints as internal addresses of connect_originate, and the
-// certificate of its own identity; a new endpoint of a bound service is
-// pushed to it.
+// certificate of its own identity, which its token proves; a new endpoint
+// of a bound service is pushed to it.
 func TestWaypointProxyGetsItsConfig(t *testing.T) {
 	s, addr := startWaypointMesh(t)
-	c := dialNode(t, addr, waypointID, "shop", "waypoint", waypointLabels)
+	ctx := withToken(context.Background(), issueToken(t, s, "shop", "waypoint", "waypoint-1", ""))
+	c := dialNodeWith(t, ctx, addr, waypointID, "shop", "waypoint", waypointLabels)
 
 	c.send(&discoveryv3.DiscoveryRequest{TypeUrl: snapshot.ClusterType})
 	cds := c.recv()

@@ -34,6 +34,10 @@ type Proxy struct {
 	ServiceAccount string
 	WorkloadName   string
 	IstioVersion   string // ISTIO_VERSION, for the pilot_xds gauge's version label
+	// Authenticated is set once the control plane has verified the
+	// stream's credential and found it names this proxy's namespace and
+	// service account: only then is the identity more than a claim.
+	Authenticated bool
 }
 
 // ParseNodeID reads an Istio node id, TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN,

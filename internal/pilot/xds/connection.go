@@ -13,6 +13,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
 
@@ -25,6 +26,9 @@ type Connection struct {
 	peer        string
 	connectedAt time.Time
 	delta       bool
+	// caller is who the stream's credential proved it is; nil when it
+	// carried none (Options.Authenticate).
+	caller *ca.Caller
 
 	// pushCh hands Push's requests to the stream's goroutine, the only one that
 	// writes to the stream.
@@ -100,6 +104,10 @@ func (c *Connection) Proxy() *model.Proxy { return c.proxy }
 
 // Peer is the remote address of the stream.
 func (c *Connection) Peer() string { return c.peer }
+
+// Caller is who the stream's credential proved the proxy is; nil for a
+// stream that carried none.
+func (c *Connection) Caller() *ca.Caller { return c.caller }
 
 // ConnectedAt is when the stream was accepted.
 func (c *Connection) ConnectedAt() time.Time { return c.connectedAt }

@@ -177,6 +177,14 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
 		conn.peer = pr.Addr.String()
 	}
+	if s.opts.Authenticate != nil {
+		if conn.caller, err = s.opts.Authenticate(ctx); err != nil {
+			if _, ok := status.FromError(err); ok {
+				return nil, err
+			}
+			return nil, status.Error(codes.Unauthenticated, err.Error())
+		}
+	}
 	if s.hooks != nil {
 		if err := s.hooks.OnConnect(conn); err != nil {
 			if _, ok := status.FromError(err); ok {

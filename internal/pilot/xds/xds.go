@@ -23,6 +23,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
 
@@ -155,6 +156,12 @@ type Options struct {
 	// is read; an error rejects the stream with ResourceExhausted. The pipeline
 	// passes its new-stream rate limiter (PILOT_MAX_REQUESTS_PER_SECOND) here.
 	Admit func(ctx context.Context) error
+	// Authenticate, when set, says who a new stream's caller is, from its
+	// credential (a bearer token in the gRPC metadata), before OnConnect;
+	// nil with no error is a stream that carried none. An error refuses
+	// the stream, with its code if it is a gRPC status. The caller is kept
+	// on the Connection for the hooks to check the node against.
+	Authenticate func(ctx context.Context) (*ca.Caller, error)
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -112,8 +112,9 @@ impl CaClient {
 }
 
 /// `Bearer TOKEN` from the token file, read now: the kubelet rewrites a
-/// projected token before it expires, so a cached one would go stale.
-fn bearer(path: &Path) -> Result<MetadataValue<tonic::metadata::Ascii>, Error> {
+/// projected token before it expires, so a cached one would go stale. The
+/// CA client sends it per request, the xDS client per stream.
+pub fn bearer(path: &Path) -> Result<MetadataValue<tonic::metadata::Ascii>, Error> {
     let bad = |reason: String| Error::Token { path: path.display().to_string(), reason };
     let raw = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
     let token = std::str::from_utf8(&raw).map_err(|_| bad("it is not text".into()))?.trim();
@@ -170,7 +171,7 @@ mod tests {
         }
         let _ = std::fs::remove_file(&path);
         let err = bearer(&path).unwrap_err().to_string();
-        assert!(err.contains("cannot read the CA token") && err.contains("bad"), "{err}");
+        assert!(err.contains("cannot read the token") && err.contains("bad"), "{err}");
     }
 
     /// A token file path of this test process's own.

@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 
-pub use caclient::{CaClient, CaClientConfig, DEFAULT_CERTIFICATE_TTL};
+pub use caclient::{CaClient, CaClientConfig, DEFAULT_CERTIFICATE_TTL, bearer};
 pub use certificate::WorkloadCertificate;
 pub use manager::SecretManager;
 
@@ -123,7 +123,7 @@ pub enum Error {
     InvalidIdentity { id: String, why: &'static str },
     #[error("cannot read the CA's root certificate {path}: {reason}")]
     RootCa { path: String, reason: String },
-    #[error("cannot read the CA token {path}: {reason}")]
+    #[error("cannot read the token {path}: {reason}")]
     Token { path: String, reason: String },
     #[error("bad CA address {address:?}: {reason}")]
     CaAddress { address: String, reason: String },

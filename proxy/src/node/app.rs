@@ -49,6 +49,7 @@ pub fn run(
             node: config.node.clone(),
             delta: true,
             tls: Some(node.xds_tls.clone()),
+            auth_token: config.xds_auth_token.clone(),
         },
         Box::new(store),
     );

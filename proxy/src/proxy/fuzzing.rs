@@ -118,6 +118,7 @@ fn config() -> Config {
         log_level: "off".into(),
         node_proxy: None,
         own_ca: None,
+        xds_auth_token: None,
     }
 }
 

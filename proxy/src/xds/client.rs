@@ -5,6 +5,7 @@
 //! control plane is away.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +31,11 @@ pub struct XdsConfig {
     pub delta: bool,
     /// TLS to the control plane (the node proxy's only transport, as ztunnel's).
     pub tls: Option<TlsServerName>,
+    /// A file holding the token sent on every stream as `authorization:
+    /// Bearer TOKEN`, as istio-agent and ztunnel send it: it proves the
+    /// identity the node metadata claims, which the control plane then
+    /// holds the proxy to. Re-read per stream, as the kubelet rotates it.
+    pub auth_token: Option<PathBuf>,
 }
 
 pub struct XdsClient {
@@ -103,13 +109,14 @@ impl XdsClient {
             Some(tls) => crate::tls::control_plane_channel(&self.config.address, &tls.root_ca, Some(&tls.server_name))?,
             None => endpoint.connect().await?,
         };
-        tracing::info!(address = %self.config.address, delta = self.config.delta, "xds: connected");
+        let auth = self.config.auth_token.as_deref().map(crate::identity::bearer).transpose()?;
+        tracing::info!(address = %self.config.address, delta = self.config.delta, token = auth.is_some(), "xds: connected");
         let node = node(&self.config.node);
         let on_response = || *got_response = true;
         if self.config.delta {
-            super::delta::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
+            super::delta::run(channel, auth, node, self.store.as_mut(), &self.metrics, on_response).await
         } else {
-            super::sotw::run(channel, node, self.store.as_mut(), &self.metrics, on_response).await
+            super::sotw::run(channel, auth, node, self.store.as_mut(), &self.metrics, on_response).await
         }
     }
 }

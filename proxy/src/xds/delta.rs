@@ -11,6 +11,7 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Channel;
 
 use super::store::Update;
@@ -20,6 +21,7 @@ use super::{ResourceType, XdsError, XdsMetrics, XdsStore, nack_status};
 /// response so the caller can reset its backoff.
 pub(crate) async fn run(
     channel: Channel,
+    auth: Option<AsciiMetadataValue>,
     node: Node,
     store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
@@ -41,7 +43,8 @@ pub(crate) async fn run(
     }
     let mut ads = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(super::MAX_RESPONSE_BYTES);
     resubscribe(&tx, store, &mut subscribed, true).await?;
-    let mut responses = ads.delta_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
+    let mut responses =
+        ads.delta_aggregated_resources(super::stream_request(ReceiverStream::new(rx), auth)).await?.into_inner();
     metrics.set_connected(true);
     while let Some(resp) = responses.message().await? {
         on_response();

@@ -60,6 +60,8 @@ pub enum XdsError {
     Stream(#[from] tonic::Status),
     #[error("ADS request queue closed")]
     RequestQueueClosed,
+    #[error("the xDS token: {0}")]
+    Token(#[from] crate::identity::Error),
 }
 
 /// An error and its causes on one line; tonic's transport errors say only
@@ -160,6 +162,17 @@ impl fmt::Display for ResourceType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.short())
     }
+}
+
+/// The stream's request: the client's messages and, when the proxy has a
+/// token, `authorization: Bearer TOKEN`, which the control plane checks
+/// before it registers the proxy.
+fn stream_request<T>(messages: T, auth: Option<tonic::metadata::AsciiMetadataValue>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(messages);
+    if let Some(value) = auth {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
 }
 
 /// Largest response accepted from the control plane; a sidecar's whole config

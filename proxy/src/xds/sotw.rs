@@ -11,6 +11,7 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::Channel;
 
 use super::store::Update;
@@ -26,6 +27,7 @@ struct TypeState {
 
 pub(crate) async fn run(
     channel: Channel,
+    auth: Option<AsciiMetadataValue>,
     node: Node,
     store: &mut dyn XdsStore,
     metrics: &XdsMetrics,
@@ -46,7 +48,8 @@ pub(crate) async fn run(
     }
     resubscribe(&tx, store, &mut types).await?;
     let mut ads = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(super::MAX_RESPONSE_BYTES);
-    let mut responses = ads.stream_aggregated_resources(ReceiverStream::new(rx)).await?.into_inner();
+    let mut responses =
+        ads.stream_aggregated_resources(super::stream_request(ReceiverStream::new(rx), auth)).await?.into_inner();
     metrics.set_connected(true);
     while let Some(resp) = responses.message().await? {
         on_response();

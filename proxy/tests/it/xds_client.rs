@@ -315,3 +315,32 @@ async fn a_config_the_proxy_cannot_apply_is_nacked_and_traffic_keeps_flowing() {
     let statuses = traffic.await.expect("no request failed");
     assert_eq!(statuses.keys().collect::<Vec<_>>(), [&200], "every request succeeded: {statuses:?}");
 }
+
+/// With a token file (--auth-token) the ADS stream carries `authorization:
+/// Bearer TOKEN`, as istio-agent's and ztunnel's do, on delta and SotW
+/// alike; the file is read again for each stream, so a rotated token is
+/// what the next stream sends. Without one, no header is sent.
+#[tokio::test]
+async fn the_token_reaches_the_control_plane_on_every_stream() {
+    let dir = crate::support::process::TestDir::new("xds-token");
+    let token = dir.join("istio-token");
+    for delta in [true, false] {
+        std::fs::write(&token, "aaa.bbb.ccc").unwrap();
+        let mut server = AdsServer::start().await;
+        let client = RunningClient::start_with_token(server.addr, node(), delta, &token);
+        let first =
+            if delta { server.next_delta().await.authorization } else { server.next_sotw().await.authorization };
+        assert_eq!(first.as_deref(), Some("Bearer aaa.bbb.ccc"), "delta {delta}");
+        // The kubelet rotates the token; the stream ends (dropped here) and
+        // the client reconnects with the new one.
+        std::fs::write(&token, "ddd.eee.fff").unwrap();
+        let second =
+            if delta { server.next_delta().await.authorization } else { server.next_sotw().await.authorization };
+        assert_eq!(second.as_deref(), Some("Bearer ddd.eee.fff"), "delta {delta}: a rotated token is sent");
+        client.stop().await;
+    }
+    let mut server = AdsServer::start().await;
+    let client = RunningClient::start(server.addr, node(), true);
+    assert_eq!(server.next_delta().await.authorization, None, "no token, no header");
+    client.stop().await;
+}

@@ -27,6 +27,8 @@ use super::{WAIT, envoy};
 pub struct AdsStream<Req, Resp> {
     pub requests: mpsc::Receiver<Req>,
     pub responses: mpsc::Sender<Result<Resp, Status>>,
+    /// The stream's `authorization` header, as the client sent it.
+    pub authorization: Option<String>,
 }
 
 impl<Req: std::fmt::Debug, Resp> AdsStream<Req, Resp> {
@@ -69,7 +71,8 @@ async fn open<Req: Send + 'static, Resp: Send + 'static>(
     request: Request<Streaming<Req>>,
 ) -> Result<Response<BoxStream<Resp>>, Status> {
     let (tx, rx) = mpsc::channel(64);
-    let stream = AdsStream { requests: pump(request.into_inner()), responses: tx };
+    let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let stream = AdsStream { requests: pump(request.into_inner()), responses: tx, authorization };
     to_test.send(stream).await.map_err(|_| Status::unavailable("test gone"))?;
     Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
 }

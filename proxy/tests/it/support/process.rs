@@ -111,13 +111,22 @@ pub struct PilotAddrs {
 /// Starts `meshperf pilot` with its data in `dir`, every listener on a
 /// port of its own choosing (port 0: a port picked here and passed would
 /// race with the other tests for it), and waits for its ready file, which
-/// says where each listener is; with `secure`, its TLS listener too.
+/// says where each listener is; with `secure`, its TLS listener too. It
+/// trusts the identities proxies claim (SDS serves them their secrets, the
+/// CA signs for any caller), as these tests' proxies carry no token; it is
+/// on loopback only.
 pub async fn spawn_pilot(dir: &TestDir, secure: bool) -> (Reaper, PilotAddrs) {
+    spawn_pilot_with(dir, secure, &["--insecure-trust-claimed-identity"]).await
+}
+
+/// [`spawn_pilot`] with `extra` flags instead of trusting claimed identities.
+pub async fn spawn_pilot_with(dir: &TestDir, secure: bool, extra: &[&str]) -> (Reaper, PilotAddrs) {
     let ready = dir.join("pilot.ready");
     let data = dir.join("pilot");
     let mut args =
         vec!["pilot", "--dataDir", data.to_str().unwrap(), "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0"];
     args.extend_from_slice(&["--monitoringAddr", "127.0.0.1:0", "--ready-file", ready.to_str().unwrap()]);
+    args.extend_from_slice(extra);
     if secure {
         args.extend_from_slice(&["--secureGRPCAddr", "127.0.0.1:0"]);
     }
@@ -141,7 +150,15 @@ pub async fn spawn_pilot(dir: &TestDir, secure: bool) -> (Reaper, PilotAddrs) {
 /// Starts `meshperf pilot` with its data in `dir` and applies `mesh` (a
 /// YAML file) once it takes it; returns the process and its ADS address.
 pub async fn start_pilot(dir: &TestDir, mesh: &Path) -> (Reaper, SocketAddr) {
-    let (pilot, PilotAddrs { grpc, http, .. }) = spawn_pilot(dir, false).await;
+    let (pilot, PilotAddrs { grpc, .. }) = start_pilot_with(dir, mesh, &["--insecure-trust-claimed-identity"]).await;
+    (pilot, grpc)
+}
+
+/// [`start_pilot`] with `extra` flags instead of trusting claimed
+/// identities; returns every listener's address.
+pub async fn start_pilot_with(dir: &TestDir, mesh: &Path, extra: &[&str]) -> (Reaper, PilotAddrs) {
+    let (pilot, addrs) = spawn_pilot_with(dir, false, extra).await;
+    let http = addrs.http;
     eventually("pilot takes the mesh", Duration::from_secs(20), async || {
         let applied = Command::new(meshperf_bin())
             .args(["apply", "-f", mesh.to_str().unwrap(), "-s", &http.to_string()])
@@ -150,5 +167,5 @@ pub async fn start_pilot(dir: &TestDir, mesh: &Path) -> (Reaper, SocketAddr) {
         applied.status.success().then_some(())
     })
     .await;
-    (pilot, grpc)
+    (pilot, addrs)
 }

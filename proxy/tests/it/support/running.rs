@@ -4,6 +4,7 @@
 //! listeners are explicit bindings on 127.0.0.1:0.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
@@ -155,10 +156,21 @@ impl RunningClient {
         delta: bool,
         bound_listeners: &[&str],
     ) -> RunningClient {
+        let config = XdsConfig { address: address.to_string(), node, delta, tls: None, auth_token: None };
+        RunningClient::start_config(config, bound_listeners)
+    }
+
+    /// A client that sends the token in `token` on every stream.
+    pub fn start_with_token(address: SocketAddr, node: NodeIdentity, delta: bool, token: &Path) -> RunningClient {
+        let config =
+            XdsConfig { address: address.to_string(), node, delta, tls: None, auth_token: Some(token.to_path_buf()) };
+        RunningClient::start_config(config, &[])
+    }
+
+    fn start_config(config: XdsConfig, bound_listeners: &[&str]) -> RunningClient {
         let state = Arc::new(State::new());
         let bound = bound_listeners.iter().map(|l| l.to_string()).collect();
-        let (client, ready) =
-            XdsClient::new(XdsConfig { address: address.to_string(), node, delta, tls: None }, state.clone(), bound);
+        let (client, ready) = XdsClient::new(config, state.clone(), bound);
         let metrics = client.metrics();
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(client.run(stopped));
