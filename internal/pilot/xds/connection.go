@@ -2,7 +2,6 @@ package xds
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -246,8 +245,8 @@ const (
 )
 
 // proxyFromNode reads the proxy from its node id, then lets the node metadata
-// override what the id implies: the metadata is what the injector wrote from
-// the pod itself.
+// override what the id implies (the metadata is what the injector wrote from
+// the pod itself), and refuses a node that model.Proxy.Validate refuses.
 func proxyFromNode(node *core.Node) (*model.Proxy, error) {
 	if node == nil {
 		return nil, fmt.Errorf("the first request on the stream carries no node")
@@ -264,23 +263,24 @@ func proxyFromNode(node *core.Node) (*model.Proxy, error) {
 		}
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("node %q: metadata %s is not a string", node.GetId(), key)
+			return nil, fmt.Errorf("node %s: metadata %s is not a string", model.QuotePrefix(node.GetId()), key)
 		}
-		if err := setMeta(p, key, s.StringValue); err != nil {
-			return nil, fmt.Errorf("node %q: %w", node.GetId(), err)
-		}
+		setMeta(p, key, s.StringValue)
 	}
 	if v, ok := fields[metaLabels]; ok {
 		labels, err := stringMap(v)
 		if err != nil {
-			return nil, fmt.Errorf("node %q: metadata %s: %w", node.GetId(), metaLabels, err)
+			return nil, fmt.Errorf("node %s: metadata %s: %w", model.QuotePrefix(node.GetId()), metaLabels, err)
 		}
 		p.Labels = labels
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-func setMeta(p *model.Proxy, key, value string) error {
+func setMeta(p *model.Proxy, key, value string) {
 	switch key {
 	case metaNamespace:
 		if value != "" {
@@ -295,20 +295,14 @@ func setMeta(p *model.Proxy, key, value string) error {
 	case metaInstanceIPs:
 		var ips []string
 		for ip := range strings.SplitSeq(value, ",") {
-			ip = strings.TrimSpace(ip)
-			if ip == "" {
-				continue
+			if ip = strings.TrimSpace(ip); ip != "" {
+				ips = append(ips, ip)
 			}
-			if _, err := netip.ParseAddr(ip); err != nil {
-				return fmt.Errorf("metadata %s: %q is not an IP address", metaInstanceIPs, ip)
-			}
-			ips = append(ips, ip)
 		}
 		if len(ips) > 0 {
 			p.IPAddresses = ips
 		}
 	}
-	return nil
 }
 
 // stringMap reads a metadata struct whose values must all be strings.
@@ -321,7 +315,7 @@ func stringMap(v *structpb.Value) (map[string]string, error) {
 	for k, fv := range st.StructValue.GetFields() {
 		s, ok := fv.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("value of %q is not a string", k)
+			return nil, fmt.Errorf("value of %s is not a string", model.QuotePrefix(k))
 		}
 		out[k] = s.StringValue
 	}

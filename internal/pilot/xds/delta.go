@@ -58,7 +58,7 @@ func (st *deltaStream) handle(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	tm := st.s.m.byType[typeURL]
 	if tm == nil {
-		st.s.log.Debug("xds request for an unserved type ignored", "conn", st.conn.id, "type", typeURL)
+		st.s.ignoreUnservedType(st.conn, typeURL)
 		return nil
 	}
 	w := st.conn.watch(typeURL)

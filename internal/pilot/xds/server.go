@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/internal/netutil"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
 
@@ -35,7 +36,11 @@ type Server struct {
 	hooks ConnectionHooks
 	opts  Options
 	log   *slog.Logger
-	m     *metrics
+	// limitedLog logs what any client can cause at will (refused streams,
+	// requests for types not served) at most once per kind every few
+	// seconds, with the count left out.
+	limitedLog *netutil.LogLimiter
+	m          *metrics
 	// cache holds each Body's encodings, shared by every send of it: the
 	// bytes ServerOption's codec writes and delta's content versions.
 	cache *resourceCache
@@ -69,8 +74,9 @@ func NewServer(gen Generator, hooks ConnectionHooks, opts Options, reg prometheu
 	_, _ = rand.Read(id[:]) // never fails on supported platforms
 	return &Server{
 		gen: gen, hooks: hooks, opts: opts, log: log, m: newMetrics(reg), cache: &resourceCache{},
-		conns:    make(map[string]*Connection),
-		instance: hex.EncodeToString(id[:]),
+		limitedLog: netutil.NewLogLimiter(log, netutil.DefaultLogInterval),
+		conns:      make(map[string]*Connection),
+		instance:   hex.EncodeToString(id[:]),
 	}
 }
 
@@ -159,8 +165,15 @@ func (s *Server) admit(ctx context.Context) error {
 	return nil
 }
 
-// connect turns a stream's first node into a registered Connection.
-func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Connection, error) {
+// connect turns a stream's first node into a registered Connection. Every
+// refusal, whoever decided it, is logged with the peer and the status code.
+func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (_ *Connection, err error) {
+	peerAddr := peerAddress(ctx)
+	defer func() {
+		if err != nil {
+			s.logRefusal(peerAddr, node, err)
+		}
+	}()
 	p, err := proxyFromNode(node)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
@@ -173,9 +186,7 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 		pushCh:      make(chan *pushEvent),
 		stop:        make(chan struct{}),
 		watches:     make(map[string]*watch),
-	}
-	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
-		conn.peer = pr.Addr.String()
+		peer:        peerAddr,
 	}
 	if s.opts.Authenticate != nil {
 		if conn.caller, err = s.opts.Authenticate(ctx); err != nil {
@@ -203,6 +214,31 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	}
 	s.log.Debug("xds connected", "conn", conn.id, "peer", conn.peer, "delta", delta)
 	return conn, nil
+}
+
+func peerAddress(ctx context.Context) string {
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		return pr.Addr.String()
+	}
+	return ""
+}
+
+// logRefusal logs a refused stream, a line per status code at most every
+// few seconds: a proxy refused reconnects in a loop, and a line per attempt
+// would bury everything else.
+func (s *Server) logRefusal(peerAddr string, node *core.Node, err error) {
+	st := status.Convert(err)
+	s.limitedLog.Warn("refused_"+st.Code().String(), "xds stream refused",
+		"peer", peerAddr, "code", st.Code().String(), "node", model.Prefix(node.GetId()), "error", st.Message())
+}
+
+// ignoreUnservedType logs a request for a type the server does not serve,
+// which it leaves unanswered: a proxy configured for a
+// type (ECDS, NDS) that this control plane does not generate waits for it
+// for ever, and only this line says why.
+func (s *Server) ignoreUnservedType(conn *Connection, typeURL string) {
+	s.limitedLog.Warn("unserved_type", "xds request for a type this server does not serve ignored",
+		"conn", conn.id, "peer", conn.peer, "type", model.Prefix(typeURL))
 }
 
 // disconnect undoes connect once the stream's goroutine has finished.

@@ -52,7 +52,7 @@ func (st *sotwStream) handle(req *discovery.DiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	tm := st.s.m.byType[typeURL]
 	if tm == nil {
-		st.s.log.Debug("xds request for an unserved type ignored", "conn", st.conn.id, "type", typeURL)
+		st.s.ignoreUnservedType(st.conn, typeURL)
 		return nil
 	}
 	names := sortedNames(req.GetResourceNames())

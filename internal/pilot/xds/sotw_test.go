@@ -93,9 +93,14 @@ func TestSotWConnectRequestAckPushNack(t *testing.T) {
 	if got := metricValue(t, e.reg, "pilot_xds_config_size_bytes", map[string]string{"type": ClusterType}); got != 2 {
 		t.Errorf("pilot_xds_config_size_bytes{type=%s} has %v samples, want 2", ClusterType, got)
 	}
-	if got := metricValue(t, e.reg, "pilot_xds_send_time", nil); got != 5 {
-		t.Errorf("pilot_xds_send_time has %v samples, want 5", got)
-	}
+	// The server observes a send once Send has returned, which may be
+	// after the proxy received it.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := metricValue(t, e.reg, "pilot_xds_send_time", nil); got != 5 {
+			return fmt.Errorf("pilot_xds_send_time has %v samples, want 5", got)
+		}
+		return nil
+	})
 }
 
 func TestSotWStaleNonceIsIgnored(t *testing.T) {
