@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 
@@ -29,9 +30,23 @@ type Connection struct {
 	// carried none (Options.Authenticate).
 	caller *ca.Caller
 
-	// pushCh hands Push's requests to the stream's goroutine, the only one that
-	// writes to the stream.
+	// pushCh hands Push's requests to the stream's goroutine, the only one
+	// that writes to the stream. It is unbuffered: a stream busy sending
+	// takes no push, and a Push that gives up leaves nothing in it
+	// (TestPushesToABlockedStreamAreNotQueued).
 	pushCh chan *pushEvent
+	// deferred is the one push waiting for a stream that was still busy
+	// sending when Push stopped waiting (a proxy not reading);
+	// later pushes merge into it, so a proxy that never reads costs one
+	// request, not a backlog, and holds no caller
+	// (TestPushesToAStuckStreamAreDeferred). deferredReady (capacity 1)
+	// wakes the stream's goroutine for it.
+	deferredMu    sync.Mutex
+	deferred      *model.PushRequest
+	deferredReady chan struct{}
+	// sendStart is when the stream's current send began, in Unix
+	// nanoseconds; 0 between sends.
+	sendStart atomic.Int64
 	// stop is closed once the stream's goroutine has finished.
 	stop chan struct{}
 
@@ -75,7 +90,8 @@ type sentResponse struct {
 
 // maxUnanswered bounds the responses remembered per type for a client that
 // does not answer: past it, a NACK of the oldest is counted as expired and
-// its names are not offered again until they change.
+// its names are not offered again until they change
+// (TestDeltaUnansweredResponsesAreBounded).
 const maxUnanswered = 16
 
 // answered removes the response with nonce and every older one (a client
@@ -94,6 +110,46 @@ func (w *watch) answered(nonce string) (resp sentResponse, later bool, ok bool) 
 }
 
 func (w *watch) subscribed() bool { return w.wildcard || len(w.names) > 0 }
+
+// deferPush merges req into the push waiting for the stream, and reports
+// whether one was waiting already.
+func (c *Connection) deferPush(req *model.PushRequest) (already bool) {
+	c.deferredMu.Lock()
+	already = c.deferred != nil
+	c.deferred = c.deferred.Merge(req)
+	c.deferredMu.Unlock()
+	select {
+	case c.deferredReady <- struct{}{}:
+	default:
+	}
+	return already
+}
+
+// sendingFor is how long the stream has been in its current send; 0
+// between sends.
+func (c *Connection) sendingFor() time.Duration {
+	if start := c.sendStart.Load(); start != 0 {
+		return time.Since(time.Unix(0, start))
+	}
+	return 0
+}
+
+// hasDeferred says whether a push waits for the stream.
+func (c *Connection) hasDeferred() bool {
+	c.deferredMu.Lock()
+	defer c.deferredMu.Unlock()
+	return c.deferred != nil
+}
+
+// takeDeferred returns the push waiting for the stream, if any, and
+// forgets it; stream goroutine only.
+func (c *Connection) takeDeferred() *model.PushRequest {
+	c.deferredMu.Lock()
+	defer c.deferredMu.Unlock()
+	req := c.deferred
+	c.deferred = nil
+	return req
+}
 
 // ID is the connection id, istiod's form: the node id, a dash, a counter.
 func (c *Connection) ID() string { return c.id }

@@ -35,7 +35,7 @@ func (s *Server) DeltaAggregatedResources(stream grpc.BidiStreamingServer[discov
 	}
 	defer s.disconnect(conn)
 	st := &deltaStream{s: s, conn: conn, stream: stream}
-	return serve(ctx, conn, stream.Recv, first, st.handle, st.push)
+	return serve(ctx, conn, stream.Recv, first, st.handle, s.reportingPushes(conn, st.push))
 }
 
 // deltaStream is a delta stream's handling; its methods run on the stream's

@@ -14,6 +14,9 @@ type metrics struct {
 	sendTime      prometheus.Histogram
 	writeTimeouts prometheus.Counter
 	internalErrs  prometheus.Counter
+	// deferredPushes is not istiod's: pushes not waited for because their
+	// proxy was not reading (see ErrPushDeferred).
+	deferredPushes prometheus.Counter
 	// byType holds each served type's children, resolved once because label
 	// lookups would otherwise sit on every send.
 	byType map[string]*typeMetrics
@@ -75,6 +78,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		internalErrs: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pilot_total_xds_internal_errors",
 			Help: "Configuration generation failures.",
+		})),
+		deferredPushes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pilot_xds_deferred_pushes",
+			Help: "Pushes not waited for because their proxy was not reading what was sent before: left with the connection (merged) or still being sent, they complete when it reads, instead of holding a PILOT_PUSH_THROTTLE slot.",
 		})),
 		byType: make(map[string]*typeMetrics, len(pushOrder)),
 	}

@@ -29,6 +29,22 @@ import (
 // ErrConnectionClosed is returned by Push for a connection whose stream ended.
 var ErrConnectionClosed = errors.New("xds connection closed")
 
+// ErrPushDeferred is returned by Push when it stopped waiting on a stream
+// busy sending to a proxy that does not read: the push was left with the
+// connection, merged with any later one, or is still being sent. It
+// completes when the proxy reads, and PushHook.PushSent reports it then.
+var ErrPushDeferred = errors.New("xds push deferred: the proxy is not reading what was sent before")
+
+// stuckSend is how long a stream may be in one send before Push stops
+// waiting on it. A send returns once gRPC has queued the response, in
+// microseconds, unless the proxy has not read the previous 64 KiB yet; one
+// blocked this long is to a proxy that does not read (or reads very
+// slowly). A Push that waited on such a stream held one of the pipeline's
+// PILOT_PUSH_THROTTLE slots for as long as its proxy did not read, and as
+// many such proxies as slots (25 on 2 cores) stopped every push to every
+// proxy (TestProxiesThatDoNotReadDoNotStallPushes in discovery).
+const stuckSend = time.Second
+
 // Server is the ADS server. It implements envoy's
 // discovery.AggregatedDiscoveryServiceServer.
 type Server struct {
@@ -121,8 +137,13 @@ type pushEvent struct {
 // once every send returned, not when the proxy acknowledged. The sends happen on
 // the stream's own goroutine, so they never interleave with responses to the
 // proxy's requests, and a slow proxy holds only its own Push: up to
-// Options.SendTimeout per send, or until ctx ends (if ctx ends after the stream
-// took the push, Push returns ctx's error and the push still completes).
+// Options.SendTimeout per send, or until ctx ends (if ctx ends after the
+// stream took the push, Push returns ctx's error and the push still
+// completes). Nor does a proxy that does not read hold its caller: once its
+// stream has been in one send for stuckSend, Push returns ErrPushDeferred,
+// leaving a push the stream has not taken with the connection, where later
+// ones merge into it; a push still waiting to be taken when ctx ends is
+// left there too.
 //
 // A generation failure skips that type and is returned, and the stream stays
 // up: the proxy keeps its previous config. A send failure ends the stream.
@@ -130,28 +151,69 @@ func (s *Server) Push(ctx context.Context, conn *Connection, req *model.PushRequ
 	if req == nil {
 		req = &model.PushRequest{Full: true}
 	}
-	ev := &pushEvent{req: req, done: make(chan error, 1)}
-	select {
-	case conn.pushCh <- ev:
-	case <-conn.stop:
-		return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
+	if conn.hasDeferred() || conn.sendingFor() >= stuckSend {
+		return s.deferPush(conn, req)
 	}
-	select {
-	case err := <-ev.done:
-		return err
-	case <-conn.stop:
-		// The stream answers before it stops, so a result may be waiting.
+	ev := &pushEvent{req: req, done: make(chan error, 1)}
+	check := time.NewTimer(stuckSend)
+	defer check.Stop()
+handOff:
+	for {
+		select {
+		case conn.pushCh <- ev:
+			break handOff
+		case <-check.C:
+			if stuckOrRearm(conn, check) {
+				return s.deferPush(conn, req)
+			}
+		case <-conn.stop:
+			return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+		case <-ctx.Done():
+			return s.deferPush(conn, req)
+		}
+	}
+	for {
 		select {
 		case err := <-ev.done:
 			return err
-		default:
-			return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+		case <-check.C:
+			if stuckOrRearm(conn, check) {
+				s.m.deferredPushes.Inc()
+				return fmt.Errorf("push to %s: %w", conn.id, ErrPushDeferred)
+			}
+		case <-conn.stop:
+			// The stream answers before it stops, so a result may be waiting.
+			select {
+			case err := <-ev.done:
+				return err
+			default:
+				return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
 		}
-	case <-ctx.Done():
-		return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
 	}
+}
+
+// stuckOrRearm says whether conn's stream has been in one send for
+// stuckSend; if not, it sets check to fire when that send would have been.
+func stuckOrRearm(conn *Connection, check *time.Timer) bool {
+	age := conn.sendingFor()
+	if age >= stuckSend {
+		return true
+	}
+	check.Reset(stuckSend - age)
+	return false
+}
+
+// deferPush leaves req with a connection whose stream is busy sending. A
+// connection that has ended drops it with everything else.
+func (s *Server) deferPush(conn *Connection, req *model.PushRequest) error {
+	if !conn.deferPush(req) {
+		s.log.Debug("xds push deferred: the stream is still sending an earlier response", "conn", conn.id, "peer", conn.peer)
+	}
+	s.m.deferredPushes.Inc()
+	return fmt.Errorf("push to %s: %w", conn.id, ErrPushDeferred)
 }
 
 // admit applies Options.Admit to a new stream.
@@ -179,14 +241,15 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (_ *C
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	conn := &Connection{
-		id:          p.ID + "-" + strconv.FormatUint(s.connSeq.Add(1), 10),
-		proxy:       p,
-		connectedAt: time.Now(),
-		delta:       delta,
-		pushCh:      make(chan *pushEvent),
-		stop:        make(chan struct{}),
-		watches:     make(map[string]*watch),
-		peer:        peerAddr,
+		id:            p.ID + "-" + strconv.FormatUint(s.connSeq.Add(1), 10),
+		proxy:         p,
+		connectedAt:   time.Now(),
+		delta:         delta,
+		pushCh:        make(chan *pushEvent),
+		deferredReady: make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		watches:       make(map[string]*watch),
+		peer:          peerAddr,
 	}
 	if s.opts.Authenticate != nil {
 		if conn.caller, err = s.opts.Authenticate(ctx); err != nil {
@@ -260,6 +323,18 @@ func (s *Server) disconnect(conn *Connection) {
 	s.log.Debug("xds disconnected", "conn", conn.id)
 }
 
+// reportingPushes wraps a stream's push so that every push that went out
+// whole is reported to the PushHook.
+func (s *Server) reportingPushes(conn *Connection, push func(*model.PushRequest) error) func(*model.PushRequest) error {
+	return func(req *model.PushRequest) error {
+		err := push(req)
+		if h := s.pushHook.Load(); err == nil && h != nil {
+			(*h).PushSent(conn, req, time.Now())
+		}
+		return err
+	}
+}
+
 // serve runs a stream after its first request: a reader goroutine feeds
 // requests in, Push feeds pushes in, and this goroutine alone handles both and
 // writes. Requests go first, because a proxy waiting for an answer is blocked
@@ -301,6 +376,13 @@ func serve[Req any](ctx context.Context, conn *Connection, recv func() (*Req, er
 					return err
 				}
 				continue
+			case <-conn.deferredReady:
+				if req := conn.takeDeferred(); req != nil {
+					if err := push(req); isSendError(err) {
+						return err
+					}
+				}
+				continue
 			case <-ctx.Done():
 				return nil
 			}
@@ -340,8 +422,19 @@ func isSendError(err error) bool {
 
 // send writes one response through write, bounded by Options.SendTimeout, and
 // records istiod's send metrics.
+//
+// What a stream keeps for a proxy that does not read is bounded here: a
+// write returns once gRPC has queued the response, which grpc-go does while
+// the stream has write quota left (64 KiB beyond what the proxy's
+// flow-control window lets out), so at most that and one response wait per
+// stream; the next write blocks the stream's goroutine, which then takes no
+// push (pushes wait as the connection's one deferred push), and
+// SendTimeout, when set, ends the stream
+// (TestUnreadResponsesAreBoundedByFlowControl).
 func (s *Server) send(conn *Connection, tm *typeMetrics, write func() error) error {
 	start := time.Now()
+	conn.sendStart.Store(start.UnixNano())
+	defer conn.sendStart.Store(0)
 	var err error
 	if s.opts.SendTimeout > 0 {
 		err = sendWithin(s.opts.SendTimeout, write)

@@ -33,7 +33,7 @@ func (s *Server) StreamAggregatedResources(stream grpc.BidiStreamingServer[disco
 	}
 	defer s.disconnect(conn)
 	st := &sotwStream{s: s, conn: conn, stream: stream}
-	return serve(ctx, conn, stream.Recv, first, st.handle, st.push)
+	return serve(ctx, conn, stream.Recv, first, st.handle, s.reportingPushes(conn, st.push))
 }
 
 // sotwStream is a state-of-the-world stream's handling; its methods run on the

@@ -200,10 +200,20 @@ func TestBadNodeAndAdmissionRejectStream(t *testing.T) {
 	}
 }
 
-type recordingPushHook struct{ added, removed chan *Connection }
+// recordingPushHook reports connections added and removed, and pushes
+// sent when sent is not nil.
+type recordingPushHook struct {
+	added, removed chan *Connection
+	sent           chan *model.PushRequest
+}
 
 func (h recordingPushHook) ConnectionAdded(c *Connection)   { h.added <- c }
 func (h recordingPushHook) ConnectionRemoved(c *Connection) { h.removed <- c }
+func (h recordingPushHook) PushSent(_ *Connection, req *model.PushRequest, _ time.Time) {
+	if h.sent != nil {
+		h.sent <- req
+	}
+}
 
 func TestDisconnectRunsHooksAndLowersGauge(t *testing.T) {
 	e := newTestEnv(t, newFakeGen("a"), Options{})
