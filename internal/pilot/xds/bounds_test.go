@@ -3,6 +3,9 @@ package xds
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/internal/pilot/model"
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // What the server keeps for a proxy that does not read, or does not answer,
@@ -207,5 +211,46 @@ func TestDeltaUnansweredResponsesAreBounded(t *testing.T) {
 	nextConn(t, e.hooks.disconnected) // the stream's goroutine is done with the watch
 	if got := len(conn.watch(ClusterType).unanswered); got != maxUnanswered {
 		t.Errorf("%d unanswered CDS responses kept after %d sent, want %d", got, pushes+2, maxUnanswered)
+	}
+}
+
+// pilot_xds is labelled by the version each proxy claims: past
+// maxVersionLabels versions, or for a value that is no version, proxies
+// count as "other" instead of adding series for the life of the process.
+func TestVersionLabelsAreBounded(t *testing.T) {
+	e := newTestEnv(t, newFakeGen("a"), Options{})
+	ctx := testCtx(t)
+	const distinct = maxVersionLabels + 8
+	for i := range distinct + 1 {
+		version := "1." + strconv.Itoa(i) + ".0"
+		if i == distinct {
+			version = strings.Repeat("9", 1<<16)
+		}
+		c := e.sotw(t, ctx, testNode(t, version))
+		c.ask(ClusterType)
+		nextConn(t, e.hooks.connected)
+	}
+	// OnConnect reports a connection just before the gauge counts it.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := metricValue(t, e.reg, "pilot_xds", map[string]string{"version": otherVersion}); got != distinct-maxVersionLabels+1 {
+			return fmt.Errorf("pilot_xds{version=other} = %v, want %d", got, distinct-maxVersionLabels+1)
+		}
+		return nil
+	})
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "pilot_xds" {
+			series = len(mf.GetMetric())
+		}
+	}
+	if series != maxVersionLabels+1 {
+		t.Errorf("%d pilot_xds series for %d versions, want %d and other", series, distinct+1, maxVersionLabels)
+	}
+	if got := metricValue(t, e.reg, "pilot_xds", map[string]string{"version": "1.0.0"}); got != 1 {
+		t.Errorf("pilot_xds{version=1.0.0} = %v, want 1", got)
 	}
 }

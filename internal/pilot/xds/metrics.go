@@ -2,14 +2,17 @@ package xds
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // metrics are istiod's xDS metrics, with its names, labels and buckets, so that
 // Istio's dashboards and PromQL work against this server unchanged.
 type metrics struct {
 	clients       *prometheus.GaugeVec
+	versions      versionLabels // clients' version label values
 	awaiting      prometheus.Gauge
 	sendTime      prometheus.Histogram
 	writeTimeouts prometheus.Counter
@@ -116,4 +119,42 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 		// still counts, it just is not exported through reg.
 	}
 	return c
+}
+
+// maxVersionLabels bounds the values of pilot_xds's version label. The
+// version is what each proxy says it is, and every value would stay a
+// series for the life of the process, so one client connecting under a
+// new version each time would grow the registry without bound. A mesh
+// runs a few versions at once (two or three while it upgrades).
+const maxVersionLabels = 32
+
+// otherVersion labels the proxies whose version is past maxVersionLabels
+// or not a version's shape.
+const otherVersion = "other"
+
+// versionLabels admits the first maxVersionLabels versions seen. A version
+// once admitted stays so, and one refused stays refused, so that a
+// connection's gauge is lowered under the label it was raised under.
+type versionLabels struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+func (v *versionLabels) label(version string) string {
+	if len(validation.IsValidLabelValue(version)) > 0 {
+		return otherVersion
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.seen[version]; ok {
+		return version
+	}
+	if len(v.seen) >= maxVersionLabels {
+		return otherVersion
+	}
+	if v.seen == nil {
+		v.seen = make(map[string]struct{})
+	}
+	v.seen[version] = struct{}{}
+	return version
 }

@@ -270,7 +270,7 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (_ *C
 	s.mu.Lock()
 	s.conns[conn.id] = conn
 	s.mu.Unlock()
-	s.m.clients.WithLabelValues(p.IstioVersion).Inc()
+	s.m.clients.WithLabelValues(s.m.versions.label(p.IstioVersion)).Inc()
 	s.m.awaiting.Inc()
 	if h := s.pushHook.Load(); h != nil {
 		(*h).ConnectionAdded(conn)
@@ -310,7 +310,7 @@ func (s *Server) disconnect(conn *Connection) {
 	s.mu.Lock()
 	delete(s.conns, conn.id)
 	s.mu.Unlock()
-	s.m.clients.WithLabelValues(conn.proxy.IstioVersion).Dec()
+	s.m.clients.WithLabelValues(s.m.versions.label(conn.proxy.IstioVersion)).Dec()
 	if !conn.configured {
 		s.m.awaiting.Dec()
 	}
