@@ -129,17 +129,3 @@ func TestValidateRefusesWhatIstiodRefuses(t *testing.T) {
 		}
 	}
 }
-
-func TestQuotePrefixBoundsWhatItQuotes(t *testing.T) {
-	if got := QuotePrefix("Bad_NS!"); got != `"Bad_NS!"` {
-		t.Errorf("short value: %s", got)
-	}
-	long := strings.Repeat("a", 10000)
-	got := QuotePrefix(long)
-	if !strings.HasSuffix(got, `"... (10000 bytes)`) || len(got) > maxQuoted+30 {
-		t.Errorf("long value quoted as %d bytes: %.80s...", len(got), got)
-	}
-	if got := Prefix(long); !strings.HasSuffix(got, "... (10000 bytes)") || len(got) > maxQuoted+30 {
-		t.Errorf("Prefix: %d bytes", len(got))
-	}
-}

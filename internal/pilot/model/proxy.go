@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meshperf/meshperf/internal/excerpt"
 )
 
 // ProxyType is the kind of Envoy node, the first field of an Istio node id.
@@ -54,26 +55,26 @@ type Proxy struct {
 func ParseNodeID(id string) (*Proxy, error) {
 	parts := strings.Split(id, "~")
 	if len(parts) != 4 {
-		return nil, fmt.Errorf("node id %s: want TYPE~IP~POD.NAMESPACE~DOMAIN", QuotePrefix(id))
+		return nil, fmt.Errorf("node id %s: want TYPE~IP~POD.NAMESPACE~DOMAIN", excerpt.Quote(id))
 	}
 	p := &Proxy{ID: id, Type: ProxyType(parts[0]), DNSDomain: parts[3]}
 	if err := p.validateType(); err != nil {
-		return nil, fmt.Errorf("node id %s: %w", QuotePrefix(id), err)
+		return nil, fmt.Errorf("node id %s: %w", excerpt.Quote(id), err)
 	}
 	if parts[1] != "" {
 		if err := validateIP(parts[1]); err != nil {
-			return nil, fmt.Errorf("node id %s: %w", QuotePrefix(id), err)
+			return nil, fmt.Errorf("node id %s: %w", excerpt.Quote(id), err)
 		}
 		p.IPAddresses = []string{parts[1]}
 	}
 	dot := strings.LastIndexByte(parts[2], '.')
 	if dot <= 0 || dot == len(parts[2])-1 {
-		return nil, fmt.Errorf("node id %s: want POD.NAMESPACE in the third field", QuotePrefix(id))
+		return nil, fmt.Errorf("node id %s: want POD.NAMESPACE in the third field", excerpt.Quote(id))
 	}
 	p.PodName, p.Namespace = parts[2][:dot], parts[2][dot+1:]
 	for _, check := range []func() error{p.validatePodName, p.validateNamespace, p.validateDNSDomain} {
 		if err := check(); err != nil {
-			return nil, fmt.Errorf("node id %s: %w", QuotePrefix(id), err)
+			return nil, fmt.Errorf("node id %s: %w", excerpt.Quote(id), err)
 		}
 	}
 	return p, nil
@@ -86,13 +87,13 @@ func ParseNodeID(id string) (*Proxy, error) {
 // proxies' EDS and workloads in node proxies' WDS, and Envoy rejects a whole
 // response for one malformed address, so one bad registration accepted would
 // break a service for every client of it. Errors quote at most a prefix of
-// the offending value, since a client can send megabytes of it.
+// the offending value (excerpt), since a client can send megabytes of it.
 func (p *Proxy) Validate() error {
 	checks := []func() error{p.validateType, p.validateIPs, p.validatePodName, p.validateNamespace,
 		p.validateDNSDomain, p.validateServiceAccount, p.validateWorkloadName, p.validateLabels}
 	for _, check := range checks {
 		if err := check(); err != nil {
-			return fmt.Errorf("node %s: %w", QuotePrefix(p.ID), err)
+			return fmt.Errorf("node %s: %w", excerpt.Quote(p.ID), err)
 		}
 	}
 	return nil
@@ -103,7 +104,7 @@ func (p *Proxy) validateType() error {
 	case Sidecar, Router, Ztunnel, Waypoint:
 		return nil
 	}
-	return fmt.Errorf("type %s is not one of sidecar, router, ztunnel, waypoint", QuotePrefix(string(p.Type)))
+	return fmt.Errorf("type %s is not one of sidecar, router, ztunnel, waypoint", excerpt.Quote(string(p.Type)))
 }
 
 func (p *Proxy) validateIPs() error {
@@ -123,7 +124,7 @@ func (p *Proxy) validateIPs() error {
 func validateIP(ip string) error {
 	a, err := netip.ParseAddr(ip)
 	if err != nil || a.Zone() != "" {
-		return fmt.Errorf("IP %s is not an IP address", QuotePrefix(ip))
+		return fmt.Errorf("IP %s is not an IP address", excerpt.Quote(ip))
 	}
 	return nil
 }
@@ -166,10 +167,10 @@ func (p *Proxy) validateLabels() error {
 	sort.Strings(keys) // the same label reported first every time
 	for _, k := range keys {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-			return fmt.Errorf("label key %s is not a Kubernetes label key: %s", QuotePrefix(k), strings.Join(msgs, "; "))
+			return fmt.Errorf("label key %s is not a Kubernetes label key: %s", excerpt.Quote(k), strings.Join(msgs, "; "))
 		}
 		if msgs := validation.IsValidLabelValue(p.Labels[k]); len(msgs) > 0 {
-			return fmt.Errorf("label %s: value %s is not a Kubernetes label value: %s", k, QuotePrefix(p.Labels[k]), strings.Join(msgs, "; "))
+			return fmt.Errorf("label %s: value %s is not a Kubernetes label value: %s", k, excerpt.Quote(p.Labels[k]), strings.Join(msgs, "; "))
 		}
 	}
 	return nil
@@ -183,29 +184,7 @@ const (
 
 func dnsName(what, value string, check func(string) []string, rule string) error {
 	if len(check(value)) > 0 {
-		return fmt.Errorf("%s %s is not %s", what, QuotePrefix(value), rule)
+		return fmt.Errorf("%s %s is not %s", what, excerpt.Quote(value), rule)
 	}
 	return nil
-}
-
-// maxQuoted bounds how much of a client's value an error message or a log
-// line quotes.
-const maxQuoted = 200
-
-// QuotePrefix quotes s, or only its first bytes and its length when it is
-// long: an error that quotes what a client sent must not grow with it.
-func QuotePrefix(s string) string {
-	if len(s) <= maxQuoted {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(s[:maxQuoted]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
-}
-
-// Prefix is QuotePrefix unquoted, for a log attribute, which its handler
-// quotes itself.
-func Prefix(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	return s[:maxQuoted] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }

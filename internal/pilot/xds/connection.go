@@ -13,6 +13,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
@@ -319,14 +320,14 @@ func proxyFromNode(node *core.Node) (*model.Proxy, error) {
 		}
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("node %s: metadata %s is not a string", model.QuotePrefix(node.GetId()), key)
+			return nil, fmt.Errorf("node %s: metadata %s is not a string", excerpt.Quote(node.GetId()), key)
 		}
 		setMeta(p, key, s.StringValue)
 	}
 	if v, ok := fields[metaLabels]; ok {
 		labels, err := stringMap(v)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: metadata %s: %w", model.QuotePrefix(node.GetId()), metaLabels, err)
+			return nil, fmt.Errorf("node %s: metadata %s: %w", excerpt.Quote(node.GetId()), metaLabels, err)
 		}
 		p.Labels = labels
 	}
@@ -371,7 +372,7 @@ func stringMap(v *structpb.Value) (map[string]string, error) {
 	for k, fv := range st.StructValue.GetFields() {
 		s, ok := fv.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("value of %s is not a string", model.QuotePrefix(k))
+			return nil, fmt.Errorf("value of %s is not a string", excerpt.Quote(k))
 		}
 		out[k] = s.StringValue
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/netutil"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
@@ -292,7 +293,7 @@ func peerAddress(ctx context.Context) string {
 func (s *Server) logRefusal(peerAddr string, node *core.Node, err error) {
 	st := status.Convert(err)
 	s.limitedLog.Warn("refused_"+st.Code().String(), "xds stream refused",
-		"peer", peerAddr, "code", st.Code().String(), "node", model.Prefix(node.GetId()), "error", st.Message())
+		"peer", peerAddr, "code", st.Code().String(), "node", excerpt.String(node.GetId()), "error", st.Message())
 }
 
 // ignoreUnservedType logs a request for a type the server does not serve,
@@ -301,7 +302,7 @@ func (s *Server) logRefusal(peerAddr string, node *core.Node, err error) {
 // for ever, and only this line says why.
 func (s *Server) ignoreUnservedType(conn *Connection, typeURL string) {
 	s.limitedLog.Warn("unserved_type", "xds request for a type this server does not serve ignored",
-		"conn", conn.id, "peer", conn.peer, "type", model.Prefix(typeURL))
+		"conn", conn.id, "peer", conn.peer, "type", excerpt.String(typeURL))
 }
 
 // disconnect undoes connect once the stream's goroutine has finished.
