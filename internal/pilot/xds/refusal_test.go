@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshperf/meshperf/internal/netutil"
+	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
@@ -70,6 +72,25 @@ func TestRefusedStreamsAreLoggedRateLimited(t *testing.T) {
 	denied := loggedLines(logged, "code=PermissionDenied")
 	if len(denied) != 1 || !strings.Contains(denied[0], "token is for another service account") || !strings.Contains(denied[0], "peer=127.0.0.1:") {
 		t.Errorf("the hook's refusal was logged as %q", denied)
+	}
+}
+
+// A stream whose credential fails authentication is logged with its code
+// too, as every refusal in connect is.
+func TestUnauthenticatedStreamIsLogged(t *testing.T) {
+	logged := &testutil.SyncBuffer{}
+	e := newTestEnv(t, newFakeGen("a"), Options{Logger: slog.New(slog.NewTextHandler(logged, nil)),
+		Authenticate: func(context.Context) (*ca.Caller, error) {
+			return nil, status.Error(codes.Unauthenticated, "token expired")
+		}})
+	c := e.sotw(t, testCtx(t), testNode(t, ""))
+	c.ask(ClusterType)
+	if _, err := c.stream.Recv(); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("stream ended with %v, want Unauthenticated", err)
+	}
+	lines := loggedLines(logged, "xds stream refused")
+	if len(lines) != 1 || !strings.Contains(lines[0], "code=Unauthenticated") || !strings.Contains(lines[0], "token expired") {
+		t.Errorf("an unauthenticated stream was logged as %q", lines)
 	}
 }
 
