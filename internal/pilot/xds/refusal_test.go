@@ -16,6 +16,14 @@ import (
 	"github.com/meshperf/meshperf/internal/testutil"
 )
 
+// newLoggedEnv is newTestEnv with opts, serving one cluster, with the
+// server's log in the returned buffer.
+func newLoggedEnv(t *testing.T, opts Options) (*testEnv, *testutil.SyncBuffer) {
+	logged := &testutil.SyncBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logged, nil))
+	return newTestEnv(t, newFakeGen("a"), opts), logged
+}
+
 // loggedLines returns the lines of buf that contain msg.
 func loggedLines(buf *testutil.SyncBuffer, msg string) []string {
 	var out []string
@@ -31,8 +39,7 @@ func loggedLines(buf *testutil.SyncBuffer, msg string) []string {
 // it (the node's validation, or a hook: authentication), and a client
 // reconnecting in a loop is logged once per interval, not once per attempt.
 func TestRefusedStreamsAreLoggedRateLimited(t *testing.T) {
-	logged := &testutil.SyncBuffer{}
-	e := newTestEnv(t, newFakeGen("a"), Options{Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	e, logged := newLoggedEnv(t, Options{})
 	refuse := func(mutate func(c *sotwClient)) error {
 		t.Helper()
 		c := e.sotw(t, testCtx(t), testNode(t, ""))
@@ -78,11 +85,9 @@ func TestRefusedStreamsAreLoggedRateLimited(t *testing.T) {
 // A stream whose credential fails authentication is logged with its code
 // too, as every refusal in connect is.
 func TestUnauthenticatedStreamIsLogged(t *testing.T) {
-	logged := &testutil.SyncBuffer{}
-	e := newTestEnv(t, newFakeGen("a"), Options{Logger: slog.New(slog.NewTextHandler(logged, nil)),
-		Authenticate: func(context.Context) (*ca.Caller, error) {
-			return nil, status.Error(codes.Unauthenticated, "token expired")
-		}})
+	e, logged := newLoggedEnv(t, Options{Authenticate: func(context.Context) (*ca.Caller, error) {
+		return nil, status.Error(codes.Unauthenticated, "token expired")
+	}})
 	c := e.sotw(t, testCtx(t), testNode(t, ""))
 	c.ask(ClusterType)
 	if _, err := c.stream.Recv(); status.Code(err) != codes.Unauthenticated {
@@ -97,8 +102,7 @@ func TestUnauthenticatedStreamIsLogged(t *testing.T) {
 // A node id of a megabyte is refused with an error, and a log line, that
 // quote a prefix of it.
 func TestHugeNodeIDIsQuotedByPrefix(t *testing.T) {
-	logged := &testutil.SyncBuffer{}
-	e := newTestEnv(t, newFakeGen("a"), Options{Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	e, logged := newLoggedEnv(t, Options{})
 	c := e.sotw(t, testCtx(t), testNode(t, ""))
 	c.node.Id = "sidecar~10.0.0.1~p.ns~" + strings.Repeat("d", 1<<20)
 	c.ask(ClusterType)
@@ -114,8 +118,7 @@ func TestHugeNodeIDIsQuotedByPrefix(t *testing.T) {
 // A request for a type the server does not serve is left unanswered, as
 // before, but logged, and the stream carries on.
 func TestUnservedTypeIsLoggedAndIgnored(t *testing.T) {
-	logged := &testutil.SyncBuffer{}
-	e := newTestEnv(t, newFakeGen("a"), Options{Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	e, logged := newLoggedEnv(t, Options{})
 	const unserved = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
 	c := e.sotw(t, testCtx(t), testNode(t, ""))
 	c.ask(unserved)
