@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshperf/meshperf/internal/netutil"
 	"github.com/meshperf/meshperf/internal/pilot/api"
@@ -175,7 +176,11 @@ const xdsStopGrace = 2 * time.Second
 // reason instead of running on without, say, its API.
 func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scopeLog func(string) *slog.Logger, stdout io.Writer) error {
 	ls := f.listeners
-	xdsServer := grpc.NewServer(srv.GRPCServerOptions()...)
+	// Connections refused before a call (not gRPC, a failed TLS handshake)
+	// are logged, rate limited: gRPC itself says nothing a user would see.
+	refusedConns := netutil.NewLogLimiter(scopeLog(defaultScope), netutil.DefaultLogInterval)
+	xdsServer := grpc.NewServer(append(srv.GRPCServerOptions(),
+		grpc.Creds(netutil.ReportFailedConnections(insecure.NewCredentials(), refusedConns)))...)
 	srv.RegisterGRPC(xdsServer)
 	web, err := newPilotHTTP(srv, f, scopeLog)
 	if err != nil {
@@ -188,7 +193,8 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 		if err != nil {
 			return fmt.Errorf("TLS xDS: %w", err)
 		}
-		secureServer = grpc.NewServer(append(srv.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(cfg)))...)
+		secureServer = grpc.NewServer(append(srv.GRPCServerOptions(),
+			grpc.Creds(netutil.ReportFailedConnections(credentials.NewTLS(cfg), refusedConns)))...)
 		srv.RegisterSecureGRPC(secureServer)
 	}
 	webhookServer, err := injectionWebhook(srv, f, scopeLog(injectScope))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -109,6 +110,14 @@ func TestPilotReadyFileNamesListenersThatAnswer(t *testing.T) {
 // name a ready file) until stop, which checks that it exited 0.
 func startPilot(t *testing.T, args ...string) (r proc.Ready, stop func()) {
 	t.Helper()
+	r, _, stop = startPilotLogged(t, args...)
+	return r, stop
+}
+
+// startPilotLogged is startPilot, also returning what pilot writes to its
+// stderr (its log).
+func startPilotLogged(t *testing.T, args ...string) (r proc.Ready, stderr *syncBuffer, stop func()) {
+	t.Helper()
 	readyFile := ""
 	for i, a := range args {
 		if a == "--ready-file" && i+1 < len(args) {
@@ -116,11 +125,12 @@ func startPilot(t *testing.T, args ...string) (r proc.Ready, stop func()) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout syncBuffer
+	stderr = &syncBuffer{}
 	done := make(chan int)
-	go func() { done <- runPilot(ctx, args, &stdout, &stderr) }()
+	go func() { done <- runPilot(ctx, args, &stdout, stderr) }()
 	t.Cleanup(cancel)
-	return waitReadyFile(t, readyFile), func() {
+	return waitReadyFile(t, readyFile), stderr, func() {
 		t.Helper()
 		cancel()
 		if code := <-done; code != exitOK {
@@ -346,6 +356,48 @@ func TestPilotExitsWhileStreamsStayOpen(t *testing.T) {
 		case <-ended:
 		case <-time.After(30 * time.Second):
 			t.Fatal("a proxy's stream was still open after pilot exited")
+		}
+	}
+}
+
+// Bytes that are not gRPC on the plaintext xDS port (an HTTP/1 request,
+// a TLS client) and a failed TLS handshake on the TLS port are logged with
+// their peer; gRPC refuses them without a word of its own. Both ports
+// still serve proxies after them.
+func TestPilotLogsConnectionsThatAreNotGRPC(t *testing.T) {
+	dir := t.TempDir()
+	r, stderr, stop := startPilotLogged(t, "--dataDir", dir, "--grpcAddr", "127.0.0.1:0", "--httpAddr", "127.0.0.1:0",
+		"--monitoringAddr", "127.0.0.1:0", "--secureGRPCAddr", "127.0.0.1:0", "--log_output_level", "warn",
+		"--ready-file", filepath.Join(dir, "ready.json"))
+	plain, secure := r.Listeners[listenerGRPC], r.Listeners[listenerSecureGRPC]
+
+	testutil.WriteAndWaitForClose(t, plain, []byte("GET /debug/syncz HTTP/1.1\r\nHost: pilot\r\n\r\n"))
+	testutil.WriteAndWaitForClose(t, secure, []byte("GET / HTTP/1.1\r\nHost: pilot\r\n\r\n"))
+	requestClusters(t, plain, insecure.NewCredentials())
+	root, err := os.ReadFile(filepath.Join(dir, "ca", "root-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(root)
+	requestClusters(t, secure, credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"}))
+
+	// gRPC's TLS credentials close a connection before its handshake's
+	// error is logged.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(stderr.String(), "TLS handshake failed") {
+			return errors.New("the failed TLS handshake is not logged")
+		}
+		return nil
+	})
+	stop()
+	logged := stderr.String()
+	for _, want := range []string{
+		"not HTTP/2", "address=" + plain, `firstBytes="GET /debug/syncz HTTP/1.`,
+		"TLS handshake failed", "address=" + secure, "peer=127.0.0.1:",
+	} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("the log lacks %q:\n%s", want, logged)
 		}
 	}
 }

@@ -1,14 +1,16 @@
 // Package netutil holds what meshperf's servers add to the standard
-// library's listeners.
+// library's listeners and to gRPC's transport: failed accepts counted,
+// connections that do not speak the protocol (or fail their TLS
+// handshake) reported, and the log lines a remote party can cause rate
+// limited, so that a server under attack or at its limits says so without
+// drowning its log.
 package netutil
 
 import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,23 +21,16 @@ const (
 	ReasonOther            = "other"
 )
 
-// acceptLogInterval bounds how often failed accepts are logged: at the
-// open-files limit a server fails an accept every few milliseconds, and a
-// line each would bury everything else.
-const acceptLogInterval = 5 * time.Second
-
 // AcceptErrors counts and reports the errors a server's listeners return
 // from Accept. gRPC's server retries a failed accept after a short backoff
 // and says nothing a user would see, so a server at its open-files limit
 // would turn proxies away unnoticed.
 type AcceptErrors struct {
 	counter *prometheus.CounterVec
-	log     *slog.Logger
-	advice  string
-
-	mu       sync.Mutex
-	lastLog  time.Time
-	sinceLog map[string]int // failures by reason since the last log line
+	// log gets a line per reason at most every DefaultLogInterval: at the
+	// open-files limit a server fails an accept every few milliseconds.
+	log    *LogLimiter
+	advice string
 }
 
 // NewAcceptErrors registers the counter name on reg (labelled by reason)
@@ -49,7 +44,7 @@ func NewAcceptErrors(reg prometheus.Registerer, name, help string, log *slog.Log
 	// rather than nothing until the first failure.
 	counter.WithLabelValues(ReasonTooManyOpenFiles)
 	counter.WithLabelValues(ReasonOther)
-	return &AcceptErrors{counter: counter, log: log, advice: advice, sinceLog: map[string]int{}}, nil
+	return &AcceptErrors{counter: counter, log: NewLogLimiter(log, DefaultLogInterval), advice: advice}, nil
 }
 
 // Wrap returns ln with its accept errors counted and logged. The errors are
@@ -82,18 +77,6 @@ func AcceptReason(err error) string {
 func (a *AcceptErrors) record(addr string, err error) {
 	reason := AcceptReason(err)
 	a.counter.WithLabelValues(reason).Inc()
-	a.mu.Lock()
-	a.sinceLog[reason]++
-	now := time.Now()
-	if now.Sub(a.lastLog) < acceptLogInterval {
-		a.mu.Unlock()
-		return
-	}
-	counts := a.sinceLog
-	a.sinceLog = map[string]int{}
-	a.lastLog = now
-	a.mu.Unlock()
-	a.log.Warn("connections refused: accept failed", "address", addr,
-		"tooManyOpenFiles", counts[ReasonTooManyOpenFiles], "other", counts[ReasonOther],
-		"lastError", err.Error(), "fix", a.advice)
+	a.log.Warn(reason, "connections refused: accept failed", "address", addr,
+		"reason", reason, "error", err.Error(), "fix", a.advice)
 }

@@ -95,8 +95,8 @@ func acceptAtOpenFilesLimit(t *testing.T) {
 	if got := testutil.ToFloat64(errs.counter.WithLabelValues(ReasonOther)); got != 0 {
 		t.Errorf("other = %v, want 0", got)
 	}
-	if line := logged.String(); !strings.Contains(line, "tooManyOpenFiles=1") || !strings.Contains(line, "raise the limit") {
-		t.Errorf("log = %q, want the count and the advice", line)
+	if line := logged.String(); !strings.Contains(line, "reason=too_many_open_files") || !strings.Contains(line, "raise the limit") {
+		t.Errorf("log = %q, want the reason and the advice", line)
 	}
 	// Once the files are back, the waiting connection is accepted.
 	conn, err := ln.Accept()

@@ -540,7 +540,7 @@ func (s *Server) concerned(snap *snapshot.Snapshot, req *model.PushRequest, conn
 }
 
 // pushConnection is one proxy's push, run under the throttle: skip proxies that
-// depend on nothing that changed, else send and record convergence.
+// depend on nothing that changed, else send.
 func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *model.PushRequest) {
 	snap := s.current.Load()
 	cur := snap.Scopes.For(conn.Proxy())
@@ -567,13 +567,11 @@ func (s *Server) pushConnection(ctx context.Context, conn *xds.Connection, req *
 		s.countSkipped(1)
 		return
 	}
+	// Convergence is recorded when the push is sent (hooks.PushSent): for
+	// a proxy that does not read, Push returns first (xds.ErrPushDeferred).
 	if err := s.xds.Push(ctx, conn, req); err != nil {
-		s.log.Debug("push failed", "proxy", conn.Proxy().ID, "err", err)
-		return
+		s.log.Debug("push not completed", "proxy", conn.Proxy().ID, "err", err)
 	}
-	now := time.Now()
-	s.traces.sent(req, conn.Proxy().ID, now)
-	s.pm.ObserveConvergence(req, now)
 }
 
 // needsPush applies istiod's filter: a push that is about particular configs

@@ -52,6 +52,19 @@ spec:
   - hosts: ["./*"]
 `
 
+// subsetRule is a DestinationRule giving the service name in ns a subset
+// v2: a change to the clusters of every proxy that sees the service.
+func subsetRule(ns, name string) string {
+	return fmt.Sprintf(`
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  host: %[2]s
+  subsets: [{name: v2, labels: {version: v2}}]
+`, ns, name)
+}
+
 // startServer runs a control plane on loopback with baseMesh.
 func startServer(t *testing.T) (*discovery.Server, string) {
 	t.Helper()
@@ -204,14 +217,7 @@ func TestADSClientGetsConfigPushesAndNACKs(t *testing.T) {
 	c.send(ack(cds))
 
 	// A change the proxy depends on is pushed to it.
-	discoverytest.ApplyYAML(t, s, `
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: cart, namespace: shop}
-spec:
-  host: cart
-  subsets: [{name: v2, labels: {version: v2}}]
-`)
+	discoverytest.ApplyYAML(t, s, subsetRule("shop", "cart"))
 	pushed := c.recv()
 	if pushed.TypeUrl != snapshot.ClusterType || pushed.VersionInfo == cds.VersionInfo ||
 		!strings.Contains(resourceNames(pushed), "outbound|80|v2|cart.shop.svc.cluster.local") {

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -94,6 +96,13 @@ func (h hooks) ConnectionAdded(c *xds.Connection) {
 	st.digest, _ = contentDigest(snap, c.Proxy()) // on error "": the next push goes
 	h.s.conns[c] = st
 	h.s.connsMu.Unlock()
+}
+
+// PushSent records a proxy's push in the push traces and
+// pilot_proxy_convergence_time.
+func (h hooks) PushSent(c *xds.Connection, req *model.PushRequest, at time.Time) {
+	h.s.traces.sent(req, c.Proxy().ID, at)
+	h.s.pm.ObserveConvergence(req, at)
 }
 
 func (h hooks) ConnectionRemoved(c *xds.Connection) {

@@ -2,17 +2,18 @@ package xds
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unique"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
 	"github.com/meshperf/meshperf/internal/pilot/ca"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
@@ -30,9 +31,23 @@ type Connection struct {
 	// carried none (Options.Authenticate).
 	caller *ca.Caller
 
-	// pushCh hands Push's requests to the stream's goroutine, the only one that
-	// writes to the stream.
+	// pushCh hands Push's requests to the stream's goroutine, the only one
+	// that writes to the stream. It is unbuffered: a stream busy sending
+	// takes no push, and a Push that gives up leaves nothing in it
+	// (TestPushesToABlockedStreamAreNotQueued).
 	pushCh chan *pushEvent
+	// deferred is the one push waiting for a stream that was still busy
+	// sending when Push stopped waiting (a proxy not reading);
+	// later pushes merge into it, so a proxy that never reads costs one
+	// request, not a backlog, and holds no caller
+	// (TestPushesToAStuckStreamAreDeferred). deferredReady (capacity 1)
+	// wakes the stream's goroutine for it.
+	deferredMu    sync.Mutex
+	deferred      *model.PushRequest
+	deferredReady chan struct{}
+	// sendStart is when the stream's current send began, in Unix
+	// nanoseconds; 0 between sends.
+	sendStart atomic.Int64
 	// stop is closed once the stream's goroutine has finished.
 	stop chan struct{}
 
@@ -76,7 +91,8 @@ type sentResponse struct {
 
 // maxUnanswered bounds the responses remembered per type for a client that
 // does not answer: past it, a NACK of the oldest is counted as expired and
-// its names are not offered again until they change.
+// its names are not offered again until they change
+// (TestDeltaUnansweredResponsesAreBounded).
 const maxUnanswered = 16
 
 // answered removes the response with nonce and every older one (a client
@@ -95,6 +111,46 @@ func (w *watch) answered(nonce string) (resp sentResponse, later bool, ok bool) 
 }
 
 func (w *watch) subscribed() bool { return w.wildcard || len(w.names) > 0 }
+
+// deferPush merges req into the push waiting for the stream, and reports
+// whether one was waiting already.
+func (c *Connection) deferPush(req *model.PushRequest) (already bool) {
+	c.deferredMu.Lock()
+	already = c.deferred != nil
+	c.deferred = c.deferred.Merge(req)
+	c.deferredMu.Unlock()
+	select {
+	case c.deferredReady <- struct{}{}:
+	default:
+	}
+	return already
+}
+
+// sendingFor is how long the stream has been in its current send; 0
+// between sends.
+func (c *Connection) sendingFor() time.Duration {
+	if start := c.sendStart.Load(); start != 0 {
+		return time.Since(time.Unix(0, start))
+	}
+	return 0
+}
+
+// hasDeferred says whether a push waits for the stream.
+func (c *Connection) hasDeferred() bool {
+	c.deferredMu.Lock()
+	defer c.deferredMu.Unlock()
+	return c.deferred != nil
+}
+
+// takeDeferred returns the push waiting for the stream, if any, and
+// forgets it; stream goroutine only.
+func (c *Connection) takeDeferred() *model.PushRequest {
+	c.deferredMu.Lock()
+	defer c.deferredMu.Unlock()
+	req := c.deferred
+	c.deferred = nil
+	return req
+}
 
 // ID is the connection id, istiod's form: the node id, a dash, a counter.
 func (c *Connection) ID() string { return c.id }
@@ -246,8 +302,8 @@ const (
 )
 
 // proxyFromNode reads the proxy from its node id, then lets the node metadata
-// override what the id implies: the metadata is what the injector wrote from
-// the pod itself.
+// override what the id implies (the metadata is what the injector wrote from
+// the pod itself), and refuses a node that model.Proxy.Validate refuses.
 func proxyFromNode(node *core.Node) (*model.Proxy, error) {
 	if node == nil {
 		return nil, fmt.Errorf("the first request on the stream carries no node")
@@ -264,23 +320,24 @@ func proxyFromNode(node *core.Node) (*model.Proxy, error) {
 		}
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("node %q: metadata %s is not a string", node.GetId(), key)
+			return nil, fmt.Errorf("node %s: metadata %s is not a string", excerpt.Quote(node.GetId()), key)
 		}
-		if err := setMeta(p, key, s.StringValue); err != nil {
-			return nil, fmt.Errorf("node %q: %w", node.GetId(), err)
-		}
+		setMeta(p, key, s.StringValue)
 	}
 	if v, ok := fields[metaLabels]; ok {
 		labels, err := stringMap(v)
 		if err != nil {
-			return nil, fmt.Errorf("node %q: metadata %s: %w", node.GetId(), metaLabels, err)
+			return nil, fmt.Errorf("node %s: metadata %s: %w", excerpt.Quote(node.GetId()), metaLabels, err)
 		}
 		p.Labels = labels
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-func setMeta(p *model.Proxy, key, value string) error {
+func setMeta(p *model.Proxy, key, value string) {
 	switch key {
 	case metaNamespace:
 		if value != "" {
@@ -295,20 +352,14 @@ func setMeta(p *model.Proxy, key, value string) error {
 	case metaInstanceIPs:
 		var ips []string
 		for ip := range strings.SplitSeq(value, ",") {
-			ip = strings.TrimSpace(ip)
-			if ip == "" {
-				continue
+			if ip = strings.TrimSpace(ip); ip != "" {
+				ips = append(ips, ip)
 			}
-			if _, err := netip.ParseAddr(ip); err != nil {
-				return fmt.Errorf("metadata %s: %q is not an IP address", metaInstanceIPs, ip)
-			}
-			ips = append(ips, ip)
 		}
 		if len(ips) > 0 {
 			p.IPAddresses = ips
 		}
 	}
-	return nil
 }
 
 // stringMap reads a metadata struct whose values must all be strings.
@@ -321,7 +372,7 @@ func stringMap(v *structpb.Value) (map[string]string, error) {
 	for k, fv := range st.StructValue.GetFields() {
 		s, ok := fv.GetKind().(*structpb.Value_StringValue)
 		if !ok {
-			return nil, fmt.Errorf("value of %q is not a string", k)
+			return nil, fmt.Errorf("value of %s is not a string", excerpt.Quote(k))
 		}
 		out[k] = s.StringValue
 	}

@@ -35,7 +35,7 @@ func (s *Server) DeltaAggregatedResources(stream grpc.BidiStreamingServer[discov
 	}
 	defer s.disconnect(conn)
 	st := &deltaStream{s: s, conn: conn, stream: stream}
-	return serve(ctx, conn, stream.Recv, first, st.handle, st.push)
+	return serve(ctx, conn, stream.Recv, first, st.handle, s.reportingPushes(conn, st.push))
 }
 
 // deltaStream is a delta stream's handling; its methods run on the stream's
@@ -58,7 +58,7 @@ func (st *deltaStream) handle(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	tm := st.s.m.byType[typeURL]
 	if tm == nil {
-		st.s.log.Debug("xds request for an unserved type ignored", "conn", st.conn.id, "type", typeURL)
+		st.s.ignoreUnservedType(st.conn, typeURL)
 		return nil
 	}
 	w := st.conn.watch(typeURL)

@@ -2,18 +2,24 @@ package xds
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // metrics are istiod's xDS metrics, with its names, labels and buckets, so that
 // Istio's dashboards and PromQL work against this server unchanged.
 type metrics struct {
 	clients       *prometheus.GaugeVec
+	versions      versionLabels // clients' version label values
 	awaiting      prometheus.Gauge
 	sendTime      prometheus.Histogram
 	writeTimeouts prometheus.Counter
 	internalErrs  prometheus.Counter
+	// deferredPushes is not istiod's: pushes not waited for because their
+	// proxy was not reading (see ErrPushDeferred).
+	deferredPushes prometheus.Counter
 	// byType holds each served type's children, resolved once because label
 	// lookups would otherwise sit on every send.
 	byType map[string]*typeMetrics
@@ -76,6 +82,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "pilot_total_xds_internal_errors",
 			Help: "Configuration generation failures.",
 		})),
+		deferredPushes: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pilot_xds_deferred_pushes",
+			Help: "Pushes not waited for because their proxy was not reading what was sent before: left with the connection (merged) or still being sent, they complete when it reads, instead of holding a PILOT_PUSH_THROTTLE slot.",
+		})),
 		byType: make(map[string]*typeMetrics, len(pushOrder)),
 	}
 	for _, typeURL := range pushOrder {
@@ -109,4 +119,42 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 		// still counts, it just is not exported through reg.
 	}
 	return c
+}
+
+// maxVersionLabels bounds the values of pilot_xds's version label. The
+// version is what each proxy says it is, and every value would stay a
+// series for the life of the process, so one client connecting under a
+// new version each time would grow the registry without bound. A mesh
+// runs a few versions at once (two or three while it upgrades).
+const maxVersionLabels = 32
+
+// otherVersion labels the proxies whose version is past maxVersionLabels
+// or not a version's shape.
+const otherVersion = "other"
+
+// versionLabels admits the first maxVersionLabels versions seen. A version
+// once admitted stays so, and one refused stays refused, so that a
+// connection's gauge is lowered under the label it was raised under.
+type versionLabels struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+func (v *versionLabels) label(version string) string {
+	if len(validation.IsValidLabelValue(version)) > 0 {
+		return otherVersion
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.seen[version]; ok {
+		return version
+	}
+	if len(v.seen) >= maxVersionLabels {
+		return otherVersion
+	}
+	if v.seen == nil {
+		v.seen = make(map[string]struct{})
+	}
+	v.seen[version] = struct{}{}
+	return version
 }

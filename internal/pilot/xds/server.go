@@ -22,11 +22,29 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshperf/meshperf/internal/excerpt"
+	"github.com/meshperf/meshperf/internal/netutil"
 	"github.com/meshperf/meshperf/internal/pilot/model"
 )
 
 // ErrConnectionClosed is returned by Push for a connection whose stream ended.
 var ErrConnectionClosed = errors.New("xds connection closed")
+
+// ErrPushDeferred is returned by Push when it stopped waiting on a stream
+// busy sending to a proxy that does not read: the push was left with the
+// connection, merged with any later one, or is still being sent. It
+// completes when the proxy reads, and PushHook.PushSent reports it then.
+var ErrPushDeferred = errors.New("xds push deferred: the proxy is not reading what was sent before")
+
+// stuckSend is how long a stream may be in one send before Push stops
+// waiting on it. A send returns once gRPC has queued the response, in
+// microseconds, unless the proxy has not read the previous 64 KiB yet; one
+// blocked this long is to a proxy that does not read (or reads very
+// slowly). A Push that waited on such a stream held one of the pipeline's
+// PILOT_PUSH_THROTTLE slots for as long as its proxy did not read, and as
+// many such proxies as slots (25 on 2 cores) stopped every push to every
+// proxy (TestProxiesThatDoNotReadDoNotStallPushes in discovery).
+const stuckSend = time.Second
 
 // Server is the ADS server. It implements envoy's
 // discovery.AggregatedDiscoveryServiceServer.
@@ -35,7 +53,11 @@ type Server struct {
 	hooks ConnectionHooks
 	opts  Options
 	log   *slog.Logger
-	m     *metrics
+	// limitedLog logs what any client can cause at will (refused streams,
+	// requests for types not served) at most once per kind every few
+	// seconds, with the count left out.
+	limitedLog *netutil.LogLimiter
+	m          *metrics
 	// cache holds each Body's encodings, shared by every send of it: the
 	// bytes ServerOption's codec writes and delta's content versions.
 	cache *resourceCache
@@ -69,8 +91,9 @@ func NewServer(gen Generator, hooks ConnectionHooks, opts Options, reg prometheu
 	_, _ = rand.Read(id[:]) // never fails on supported platforms
 	return &Server{
 		gen: gen, hooks: hooks, opts: opts, log: log, m: newMetrics(reg), cache: &resourceCache{},
-		conns:    make(map[string]*Connection),
-		instance: hex.EncodeToString(id[:]),
+		limitedLog: netutil.NewLogLimiter(log, netutil.DefaultLogInterval),
+		conns:      make(map[string]*Connection),
+		instance:   hex.EncodeToString(id[:]),
 	}
 }
 
@@ -115,8 +138,13 @@ type pushEvent struct {
 // once every send returned, not when the proxy acknowledged. The sends happen on
 // the stream's own goroutine, so they never interleave with responses to the
 // proxy's requests, and a slow proxy holds only its own Push: up to
-// Options.SendTimeout per send, or until ctx ends (if ctx ends after the stream
-// took the push, Push returns ctx's error and the push still completes).
+// Options.SendTimeout per send, or until ctx ends (if ctx ends after the
+// stream took the push, Push returns ctx's error and the push still
+// completes). Nor does a proxy that does not read hold its caller: once its
+// stream has been in one send for stuckSend, Push returns ErrPushDeferred,
+// leaving a push the stream has not taken with the connection, where later
+// ones merge into it; a push still waiting to be taken when ctx ends is
+// left there too.
 //
 // A generation failure skips that type and is returned, and the stream stays
 // up: the proxy keeps its previous config. A send failure ends the stream.
@@ -124,28 +152,69 @@ func (s *Server) Push(ctx context.Context, conn *Connection, req *model.PushRequ
 	if req == nil {
 		req = &model.PushRequest{Full: true}
 	}
-	ev := &pushEvent{req: req, done: make(chan error, 1)}
-	select {
-	case conn.pushCh <- ev:
-	case <-conn.stop:
-		return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
+	if conn.hasDeferred() || conn.sendingFor() >= stuckSend {
+		return s.deferPush(conn, req)
 	}
-	select {
-	case err := <-ev.done:
-		return err
-	case <-conn.stop:
-		// The stream answers before it stops, so a result may be waiting.
+	ev := &pushEvent{req: req, done: make(chan error, 1)}
+	check := time.NewTimer(stuckSend)
+	defer check.Stop()
+handOff:
+	for {
+		select {
+		case conn.pushCh <- ev:
+			break handOff
+		case <-check.C:
+			if stuckOrRearm(conn, check) {
+				return s.deferPush(conn, req)
+			}
+		case <-conn.stop:
+			return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+		case <-ctx.Done():
+			return s.deferPush(conn, req)
+		}
+	}
+	for {
 		select {
 		case err := <-ev.done:
 			return err
-		default:
-			return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+		case <-check.C:
+			if stuckOrRearm(conn, check) {
+				s.m.deferredPushes.Inc()
+				return fmt.Errorf("push to %s: %w", conn.id, ErrPushDeferred)
+			}
+		case <-conn.stop:
+			// The stream answers before it stops, so a result may be waiting.
+			select {
+			case err := <-ev.done:
+				return err
+			default:
+				return fmt.Errorf("push to %s: %w", conn.id, ErrConnectionClosed)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
 		}
-	case <-ctx.Done():
-		return fmt.Errorf("push to %s: %w", conn.id, ctx.Err())
 	}
+}
+
+// stuckOrRearm says whether conn's stream has been in one send for
+// stuckSend; if not, it sets check to fire when that send would have been.
+func stuckOrRearm(conn *Connection, check *time.Timer) bool {
+	age := conn.sendingFor()
+	if age >= stuckSend {
+		return true
+	}
+	check.Reset(stuckSend - age)
+	return false
+}
+
+// deferPush leaves req with a connection whose stream is busy sending. A
+// connection that has ended drops it with everything else.
+func (s *Server) deferPush(conn *Connection, req *model.PushRequest) error {
+	if !conn.deferPush(req) {
+		s.log.Debug("xds push deferred: the stream is still sending an earlier response", "conn", conn.id, "peer", conn.peer)
+	}
+	s.m.deferredPushes.Inc()
+	return fmt.Errorf("push to %s: %w", conn.id, ErrPushDeferred)
 }
 
 // admit applies Options.Admit to a new stream.
@@ -159,23 +228,29 @@ func (s *Server) admit(ctx context.Context) error {
 	return nil
 }
 
-// connect turns a stream's first node into a registered Connection.
-func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Connection, error) {
+// connect turns a stream's first node into a registered Connection. Every
+// refusal, whoever decided it, is logged with the peer and the status code.
+func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (_ *Connection, err error) {
+	peerAddr := peerAddress(ctx)
+	defer func() {
+		if err != nil {
+			s.logRefusal(peerAddr, node, err)
+		}
+	}()
 	p, err := proxyFromNode(node)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	conn := &Connection{
-		id:          p.ID + "-" + strconv.FormatUint(s.connSeq.Add(1), 10),
-		proxy:       p,
-		connectedAt: time.Now(),
-		delta:       delta,
-		pushCh:      make(chan *pushEvent),
-		stop:        make(chan struct{}),
-		watches:     make(map[string]*watch),
-	}
-	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
-		conn.peer = pr.Addr.String()
+		id:            p.ID + "-" + strconv.FormatUint(s.connSeq.Add(1), 10),
+		proxy:         p,
+		connectedAt:   time.Now(),
+		delta:         delta,
+		pushCh:        make(chan *pushEvent),
+		deferredReady: make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		watches:       make(map[string]*watch),
+		peer:          peerAddr,
 	}
 	if s.opts.Authenticate != nil {
 		if conn.caller, err = s.opts.Authenticate(ctx); err != nil {
@@ -196,7 +271,7 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	s.mu.Lock()
 	s.conns[conn.id] = conn
 	s.mu.Unlock()
-	s.m.clients.WithLabelValues(p.IstioVersion).Inc()
+	s.m.clients.WithLabelValues(s.m.versions.label(p.IstioVersion)).Inc()
 	s.m.awaiting.Inc()
 	if h := s.pushHook.Load(); h != nil {
 		(*h).ConnectionAdded(conn)
@@ -205,13 +280,38 @@ func (s *Server) connect(ctx context.Context, node *core.Node, delta bool) (*Con
 	return conn, nil
 }
 
+func peerAddress(ctx context.Context) string {
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		return pr.Addr.String()
+	}
+	return ""
+}
+
+// logRefusal logs a refused stream, a line per status code at most every
+// few seconds: a proxy refused reconnects in a loop, and a line per attempt
+// would bury everything else.
+func (s *Server) logRefusal(peerAddr string, node *core.Node, err error) {
+	st := status.Convert(err)
+	s.limitedLog.Warn("refused_"+st.Code().String(), "xds stream refused",
+		"peer", peerAddr, "code", st.Code().String(), "node", excerpt.String(node.GetId()), "error", st.Message())
+}
+
+// ignoreUnservedType logs a request for a type the server does not serve,
+// which it leaves unanswered: a proxy configured for a
+// type (ECDS, NDS) that this control plane does not generate waits for it
+// for ever, and only this line says why.
+func (s *Server) ignoreUnservedType(conn *Connection, typeURL string) {
+	s.limitedLog.Warn("unserved_type", "xds request for a type this server does not serve ignored",
+		"conn", conn.id, "peer", conn.peer, "type", excerpt.String(typeURL))
+}
+
 // disconnect undoes connect once the stream's goroutine has finished.
 func (s *Server) disconnect(conn *Connection) {
 	close(conn.stop)
 	s.mu.Lock()
 	delete(s.conns, conn.id)
 	s.mu.Unlock()
-	s.m.clients.WithLabelValues(conn.proxy.IstioVersion).Dec()
+	s.m.clients.WithLabelValues(s.m.versions.label(conn.proxy.IstioVersion)).Dec()
 	if !conn.configured {
 		s.m.awaiting.Dec()
 	}
@@ -222,6 +322,18 @@ func (s *Server) disconnect(conn *Connection) {
 		s.hooks.OnDisconnect(conn)
 	}
 	s.log.Debug("xds disconnected", "conn", conn.id)
+}
+
+// reportingPushes wraps a stream's push so that every push that went out
+// whole is reported to the PushHook.
+func (s *Server) reportingPushes(conn *Connection, push func(*model.PushRequest) error) func(*model.PushRequest) error {
+	return func(req *model.PushRequest) error {
+		err := push(req)
+		if h := s.pushHook.Load(); err == nil && h != nil {
+			(*h).PushSent(conn, req, time.Now())
+		}
+		return err
+	}
 }
 
 // serve runs a stream after its first request: a reader goroutine feeds
@@ -265,6 +377,13 @@ func serve[Req any](ctx context.Context, conn *Connection, recv func() (*Req, er
 					return err
 				}
 				continue
+			case <-conn.deferredReady:
+				if req := conn.takeDeferred(); req != nil {
+					if err := push(req); isSendError(err) {
+						return err
+					}
+				}
+				continue
 			case <-ctx.Done():
 				return nil
 			}
@@ -304,8 +423,19 @@ func isSendError(err error) bool {
 
 // send writes one response through write, bounded by Options.SendTimeout, and
 // records istiod's send metrics.
+//
+// What a stream keeps for a proxy that does not read is bounded here: a
+// write returns once gRPC has queued the response, which grpc-go does while
+// the stream has write quota left (64 KiB beyond what the proxy's
+// flow-control window lets out), so at most that and one response wait per
+// stream; the next write blocks the stream's goroutine, which then takes no
+// push (pushes wait as the connection's one deferred push), and
+// SendTimeout, when set, ends the stream
+// (TestUnreadResponsesAreBoundedByFlowControl).
 func (s *Server) send(conn *Connection, tm *typeMetrics, write func() error) error {
 	start := time.Now()
+	conn.sendStart.Store(start.UnixNano())
+	defer conn.sendStart.Store(0)
 	var err error
 	if s.opts.SendTimeout > 0 {
 		err = sendWithin(s.opts.SendTimeout, write)

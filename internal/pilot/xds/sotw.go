@@ -33,7 +33,7 @@ func (s *Server) StreamAggregatedResources(stream grpc.BidiStreamingServer[disco
 	}
 	defer s.disconnect(conn)
 	st := &sotwStream{s: s, conn: conn, stream: stream}
-	return serve(ctx, conn, stream.Recv, first, st.handle, st.push)
+	return serve(ctx, conn, stream.Recv, first, st.handle, s.reportingPushes(conn, st.push))
 }
 
 // sotwStream is a state-of-the-world stream's handling; its methods run on the
@@ -52,7 +52,7 @@ func (st *sotwStream) handle(req *discovery.DiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	tm := st.s.m.byType[typeURL]
 	if tm == nil {
-		st.s.log.Debug("xds request for an unserved type ignored", "conn", st.conn.id, "type", typeURL)
+		st.s.ignoreUnservedType(st.conn, typeURL)
 		return nil
 	}
 	names := sortedNames(req.GetResourceNames())

@@ -93,9 +93,14 @@ func TestSotWConnectRequestAckPushNack(t *testing.T) {
 	if got := metricValue(t, e.reg, "pilot_xds_config_size_bytes", map[string]string{"type": ClusterType}); got != 2 {
 		t.Errorf("pilot_xds_config_size_bytes{type=%s} has %v samples, want 2", ClusterType, got)
 	}
-	if got := metricValue(t, e.reg, "pilot_xds_send_time", nil); got != 5 {
-		t.Errorf("pilot_xds_send_time has %v samples, want 5", got)
-	}
+	// The server observes a send once Send has returned, which may be
+	// after the proxy received it.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := metricValue(t, e.reg, "pilot_xds_send_time", nil); got != 5 {
+			return fmt.Errorf("pilot_xds_send_time has %v samples, want 5", got)
+		}
+		return nil
+	})
 }
 
 func TestSotWStaleNonceIsIgnored(t *testing.T) {
@@ -195,10 +200,20 @@ func TestBadNodeAndAdmissionRejectStream(t *testing.T) {
 	}
 }
 
-type recordingPushHook struct{ added, removed chan *Connection }
+// recordingPushHook reports connections added and removed, and pushes
+// sent when sent is not nil.
+type recordingPushHook struct {
+	added, removed chan *Connection
+	sent           chan *model.PushRequest
+}
 
 func (h recordingPushHook) ConnectionAdded(c *Connection)   { h.added <- c }
 func (h recordingPushHook) ConnectionRemoved(c *Connection) { h.removed <- c }
+func (h recordingPushHook) PushSent(_ *Connection, req *model.PushRequest, _ time.Time) {
+	if h.sent != nil {
+		h.sent <- req
+	}
+}
 
 func TestDisconnectRunsHooksAndLowersGauge(t *testing.T) {
 	e := newTestEnv(t, newFakeGen("a"), Options{})

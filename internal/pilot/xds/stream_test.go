@@ -156,6 +156,13 @@ func TestProxyFromNodeMetadata(t *testing.T) {
 		"labels":    {"LABELS": map[string]any{"replicas": 3.0}},
 		"labelsStr": {"LABELS": "app=x"},
 		"namespace": {"NAMESPACE": true},
+		// Validated as istiod validates them (model.Proxy.Validate).
+		"badIP":         {"INSTANCE_IPS": "not-an-ip"},
+		"badNamespace":  {"NAMESPACE": "Bad_NS!"},
+		"badAccount":    {"SERVICE_ACCOUNT": "../admin"},
+		"badWorkload":   {"WORKLOAD_NAME": "Reviews V1"},
+		"badLabelValue": {"LABELS": map[string]any{"app": "not a label value!"}},
+		"badLabelKey":   {"LABELS": map[string]any{"-app": "reviews"}},
 	} {
 		if _, err := proxyFromNode(&core.Node{Id: testNodeID, Metadata: meta(fields)}); err == nil {
 			t.Errorf("%s: %v accepted", name, fields)

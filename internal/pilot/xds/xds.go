@@ -7,6 +7,16 @@
 // owns the wire: nonces, versions, ACK/NACK bookkeeping, one writer per stream,
 // the send deadline, and istiod's xDS metrics, under istiod's names.
 //
+// What it accepts. A stream's first node must be a valid registration
+// (model.Proxy.Validate: addresses that parse, names and labels as
+// Kubernetes allows them) before any hook sees it; a stream refused, by
+// that or by a hook, ends with its status and is logged with the peer and
+// the code, as are requests for types the server does not serve, each at
+// most once per few seconds with the count left out. What it keeps for a
+// proxy that does not read or answer is bounded: one response queued in
+// gRPC beyond the proxy's window, one deferred push, maxUnanswered delta
+// responses per type; and no Push waits on such a proxy (stuckSend).
+//
 // Versions. Like istiod's push version, every version_info (system_version_info
 // on delta streams) is an RFC 3339 time followed by "/" and a counter that only
 // grows within the process: one per Push, shared by all the types it sends, and
@@ -143,6 +153,11 @@ type PushHook interface {
 	ConnectionAdded(*Connection)
 	// ConnectionRemoved runs when the stream has ended; Push to it fails.
 	ConnectionRemoved(*Connection)
+	// PushSent runs on the stream's goroutine when a push's sends all
+	// returned without error, at, whether or not Push still waited for it
+	// (a deferred push, or one whose caller gave up): convergence is
+	// recorded here, so that a slow proxy's counts too.
+	PushSent(c *Connection, req *model.PushRequest, at time.Time)
 }
 
 // Options tunes the server.
