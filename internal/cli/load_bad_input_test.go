@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/meshperf/meshperf/internal/echo"
+	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/pkg/loadgen/httpload"
 )
 
@@ -59,19 +59,6 @@ func TestLoadBadInput(t *testing.T) {
 	}
 }
 
-// closedPort returns a loopback address nothing listens on: one that was bound
-// and closed, so connecting to it is refused.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // checkFailureLines checks that a failed run said why on its first line, and
 // that everything it wrote to stderr is meshperf's own (no stray logging).
 // Whether it is one line in all is TestLoadRunFailureIsOneLine's concern.
@@ -91,7 +78,7 @@ func checkFailureLines(t *testing.T, stderr, want string) {
 // A failed run is one line saying what was wrong and what to do (the hint once
 // came on a second line).
 func TestLoadRunFailureIsOneLine(t *testing.T) {
-	code, _, stderr := runLoadT(t, "-quiet", "-qps", "100", "-t", "200ms", "http://"+closedPort(t)+"/")
+	code, _, stderr := runLoadT(t, "-quiet", "-qps", "100", "-t", "200ms", "http://"+testutil.ClosedPort(t)+"/")
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	if code != exitFailed || len(lines) != 1 || !strings.Contains(lines[0], "connection refused") ||
 		!strings.Contains(lines[0], "-allow-initial-errors") {
@@ -100,7 +87,7 @@ func TestLoadRunFailureIsOneLine(t *testing.T) {
 }
 
 func TestLoadUnreachableTarget(t *testing.T) {
-	url := "http://" + closedPort(t) + "/"
+	url := "http://" + testutil.ClosedPort(t) + "/"
 	code, stdout, stderr := runLoadT(t, "-quiet", "-qps", "100", "-t", "200ms", url)
 	if code != exitFailed {
 		t.Errorf("exit %d, want %d; stdout %q", code, exitFailed, stdout)

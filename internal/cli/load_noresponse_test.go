@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 // A load in which no call got a response (every one a socket error) exits 1
@@ -20,10 +22,10 @@ func TestLoadWithoutAnyResponseExitsOne(t *testing.T) {
 		target    string
 		errorCode string // how the JSON counts a call without a response
 	}{
-		{"http with -n", []string{"-qps", "0", "-n", "5"}, "http://" + closedPort(t) + "/", "-1"},
-		{"http/2 with -n", []string{"-qps", "0", "-n", "5", "-h2"}, "http://" + closedPort(t) + "/", "-1"},
-		{"tcp with -n", []string{"-qps", "0", "-n", "5"}, "tcp://" + closedPort(t), "-1"},
-		{"grpc with -n", []string{"-qps", "0", "-n", "5", "-grpc"}, closedPort(t), "ERROR"},
+		{"http with -n", []string{"-qps", "0", "-n", "5"}, "http://" + testutil.ClosedPort(t) + "/", "-1"},
+		{"http/2 with -n", []string{"-qps", "0", "-n", "5", "-h2"}, "http://" + testutil.ClosedPort(t) + "/", "-1"},
+		{"tcp with -n", []string{"-qps", "0", "-n", "5"}, "tcp://" + testutil.ClosedPort(t), "-1"},
+		{"grpc with -n", []string{"-qps", "0", "-n", "5", "-grpc"}, testutil.ClosedPort(t), "ERROR"},
 		// The warm-up is answered, and every timed call refused after it.
 		{"http gone after the warm-up", []string{"-c", "1", "-qps", "50", "-t", "200ms"}, "http://" + answerOnceThenClose(t) + "/", "-1"},
 	} {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshperf/meshperf/internal/capacity"
 	"github.com/meshperf/meshperf/internal/echo"
+	"github.com/meshperf/meshperf/internal/testutil"
 	"github.com/meshperf/meshperf/pkg/loadgen/httpload"
 )
 
@@ -136,7 +137,7 @@ func TestLoadSweepInterruptedKeepsTheStep(t *testing.T) {
 
 // A step that cannot run fails the sweep: one line naming the step, exit 1.
 func TestLoadSweepStepFailure(t *testing.T) {
-	code, stdout, stderr := runLoadT(t, "-quiet", "-qps", "100:400", "-t", "200ms", "http://"+closedPort(t)+"/")
+	code, stdout, stderr := runLoadT(t, "-quiet", "-qps", "100:400", "-t", "200ms", "http://"+testutil.ClosedPort(t)+"/")
 	if code != exitFailed || stepLines(stdout) != nil {
 		t.Errorf("exit %d, stdout %q; want %d and no step", code, stdout, exitFailed)
 	}

@@ -139,7 +139,7 @@ type sidecarProcess struct {
 // own, stopped when t ends.
 func startSidecar(t *testing.T, bin, name string, args []string) *sidecarProcess {
 	t.Helper()
-	admin := closedPort(t)
+	admin := testutil.ClosedPort(t)
 	cmd := exec.Command(bin, append(args, "--admin-address", admin, "--drain-duration", "0")...)
 	return &sidecarProcess{admin: admin, log: startLogged(t, name, cmd)}
 }
