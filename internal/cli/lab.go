@@ -66,13 +66,19 @@ func labList(args []string, stdout, stderr io.Writer) int {
 }
 
 func labClean(args []string, stdout, stderr io.Writer) int {
-	cmd := newCommand("meshperf lab clean", "", "Removes what an interrupted lab run left behind: its processes, network namespaces and links.")
+	cmd := newCommand("meshperf lab clean", "", "Removes what an interrupted lab run left behind: its processes, network namespaces and links,\n"+
+		"and the temporary directories (pods' tokens, ZDS sockets) of runs whose process is gone.")
 	if err := cmd.parseFlagsOnly(args, stdout); err != nil {
 		return cmd.exit(stderr, err)
 	}
 	r, err := pod.Clean(pod.Prefix)
-	if r.Empty() {
+	dirs, dirsErr := lab.CleanRunTempDirs()
+	err = errors.Join(err, dirsErr)
+	if r.Empty() && len(dirs) == 0 {
 		fmt.Fprintln(stdout, "meshperf lab clean: nothing to remove")
+	}
+	if len(dirs) > 0 {
+		fmt.Fprintf(stdout, "removed %d temporary director(ies) of runs that are gone: %s\n", len(dirs), strings.Join(dirs, " "))
 	}
 	if len(r.Processes) > 0 {
 		fmt.Fprintf(stdout, "killed %d process(es): %v\n", len(r.Processes), r.Processes)

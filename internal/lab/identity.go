@@ -114,10 +114,7 @@ func (l *lab) podCredentials(ctx context.Context, pod, sa, node string, owner *p
 // directory, a test's temporary directory), and so that no token outlives
 // the run in its results; searchable but not listable by others.
 func (l *lab) makeSecretsDir() error {
-	dir, err := os.MkdirTemp("", "meshperf-secrets-"+l.cfg.RunID+"-")
-	if err == nil {
-		err = os.Chmod(dir, 0o711)
-	}
+	dir, err := makeRunTempDir("secrets", l.cfg.RunID, 0o711)
 	if err != nil {
 		return fmt.Errorf("lab: secrets directory: %w", err)
 	}

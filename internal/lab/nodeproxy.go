@@ -129,7 +129,7 @@ func (m *nodeMember) workload() inpod.Workload {
 // socket's path is limited to 107 bytes, which an output directory can
 // exceed).
 func (l *lab) addNodes(members [2][]*nodeMember) error {
-	dir, err := os.MkdirTemp("", "meshperf-zds-"+l.cfg.RunID+"-")
+	dir, err := makeRunTempDir("zds", l.cfg.RunID, 0o700)
 	if err != nil {
 		return fmt.Errorf("lab: ZDS socket directory: %w", err)
 	}
