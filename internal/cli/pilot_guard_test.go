@@ -159,3 +159,17 @@ func TestPilotRefusesForeignHosts(t *testing.T) {
 		}
 	}
 }
+
+// A plaintext xDS port other hosts reach is said once at start: whoever
+// reaches it registers workloads by their claim.
+func TestPilotWarnsOfPlaintextXDSOffLoopback(t *testing.T) {
+	const warning = "plaintext xDS is not on loopback"
+	_, _, _, stderr := startGuardedPilot(t, "127.0.0.1", "127.0.0.1")
+	if strings.Contains(stderr.String(), warning) {
+		t.Errorf("a pilot with xDS on loopback warned: %q", stderr.String())
+	}
+	_, _, _, stderr = startGuardedPilot(t, "127.0.0.1", "127.0.0.1", "--grpcAddr", "0.0.0.0:0")
+	if n := strings.Count(stderr.String(), warning); n != 1 {
+		t.Errorf("stderr %q: want one warning naming plaintext xDS off loopback, got %d", stderr.String(), n)
+	}
+}

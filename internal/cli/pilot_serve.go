@@ -182,6 +182,13 @@ func servePilot(ctx context.Context, srv *discovery.Server, f *pilotFlags, scope
 	xdsServer := grpc.NewServer(append(srv.GRPCServerOptions(),
 		grpc.Creds(netutil.ReportFailedConnections(insecure.NewCredentials(), refusedConns)))...)
 	srv.RegisterGRPC(xdsServer)
+	if ln := ls.get(listenerGRPC); !isLoopback(ln.Addr()) {
+		// istiod's 15010 is the same: reachable, it registers whoever
+		// connects by what the node claims. Say so once, not per client.
+		scopeLog(defaultScope).Warn("plaintext xDS is not on loopback: a client that reaches it registers a workload by what its node claims "+
+			"(validated, but not proven: without a token it gets no keys, and a proxy that sends one is bound to it); "+
+			"keep --grpcAddr on loopback or on a network only your proxies reach", "address", ln.Addr().String())
+	}
 	web, err := newPilotHTTP(srv, f, scopeLog)
 	if err != nil {
 		return err
