@@ -2,10 +2,14 @@ package procstat
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/meshperf/meshperf/internal/testutil"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -38,10 +42,16 @@ func TestPIDsAndCmdlineOfAChild(t *testing.T) {
 	if !slices.Contains(pids, pid) || !slices.Contains(pids, os.Getpid()) {
 		t.Errorf("PIDs lacks the child %d or this process %d", pid, os.Getpid())
 	}
-	args, err := Cmdline(pid)
-	if err != nil || !slices.Equal(args, []string{"sleep", "30", "1"}) {
-		t.Errorf("Cmdline = %q, %v", args, err)
-	}
+	// Start returns once the kernel has committed to the exec, which can
+	// be before it has set the new command line up: read it until it is
+	// there (it was once empty, without an error, on a busy machine).
+	testutil.Eventually(t, 5*time.Second, func() error {
+		args, err := Cmdline(pid)
+		if err != nil || !slices.Equal(args, []string{"sleep", "30", "1"}) {
+			return fmt.Errorf("Cmdline = %q, %v", args, err)
+		}
+		return nil
+	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if _, err := Cmdline(pid); !errors.Is(err, ErrGone) {
