@@ -3,6 +3,7 @@ package kubelab
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
@@ -27,6 +28,33 @@ type Cluster struct {
 	Istio   istioclient.Interface
 	Dynamic dynamic.Interface
 	Version string // the API server's git version
+	// podProxy is Kube for reads through the API server's pod proxy: its
+	// requests name localhost as their Host, which the pod proxy passes on
+	// to the pod (see localhostHost).
+	podProxy kubernetes.Interface
+}
+
+// localhostHost names localhost as the Host of every request. The API
+// server's pod proxy passes the Host it was asked by on to the pod, and
+// meshperf-proxy's admin, as every meshperf server, answers only to an IP
+// address, localhost or a name it was given (it refuses other names as DNS
+// rebinding), while a kubeconfig may name the API server by any name. The
+// API server routes by path, and TLS verifies the name dialled, so
+// nothing else sees the difference.
+type localhostHost struct{ next http.RoundTripper }
+
+// podProxyClient is a client of cfg's API server whose requests name
+// localhost as their Host.
+func podProxyClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return localhostHost{rt} })
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (l localhostHost) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Host = "localhost"
+	return l.next.RoundTrip(req)
 }
 
 // Connect reads the kubeconfig at path and checks the API server answers;
@@ -39,6 +67,9 @@ func Connect(ctx context.Context, path string) (*Cluster, error) {
 	cfg.UserAgent = "meshperf-lab"
 	c := &Cluster{REST: cfg}
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, precondition("kubeconfig: %v", err)
+	}
+	if c.podProxy, err = podProxyClient(cfg); err != nil {
 		return nil, precondition("kubeconfig: %v", err)
 	}
 	if c.Istio, err = istioclient.NewForConfig(cfg); err != nil {

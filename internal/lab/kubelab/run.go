@@ -290,7 +290,7 @@ func (c containerRole) String() string { return c.pod.Name + "/" + c.container }
 // podProxyGet is GET path on port of pod ns/name through the API server's
 // pod proxy: how the lab reaches a proxy's metrics wherever the pod runs.
 func (c *Cluster) podProxyGet(ctx context.Context, ns, name string, port int, path string) (string, error) {
-	b, err := c.Kube.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name(name + ":" + strconv.Itoa(port)).
+	b, err := c.podProxy.CoreV1().RESTClient().Get().Namespace(ns).Resource("pods").Name(name + ":" + strconv.Itoa(port)).
 		SubResource("proxy").Suffix(path).DoRaw(ctx)
 	if err != nil {
 		return "", fmt.Errorf("pod %s/%s:%d/%s: %w", ns, name, port, path, err)
